@@ -1,0 +1,152 @@
+# fccl: build, install, test.  `make` builds libfccl (shared + static) and
+# the programs into build/; `make test` runs every test (plain, then a
+# sanitized build); `make install PREFIX=/usr/local DESTDIR=`.
+#
+# Sources are picked up by directory, so adding a file needs no edit here:
+#   common/ store/ coll/ bootstrap/  *.c  -> libfccl
+#   cli/NAME.c                            -> build/bin/NAME
+#   tests/test_NAME.c                     -> build/tests/test_NAME (Criterion)
+#   tests/*.c without test_ prefix        -> helper programs build/tests/NAME
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+SAN ?= 0
+CC ?= cc
+
+ifeq ($(SAN),1)
+BUILD ?= build-san
+OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+       -fno-sanitize-recover=undefined
+SANLD := -fsanitize=address,undefined
+else
+BUILD ?= build
+OPT := -O2 -g
+SANLD :=
+endif
+
+PKGS := libevent_core libevent_pthreads libevent_openssl libfabric openssl
+# A missing dependency is installed before anything else is computed, so
+# the flags below see it (scripts/install-deps.sh is a no-op when all is
+# present).
+ifneq ($(filter clean uninstall,$(MAKECMDGOALS)),$(MAKECMDGOALS))
+DEPS_OK := $(shell pkg-config --exists $(PKGS) criterion 2>/dev/null && echo 1)
+ifneq ($(DEPS_OK),1)
+$(info make: dependencies missing, running scripts/install-deps.sh)
+DEPS_RC := $(shell scripts/install-deps.sh >&2; echo $$?)
+ifneq ($(DEPS_RC),0)
+$(error scripts/install-deps.sh failed)
+endif
+endif
+endif
+
+VERSION := 0.1.0
+SOMAJOR := 0
+
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
+  -I$(BUILD)/include -Icommon -Istore -Icoll -Ibootstrap \
+  $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+ALL_CFLAGS := $(CFLAGS_BASE) $(OPT) $(CFLAGS)
+LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
+
+# Public headers: source path -> include/fccl/<name>
+PUB_HDRS := common/core.h common/fccl.h store/store.h coll/coll.h bootstrap/pg.h
+PUB_LINKS := $(addprefix $(BUILD)/include/fccl/,$(notdir $(PUB_HDRS)))
+
+LIB_SRCS := $(sort $(wildcard common/*.c store/*.c coll/*.c bootstrap/*.c))
+LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+CLI_SRCS := $(sort $(wildcard cli/*.c))
+PROGS := $(patsubst cli/%.c,$(BUILD)/bin/%,$(CLI_SRCS))
+TEST_SRCS := $(sort $(wildcard tests/test_*.c))
+TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+THELP_SRCS := $(filter-out tests/test_%.c,$(sort $(wildcard tests/*.c)))
+THELPERS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(THELP_SRCS))
+
+SHLIB := $(BUILD)/lib/libfccl.so.$(VERSION)
+STLIB := $(BUILD)/lib/libfccl.a
+
+.SECONDARY:
+.PHONY: all lib progs tests test check check-san install uninstall clean demo bench
+
+all: lib progs
+
+lib: $(SHLIB) $(STLIB)
+progs: $(PROGS)
+tests: $(TESTS) $(THELPERS)
+
+$(BUILD)/include/fccl/%.h:
+	@mkdir -p $(dir $@)
+	ln -sf $(abspath $(filter %/$*.h,$(PUB_HDRS))) $@
+
+$(BUILD)/obj/%.o: %.c $(PUB_LINKS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(SHLIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libfccl.so.$(SOMAJOR) $(SANLD) -o $@ $^ $(LIBS)
+	ln -sf libfccl.so.$(VERSION) $(BUILD)/lib/libfccl.so.$(SOMAJOR)
+	ln -sf libfccl.so.$(SOMAJOR) $(BUILD)/lib/libfccl.so
+
+$(STLIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+# Programs link the static library: no rpath games, one file to copy.
+$(BUILD)/bin/%: $(BUILD)/obj/cli/%.o $(STLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(SANLD) -o $@ $< $(STLIB) $(LIBS)
+
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(STLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(SANLD) -o $@ $< $(STLIB) $(LIBS) -lcriterion
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(STLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(SANLD) -o $@ $< $(STLIB) $(LIBS)
+
+# The README's test command.  Plain build runs everything; the sanitized
+# build runs the unit/store tests and a reduced collective matrix
+# (FCCL_TEST_REDUCED=1).
+test: all tests
+	scripts/run-tests.sh $(BUILD)
+	$(MAKE) SAN=1 all tests
+	FCCL_TEST_REDUCED=1 scripts/run-tests.sh build-san
+
+check: all tests
+	scripts/run-tests.sh $(BUILD)
+
+check-san:
+	$(MAKE) SAN=1 all tests
+	FCCL_TEST_REDUCED=1 scripts/run-tests.sh build-san
+
+# The README's main job: a local store plus a 4-rank job doing checked
+# collectives.
+demo: all
+	$(BUILD)/bin/fccl-run -n 4 $(BUILD)/bin/fccl-demo
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/fccl \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/share/fccl
+	install -m 0755 $(SHLIB) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libfccl.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfccl.so.$(SOMAJOR)
+	ln -sf libfccl.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libfccl.so
+	install -m 0644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 $(PUB_HDRS) $(DESTDIR)$(PREFIX)/include/fccl/
+	install -m 0755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 conf/tcpstore-server.conf conf/tcpstore-server.service \
+	  $(DESTDIR)$(PREFIX)/share/fccl/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	  conf/fccl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fccl.pc
+
+uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/include/fccl $(DESTDIR)$(PREFIX)/share/fccl
+	rm -f $(DESTDIR)$(PREFIX)/lib/libfccl.* \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/fccl.pc \
+	  $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(PROGS)))
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,91 @@
+/*
+ * The libfabric transport: the only file family in fccl that calls fi_*.
+ *
+ * One transport per process.  It may open several endpoints (shm for peers
+ * on this host, a network provider for the others; or the one provider that
+ * FCCL_PROVIDER / FI_PROVIDER forces) and drives them all from one progress
+ * engine.  Peers are world ranks.  Messages are tagged: a receive posted for
+ * (peer, tag) matches only a message that `peer` sent with exactly `tag`;
+ * messages that arrive before their receive is posted wait inside the
+ * provider (unexpected queue), so algorithms may post in any order.
+ *
+ * Requests are caller-owned structs that must not move or be reused while
+ * pending.  All calls are thread-safe: several threads may post and wait at
+ * once (completions found by any thread are credited to their owners).
+ * Waits yield the CPU when nothing completes (oversubscribed hosts).
+ */
+#ifndef FCCL_COLL_TRANSPORT_H
+#define FCCL_COLL_TRANSPORT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct fccl_tp;
+
+enum tp_req_state { TP_REQ_IDLE = 0, TP_REQ_PENDING, TP_REQ_DONE, TP_REQ_ERROR };
+
+/* Caller-owned request.  Fields are the transport's; read only via calls. */
+struct tp_req {
+    _Alignas(16) unsigned char fi_ctx[64]; /* struct fi_context2 lives here */
+    _Atomic int state;
+    int status;   /* FCCL status when state == TP_REQ_ERROR */
+    int peer;
+    size_t len;   /* bytes received (recv) */
+    int ep;       /* endpoint index used */
+    int is_send;
+};
+
+struct tp_opts {
+    const char *provider; /* force one provider for all peers; NULL = auto
+                             (FCCL_PROVIDER, else FI_PROVIDER, else shm for
+                             local peers plus the best network provider) */
+    int need_network;     /* open a network endpoint even if all peers are
+                             local (auto mode only) */
+};
+
+/* Open the endpoints (fabric, domain, endpoint, CQ, AV).  Can run before the
+ * peers are known, e.g. in parallel with the store rendezvous.  Errors:
+ * FCCL_ERR_UNSUPPORTED (provider not available), FCCL_ERR_FABRIC. */
+int tp_open(const struct tp_opts *opts, struct fccl_tp **out);
+
+/* This process's endpoint names, serialized into one blob to publish.  Call
+ * with buf NULL to learn *len. */
+int tp_local_name(struct fccl_tp *tp, void *buf, size_t *len);
+
+/* Names of the providers in use ("shm", "tcp;ofi_rxm") for logs/tests. */
+const char *tp_provider_desc(const struct fccl_tp *tp);
+
+/* Insert every rank's name blob.  node_of[r] is rank r's host index from
+ * the topology (ranks on my node use shm in auto mode).  Collective in the
+ * sense that all ranks call it, but it does not communicate. */
+int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
+                 const void *const *names, const size_t *lens,
+                 const int *node_of);
+
+int tp_isend(struct fccl_tp *tp, int peer, uint64_t tag, const void *buf,
+             size_t len, struct tp_req *req);
+int tp_irecv(struct fccl_tp *tp, int peer, uint64_t tag, void *buf,
+             size_t len, struct tp_req *req);
+
+/* Drive progress once; 1 if req is complete (then its status is returned
+ * if it failed), 0 if pending. */
+int tp_test(struct fccl_tp *tp, struct tp_req *req);
+
+/* Wait for all n requests until `deadline` (fccl_deadline_ms) or *abort
+ * becomes non-zero.  Returns FCCL_OK, FCCL_ERR_TIMEOUT (message names the
+ * peers still pending), FCCL_ERR_ABORTED, or the first request's error
+ * (FCCL_ERR_PEER naming the peer).  On failure, pending requests are
+ * cancelled before return so their buffers are free again. */
+int tp_waitall(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
+               uint64_t deadline, const _Atomic int *abort);
+
+/* Cancel a pending request (used after timeouts and aborts). */
+void tp_cancel(struct fccl_tp *tp, struct tp_req *req);
+
+void tp_close(struct fccl_tp *tp);
+
+/* Largest tag bits available to callers (the transport may reserve some). */
+#define TP_TAG_BITS 60
+
+#endif

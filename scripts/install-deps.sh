@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install what fccl needs to build, test and benchmark, from Debian's
+# packages.  Does nothing when everything is already present.
+set -euo pipefail
+
+BUILD_PKGS="gcc make pkg-config libevent-dev libssl-dev libfabric-dev libfabric-bin libcriterion-dev"
+TEST_PKGS="python3-torch valgrind procps iproute2"
+BENCH_PKGS="${FCCL_BENCH_DEPS:+openmpi-bin libopenmpi-dev mpich libmpich-dev redis-server redis-tools sockperf hyperfine}"
+
+missing=()
+for p in $BUILD_PKGS $TEST_PKGS $BENCH_PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+        missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

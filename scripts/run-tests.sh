@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Run every Criterion test binary of a build directory, each under a hard
+# timeout so that a hang fails loudly instead of stalling CI.  Prints a
+# closing "N passed, N failed" line and exits non-zero on any failure.
+set -u
+BUILD=${1:-build}
+export FCCL_BIN="$PWD/$BUILD/bin" FCCL_TESTBIN="$PWD/$BUILD/tests"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+PER_TEST_TIMEOUT=${FCCL_TEST_TIMEOUT:-900}
+# Criterion runs a binary's tests in parallel; 2 jobs matches the 2 cores.
+JOBS=${FCCL_TEST_JOBS:-2}
+
+pass=0 fail=0 failed_bins=()
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    start=$(date +%s%N)
+    out=$(timeout -k 10 "$PER_TEST_TIMEOUT" "$t" --jobs="$JOBS" --timeout=600 2>&1)
+    rc=$?
+    ds=$(( ($(date +%s%N) - start) / 100000000 )); secs="$((ds / 10)).$((ds % 10))"
+    syn=$(printf '%s\n' "$out" | grep -E 'Synthesis: Tested' | tail -n 1)
+    p=$(printf '%s' "$syn" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
+    f=$(printf '%s' "$syn" | sed -n 's/.*Failing: \([0-9]*\).*/\1/p')
+    c=$(printf '%s' "$syn" | sed -n 's/.*Crashing: \([0-9]*\).*/\1/p')
+    p=${p:-0} f=${f:-0} c=${c:-0}
+    if [ "$rc" -ne 0 ] || [ "$f" -ne 0 ] || [ "$c" -ne 0 ] || [ -z "$syn" ]; then
+        [ "$rc" -eq 124 ] && echo "== $name: TIMED OUT after ${PER_TEST_TIMEOUT}s"
+        printf '%s\n' "$out" | tail -n 60
+        echo "== $name: FAILED (exit $rc) ${syn} [${secs}s]"
+        fail=$((fail + f + c + ( (f + c) == 0 ? 1 : 0 )))
+        pass=$((pass + p))
+        failed_bins+=("$name")
+    else
+        echo "== $name: ok ${syn#*Synthesis: } [${secs}s]"
+        pass=$((pass + p))
+    fi
+done
+[ ${#failed_bins[@]} -gt 0 ] && echo "failed: ${failed_bins[*]}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
