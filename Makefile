@@ -60,14 +60,19 @@ TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 THELP_SRCS := $(filter-out tests/test_%.c,$(sort $(wildcard tests/*.c)))
 THELPERS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(THELP_SRCS))
+# bench/NAME.c -> build/bench/NAME; bench/mpi_*.c are built by the bench
+# scripts with mpicc, not here.
+BENCH_SRCS := $(filter-out bench/mpi_%.c,$(sort $(wildcard bench/*.c)))
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 SHLIB := $(BUILD)/lib/libfccl.so.$(VERSION)
 STLIB := $(BUILD)/lib/libfccl.a
 
 .SECONDARY:
-.PHONY: all lib progs tests test check check-san install uninstall clean demo bench
+.PHONY: all lib progs benches tests test check check-san install uninstall clean demo bench
 
-all: lib progs
+all: lib progs benches
+benches: $(BENCHES)
 
 lib: $(SHLIB) $(STLIB)
 progs: $(PROGS)
@@ -100,6 +105,10 @@ $(BUILD)/bin/%: $(BUILD)/obj/cli/%.o $(STLIB)
 $(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(STLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANLD) -o $@ $< $(STLIB) $(LIBS) -lcriterion
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(STLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(SANLD) -o $@ $< $(STLIB) $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(STLIB)
 	@mkdir -p $(dir $@)

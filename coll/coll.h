@@ -68,10 +68,22 @@ const char *fccl_redop_name(fccl_redop_t op);
 int fccl_dtype_parse(const char *name);
 int fccl_redop_parse(const char *name);
 
+/* Force the algorithm of one operation on this group, overriding
+ * FCCL_ALGO_<OP> (e.g. FCCL_ALGO_ALL_REDUCE=ring): op is named as in the
+ * API ("all_reduce", "broadcast", ...), algo is one of that operation's
+ * algorithms or "auto"/NULL for the automatic choice.  Every rank of the
+ * group must make the same choice.  Never blocks; call it from the thread
+ * that drives the group.  FCCL_ERR_INVALID (listing the choices) for an
+ * unknown operation or algorithm. */
+int fccl_set_algo(fccl_group_t *g, const char *op, const char *algo);
+
 /* ---- requests ---- */
 
 /* Wait for an asynchronous operation and free the handle.  timeout_ms < 0
- * uses the group timeout.  Returns the operation's status. */
+ * uses the group timeout.  Returns the operation's status.  If timeout_ms
+ * passes first, returns FCCL_ERR_TIMEOUT and the handle stays valid (wait
+ * or test it again); the operation itself still ends by the group
+ * timeout.  Wait for every handle before destroying its group. */
 int fccl_wait(fccl_request_t *req, int64_t timeout_ms);
 /* *done = 1 and the handle is freed when finished (the return value is then
  * the operation's status); *done = 0 otherwise.  Never blocks. */
@@ -153,7 +165,8 @@ int fccl_all_to_all_v_c(const void *sendbuf, void *recvbuf,
                         fccl_group_t *g, fccl_request_t **req);
 /* Send send_counts[i] elements from send_bufs[i] to send_peers[i] and
  * receive recv_counts[j] into recv_bufs[j] from recv_peers[j] (MindSpore's
- * NeighborExchange).  Each peer at most once per list. */
+ * NeighborExchange).  Each peer at most once per list.  Collective: every
+ * rank of the group calls it, with empty lists if it exchanges nothing. */
 int fccl_neighbor_exchange(const int *send_peers, const void *const *send_bufs,
                            const size_t *send_counts, size_t nsend,
                            const int *recv_peers, void *const *recv_bufs,

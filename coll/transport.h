@@ -34,6 +34,17 @@ struct tp_req {
     size_t len;   /* bytes received (recv) */
     int ep;       /* endpoint index used */
     int is_send;
+    /* Transport-private bookkeeping (added; callers never touch these). */
+    uint64_t tag;          /* wire tag as posted */
+    unsigned char *buf;    /* caller's buffer */
+    size_t total;          /* posted size (send: exact; recv: capacity) */
+    size_t off;            /* bytes moved by completed chunks */
+    size_t chunk;          /* size of the chunk in flight */
+    void *mr;              /* MR cache entry in use, or NULL */
+    struct tp_req *next;   /* post-retry queue link */
+    int fi_err;            /* libfabric errno of a failed completion */
+    int queued;            /* waiting in the post-retry queue */
+    size_t olen;           /* bytes that did not fit (truncation) */
 };
 
 struct tp_opts {
@@ -42,6 +53,23 @@ struct tp_opts {
                              local peers plus the best network provider) */
     int need_network;     /* open a network endpoint even if all peers are
                              local (auto mode only) */
+    /* Added: */
+    const char *net_iface; /* network providers use only this domain
+                              (interface, e.g. "lo"); NULL = env
+                              FCCL_NET_IFACE, else the provider's choice */
+    size_t max_chunk;      /* cap on one wire message (0 = the provider's
+                              max_msg_size); tests use it to exercise
+                              chunking */
+    int always_register;   /* register every buffer through the MR cache
+                              even if the provider does not need it */
+};
+
+/* Counters for tests and logs (tp_get_stats). */
+struct tp_stats {
+    uint64_t mr_hits, mr_misses, mr_entries; /* registration cache */
+    uint64_t eagain;       /* posts that met -FI_EAGAIN */
+    uint64_t chunks;       /* wire messages posted for chunked requests */
+    uint64_t completions;  /* CQ entries read */
 };
 
 /* Open the endpoints (fabric, domain, endpoint, CQ, AV).  Can run before the
@@ -83,7 +111,12 @@ int tp_waitall(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
 /* Cancel a pending request (used after timeouts and aborts). */
 void tp_cancel(struct fccl_tp *tp, struct tp_req *req);
 
+/* Cancel and drain pending operations (bounded), close every endpoint and
+ * free the registration cache.  tp may be NULL. */
 void tp_close(struct fccl_tp *tp);
+
+/* Copy the counters (thread-safe, never blocks for long). */
+void tp_get_stats(struct fccl_tp *tp, struct tp_stats *st);
 
 /* Largest tag bits available to callers (the transport may reserve some). */
 #define TP_TAG_BITS 60

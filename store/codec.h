@@ -62,6 +62,10 @@ struct codec_limits {
     uint64_t max_key;       /* bytes, default 8 KiB; must stay << 0x3C85F7CE */
     uint64_t max_value;     /* bytes, default 64 MiB */
     uint64_t max_keys;      /* keys per request, default 131072 */
+    uint64_t max_request;   /* bytes of one whole request (all of its
+                               strings together); 0 = no limit.  Default
+                               2 * max_value + 2 * max_key + 4 KiB, enough
+                               for COMPARE_SET with two full values */
 };
 void codec_limits_default(struct codec_limits *l);
 
@@ -74,6 +78,7 @@ enum codec_result {
     CODEC_E_TOO_MANY = -4,  /* key count over max_keys */
     CODEC_E_BAD_MAGIC = -5, /* VALIDATE with a wrong magic */
     CODEC_E_REFUSED = -6,   /* known but refused (WATCH_KEY, ext on legacy) */
+    CODEC_E_REQ_LONG = -7,  /* whole request over max_request */
 };
 const char *codec_result_str(int r);
 
@@ -135,6 +140,10 @@ void codec_put_u64(struct codec_buf *b, uint64_t v);
 void codec_put_i64(struct codec_buf *b, int64_t v);
 void codec_put_bytes(struct codec_buf *b, const void *p, size_t len); /* raw */
 void codec_put_str(struct codec_buf *b, const void *p, size_t len); /* u64 len + bytes */
+/* The type byte of `op` in `dialect`; returns -1 (and puts nothing) if the
+ * dialect lacks the op. */
+int codec_put_type(struct codec_buf *b, enum store_dialect dialect,
+                   enum store_op op);
 
 /* Little-endian loads (the wire is little-endian on every PyTorch build). */
 uint32_t codec_get_u32(const uint8_t *p);

@@ -1,0 +1,133 @@
+/*
+ * init_barrier: fccl's side of the job start-up benchmark.  Every rank
+ * joins through env:// (fccl_init), runs one barrier on the world and
+ * calls fccl_finalize; bench/bootstrap.sh times the launcher:
+ *
+ *   fccl-run -n N build/bench/init_barrier [-v]
+ *
+ * With -v, after the timed barrier the ranks all_gather their timestamps
+ * (not part of anything timed) and rank 0 prints, per phase, the slowest
+ * and the median rank: process start -> main() (from /proc/self/stat,
+ * 10 ms ticks), fccl_init wall and CPU time, the barrier, and the time
+ * from the last rank's arrival at main() to the last rank's init done
+ * (what bench/gloo_init_barrier.py reports for Gloo).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fccl/fccl.h"
+
+enum { F_AGE, F_MAIN, F_INIT_DONE, F_INIT, F_INIT_CPU, F_BAR, F_N };
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Seconds since this process started (starttime is field 22 of
+ * /proc/self/stat, in clock ticks since boot); -1 if unreadable. */
+static double process_age_s(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long start = 0;
+    for (int field = 3; p && field <= 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (p && field == 22)
+            start = strtoull(p + 1, NULL, 10);
+    }
+    return clock_s(CLOCK_BOOTTIME) -
+           (double)start / (double)sysconf(_SC_CLK_TCK);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median and maximum of field f over the ranks' rows. */
+static void stat_of(const double *all, int n, int f, double *med, double *max)
+{
+    double *col = malloc(sizeof(double) * (size_t)n);
+    if (!col) {
+        *med = *max = -1;
+        return;
+    }
+    for (int r = 0; r < n; r++)
+        col[r] = all[r * F_N + f];
+    qsort(col, (size_t)n, sizeof(double), cmp_double);
+    *med = col[n / 2];
+    *max = col[n - 1];
+    free(col);
+}
+
+static int report(fccl_group_t *w, const double *mine)
+{
+    int n = fccl_group_size(w);
+    double *all = malloc(sizeof(double) * F_N * (size_t)n);
+    if (!all)
+        return FCCL_ERR_NOMEM;
+    int rc = fccl_all_gather(mine, all, F_N, FCCL_FLOAT64, w, NULL);
+    if (rc == FCCL_OK && fccl_group_rank(w) == 0) {
+        static const char *names[] = {"start->main", NULL, NULL, "init",
+                                      "init cpu", "barrier"};
+        double med, max, last_main, last_done;
+        printf("fccl N=%d per rank (median / max):", n);
+        for (int f = 0; f < F_N; f++) {
+            if (!names[f])
+                continue;
+            stat_of(all, n, f, &med, &max);
+            printf(" %s %.3f/%.3f s;", names[f], med, max);
+        }
+        stat_of(all, n, F_MAIN, &med, &last_main);
+        stat_of(all, n, F_INIT_DONE, &med, &last_done);
+        printf(" last main() -> last init done %.3f s\n",
+               last_done - last_main);
+        fflush(stdout);
+    }
+    free(all);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    double mine[F_N];
+    mine[F_AGE] = process_age_s();
+    mine[F_MAIN] = clock_s(CLOCK_REALTIME);
+    double cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    int verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
+
+    fccl_init_opts_t opts;
+    fccl_init_opts_init(&opts);
+    fccl_group_t *world = NULL;
+    int rc = fccl_init(&opts, &world);
+    if (rc < 0) {
+        fprintf(stderr, "init_barrier: fccl_init: %s (%s)\n",
+                fccl_strerror(rc), fccl_last_error());
+        return 1;
+    }
+    mine[F_INIT_DONE] = clock_s(CLOCK_REALTIME);
+    mine[F_INIT] = mine[F_INIT_DONE] - mine[F_MAIN];
+    mine[F_INIT_CPU] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    rc = fccl_barrier(world, NULL);
+    mine[F_BAR] = clock_s(CLOCK_REALTIME) - mine[F_INIT_DONE];
+    if (rc == FCCL_OK && verbose)
+        rc = report(world, mine);
+    if (rc < 0)
+        fprintf(stderr, "init_barrier: rank %d: %s (%s)\n", fccl_get_rank(),
+                fccl_strerror(rc), fccl_last_error());
+    fccl_finalize();
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,40 @@
+/* Internal: the process-wide bootstrap state shared by pg.c and group.c. */
+#ifndef FCCL_BOOT_H
+#define FCCL_BOOT_H
+
+#include "comm.h"
+#include "fccl/pg.h"
+#include "fccl/store.h"
+
+struct store_server;
+struct name_count;
+
+struct boot_state {
+    int initialized;
+    int rank, size;
+    int64_t timeout_ms;
+    char job[128];
+    fccl_store_t *base;           /* connection we opened (NULL if given) */
+    fccl_store_t *store;          /* view "fccl/<job>/" */
+    struct store_server *server;  /* in-process server (host_store) */
+    struct fccl_tp *tp;
+    struct fccl_group *world;
+    int *node_of;                 /* world topology, by world rank */
+    int nnodes, local_rank, local_size;
+    struct fccl_group **groups;   /* live user groups, for finalize */
+    size_t ngroups, cap_groups;
+    struct name_count *counts;    /* creations per group name */
+};
+
+extern struct boot_state boot;
+
+/* Allocate a group of `size` members with zeroed fields; arrays allocated. */
+struct fccl_group *boot_group_alloc(int size);
+/* Fill topology fields of g from its world[] and boot.node_of, then call
+ * coll_comm_init.  Frees g on failure. */
+int boot_group_finish(struct fccl_group *g);
+void boot_group_free(struct fccl_group *g);
+/* Destroy every live user group and the creation counters (finalize). */
+void boot_groups_destroy_all(void);
+
+#endif

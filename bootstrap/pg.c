@@ -1,0 +1,485 @@
+/*
+ * Process-group init: from a store address to the world group.
+ *
+ * Store traffic per rank is O(1): one SET of this rank's record (host
+ * identity + endpoint names), one MULTI_GET of every record (the server
+ * answers once all exist), and one DELETE of its own record after the
+ * first barrier proves everyone has read it.  The libfabric start-up
+ * (the slow part: ~0.2 s in fi_getinfo and fi_enable) runs in a thread in
+ * parallel with connecting to the store.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "boot.h"
+#include "clock.h"
+#include "err.h"
+#include "log.h"
+#include "net.h"
+#include "server.h"
+#include "topology.h"
+#include "transport.h"
+
+struct boot_state boot;
+
+void fccl_init_opts_init(fccl_init_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->world_size = -1;
+    o->rank = -1;
+}
+
+static int env_int(const char *name, int *out)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return FCCL_ERR_NOTFOUND;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end != '\0' || v < -1 || v > 1 << 24)
+        return fccl_err(FCCL_ERR_INVALID, "%s='%s' is not a valid integer",
+                        name, s);
+    *out = (int)v;
+    return FCCL_OK;
+}
+
+/* The rank/size/timeout/job checks of the seeds: each a clear error. */
+static int resolve_args(const fccl_init_opts_t *o, int *rank, int *size)
+{
+    int rc;
+    if (o->store && o->init_method)
+        return fccl_err(FCCL_ERR_INVALID,
+                        "init: give either a store or an init_method, not both");
+    *size = o->world_size;
+    if (*size == -1 && (rc = env_int("WORLD_SIZE", size)) < 0)
+        return rc == FCCL_ERR_NOTFOUND
+                   ? fccl_err(FCCL_ERR_INVALID,
+                              "init: world size not given and WORLD_SIZE unset")
+                   : rc;
+    if (*size <= 0)
+        return fccl_err(FCCL_ERR_INVALID,
+                        "init: world size must be positive, got %d", *size);
+    *rank = o->rank;
+    if (*rank == -1 && (rc = env_int("RANK", rank)) < 0)
+        return rc == FCCL_ERR_NOTFOUND
+                   ? fccl_err(FCCL_ERR_INVALID,
+                              "init: rank not given and RANK unset")
+                   : rc;
+    if (*rank < 0 || *rank >= *size)
+        return fccl_err(FCCL_ERR_INVALID,
+                        "init: rank %d out of range for world size %d", *rank,
+                        *size);
+    return FCCL_OK;
+}
+
+/* "tcp://H:P" or "env://" (MASTER_ADDR, MASTER_PORT) -> "H:P". */
+static int resolve_addr(const char *method, char *addr, size_t len)
+{
+    if (!method || strcmp(method, "env://") == 0) {
+        const char *h = getenv("MASTER_ADDR"), *p = getenv("MASTER_PORT");
+        if (!h || !*h || !p || !*p)
+            return fccl_err(FCCL_ERR_INVALID,
+                            "init env://: MASTER_ADDR and MASTER_PORT must be set");
+        if (strchr(h, ':') && h[0] != '[')
+            snprintf(addr, len, "[%s]:%s", h, p);
+        else
+            snprintf(addr, len, "%s:%s", h, p);
+        return FCCL_OK;
+    }
+    if (strncmp(method, "tcp://", 6) == 0) {
+        snprintf(addr, len, "%s", method + 6);
+        return FCCL_OK;
+    }
+    return fccl_err(FCCL_ERR_INVALID,
+                    "init: unknown init_method '%s' (use env:// or tcp://HOST:PORT)",
+                    method);
+}
+
+/* PyTorch's is_master: rank 0 serves the store in-process when asked.  A
+ * bind failure means a server is already there, which is fine. */
+static void maybe_host_store(const char *addr)
+{
+    char host[FCCL_HOST_MAX];
+    int port;
+    if (fccl_addr_parse(addr, host, sizeof(host), &port) < 0)
+        return;
+    struct store_server_config cfg;
+    store_server_config_default(&cfg);
+    snprintf(cfg.host, sizeof(cfg.host), "%s", host);
+    cfg.port = port;
+    struct store_server *srv = NULL;
+    if (store_server_create(&cfg, &srv) < 0) {
+        LOG_INFO("BOOT", "not hosting the store on %s (%s); connecting to it",
+                 addr, fccl_last_error());
+        return;
+    }
+    if (store_server_start_thread(srv) < 0) {
+        store_server_free(srv);
+        return;
+    }
+    boot.server = srv;
+    LOG_INFO("BOOT", "rank 0 hosts the store on %s", addr);
+}
+
+static void job_id(const fccl_init_opts_t *o, char *out, size_t len)
+{
+    const char *j = o->job_id;
+    if (!j || !*j)
+        j = getenv("FCCL_JOB_ID");
+    if (!j || !*j)
+        j = getenv("TORCHELASTIC_RUN_ID");
+    snprintf(out, len, "%s", j && *j ? j : "fccl");
+}
+
+static int open_store(const fccl_init_opts_t *o)
+{
+    int rc;
+    char addr[FCCL_HOST_MAX + 16], prefix[160];
+    fccl_store_t *parent = o->store;
+    if (!parent) {
+        CHECK_GOTO(resolve_addr(o->init_method, addr, sizeof(addr)), rc, out);
+        if (o->host_store && boot.rank == 0)
+            maybe_host_store(addr);
+        fccl_store_opts_t so;
+        fccl_store_opts_init(&so);
+        so.addr = addr;
+        so.timeout_ms = boot.timeout_ms;
+        CHECK_GOTO(fccl_store_connect(&so, &boot.base), rc, out);
+        parent = boot.base;
+    }
+    snprintf(prefix, sizeof(prefix), "fccl/%s/", boot.job);
+    rc = fccl_store_prefixed(parent, prefix, &boot.store);
+out:
+    return rc < 0 ? fccl_err_wrap(rc, "init: store") : rc;
+}
+
+/* ---- transport start-up in a thread ---- */
+struct tp_start {
+    struct tp_opts opts;
+    struct fccl_tp *tp;
+    int rc;
+    char msg[512];
+};
+
+static void *tp_start_main(void *arg)
+{
+    struct tp_start *t = arg;
+    t->rc = tp_open(&t->opts, &t->tp);
+    if (t->rc < 0)
+        snprintf(t->msg, sizeof(t->msg), "%s", fccl_last_error());
+    return NULL;
+}
+
+/* Local peers only?  torchrun and fccl-run say so with LOCAL_WORLD_SIZE;
+ * without it we must be ready for remote peers. */
+static int need_network(void)
+{
+    int lws = -1;
+    if (getenv("FCCL_FAKE_NODES"))
+        return 1;
+    if (env_int("LOCAL_WORLD_SIZE", &lws) < 0 || lws < boot.size)
+        return 1;
+    return 0;
+}
+
+/* ---- records: u32 hostid len, hostid, u32 name len, name ---- */
+static int make_record(struct fccl_tp *tp, void **out, size_t *outlen)
+{
+    char hostid[HOSTID_MAX];
+    topo_host_id(hostid, sizeof(hostid), boot.rank, boot.size);
+    size_t nlen = 0;
+    int rc = tp_local_name(tp, NULL, &nlen);
+    if (rc < 0)
+        return rc;
+    uint32_t hl = (uint32_t)strlen(hostid), nl = (uint32_t)nlen;
+    size_t total = 8 + hl + nl;
+    uint8_t *p = malloc(total);
+    if (!p)
+        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    memcpy(p, &hl, 4);
+    memcpy(p + 4, hostid, hl);
+    memcpy(p + 4 + hl, &nl, 4);
+    rc = tp_local_name(tp, p + 8 + hl, &nlen);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    *out = p;
+    *outlen = total;
+    return FCCL_OK;
+}
+
+static int parse_record(const uint8_t *p, size_t len, int rank, char *hostid,
+                        const void **name, size_t *namelen)
+{
+    uint32_t hl, nl;
+    if (len < 8)
+        goto bad;
+    memcpy(&hl, p, 4);
+    if (hl >= HOSTID_MAX || 8 + (size_t)hl > len)
+        goto bad;
+    memcpy(&nl, p + 4 + hl, 4);
+    if (8 + (size_t)hl + nl != len)
+        goto bad;
+    memcpy(hostid, p + 4, hl);
+    hostid[hl] = '\0';
+    *name = p + 8 + hl;
+    *namelen = nl;
+    return FCCL_OK;
+bad:
+    return fccl_err(FCCL_ERR_PROTOCOL,
+                    "init: malformed record of rank %d (%zu bytes); is "
+                    "another job using job id '%s'?",
+                    rank, len, boot.job);
+}
+
+static void addr_key(char *out, size_t len, int rank)
+{
+    snprintf(out, len, "addr/%d", rank);
+}
+
+/* After a timed-out gather, name who never arrived. */
+static int report_missing(int rc)
+{
+    char msg[512] = "";
+    size_t off = 0;
+    int missing = 0;
+    for (int r = 0; r < boot.size; r++) {
+        char k[32];
+        addr_key(k, sizeof(k), r);
+        const char *kp = k;
+        int present = 0;
+        if (fccl_store_check(boot.store, &kp, 1, &present) < 0)
+            break;
+        if (present)
+            continue;
+        if (missing++ < 16 && off < sizeof(msg) - 16)
+            off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%s%d",
+                                    missing > 1 ? ", " : "", r);
+    }
+    if (missing == 0)
+        return rc;
+    return fccl_err(rc,
+                    "init: timed out after %" PRId64
+                    " ms waiting for %d of %d ranks to arrive: rank%s %s%s",
+                    boot.timeout_ms, missing, boot.size, missing > 1 ? "s" : "",
+                    msg, missing > 16 ? ", ..." : "");
+}
+
+static int exchange_records(void *rec, size_t reclen, void **vals,
+                            size_t *lens)
+{
+    char key[32];
+    addr_key(key, sizeof(key), boot.rank);
+    int rc = fccl_store_set(boot.store, key, rec, reclen);
+    if (rc < 0)
+        return rc;
+    char **keys = calloc((size_t)boot.size, sizeof(char *));
+    if (!keys)
+        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    for (int r = 0; r < boot.size && rc >= 0; r++) {
+        keys[r] = malloc(32);
+        if (!keys[r])
+            rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+        else
+            addr_key(keys[r], 32, r);
+    }
+    if (rc >= 0)
+        rc = fccl_store_multi_get(boot.store, (const char *const *)keys,
+                                  (size_t)boot.size, vals, lens,
+                                  boot.timeout_ms);
+    for (int r = 0; r < boot.size; r++)
+        free(keys[r]);
+    free(keys);
+    if (rc == FCCL_ERR_TIMEOUT)
+        rc = report_missing(rc);
+    return rc;
+}
+
+static int build_world(void **vals, size_t *lens)
+{
+    int n = boot.size, rc = FCCL_OK;
+    char (*hostids)[HOSTID_MAX] = calloc((size_t)n, HOSTID_MAX);
+    const char **hp = calloc((size_t)n, sizeof(char *));
+    const void **names = calloc((size_t)n, sizeof(void *));
+    size_t *nlens = calloc((size_t)n, sizeof(size_t));
+    boot.node_of = calloc((size_t)n, sizeof(int));
+    if (!hostids || !hp || !names || !nlens || !boot.node_of) {
+        rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        CHECK_GOTO(parse_record(vals[r], lens[r], r, hostids[r], &names[r],
+                                &nlens[r]),
+                   rc, out);
+        hp[r] = hostids[r];
+    }
+    CHECK_GOTO(topo_assign_nodes(hp, n, boot.node_of, &boot.nnodes), rc, out);
+    topo_local(boot.node_of, n, boot.rank, &boot.local_rank, &boot.local_size);
+    CHECK_GOTO(tp_add_peers(boot.tp, n, boot.rank, names, nlens, boot.node_of),
+               rc, out);
+    struct fccl_group *w = boot_group_alloc(n);
+    if (!w) {
+        rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+        goto out;
+    }
+    snprintf(w->name, sizeof(w->name), "%s", FCCL_WORLD_GROUP);
+    for (int r = 0; r < n; r++)
+        w->world[r] = r;
+    w->rank = boot.rank;
+    w->ctx = 0; /* group creations count up from 1 */
+    CHECK_GOTO(boot_group_finish(w), rc, out);
+    boot.world = w;
+out:
+    free(hostids);
+    free(hp);
+    free(names);
+    free(nlens);
+    return rc;
+}
+
+static void teardown(void)
+{
+    boot_groups_destroy_all();
+    if (boot.world) {
+        coll_comm_destroy(boot.world);
+        boot_group_free(boot.world);
+    }
+    if (boot.tp)
+        tp_close(boot.tp);
+    fccl_store_close(boot.store);
+    fccl_store_close(boot.base);
+    if (boot.server) {
+        store_server_stop(boot.server);
+        store_server_free(boot.server);
+    }
+    free(boot.node_of);
+    memset(&boot, 0, sizeof(boot));
+}
+
+int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
+{
+    fccl_init_opts_t defaults;
+    if (!opts) {
+        fccl_init_opts_init(&defaults);
+        opts = &defaults;
+    }
+    if (boot.initialized)
+        return fccl_err(FCCL_ERR_STATE, "init: already initialized "
+                                        "(call fccl_finalize first)");
+    int rank, size, rc;
+    if ((rc = resolve_args(opts, &rank, &size)) < 0)
+        return rc;
+    memset(&boot, 0, sizeof(boot));
+    boot.rank = rank;
+    boot.size = size;
+    boot.timeout_ms = opts->timeout_ms > 0
+                          ? opts->timeout_ms
+                          : fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS);
+    job_id(opts, boot.job, sizeof(boot.job));
+
+    struct tp_start ts = {.opts = {.provider = opts->provider,
+                                   .need_network = need_network()}};
+    pthread_t th;
+    int threaded = pthread_create(&th, NULL, tp_start_main, &ts) == 0;
+    if (!threaded)
+        tp_start_main(&ts);
+    int src = open_store(opts);
+    if (threaded)
+        pthread_join(th, NULL);
+    boot.tp = ts.tp;
+    if (ts.rc < 0) {
+        rc = fccl_err(ts.rc, "init: rank %d: transport: %s", rank, ts.msg);
+        goto fail;
+    }
+    if ((rc = src) < 0)
+        goto fail;
+
+    void *rec = NULL, **vals = calloc((size_t)size, sizeof(void *));
+    size_t reclen = 0, *lens = calloc((size_t)size, sizeof(size_t));
+    if (!vals || !lens)
+        rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    if (rc >= 0)
+        rc = make_record(boot.tp, &rec, &reclen);
+    if (rc >= 0)
+        rc = exchange_records(rec, reclen, vals, lens);
+    if (rc >= 0)
+        rc = build_world(vals, lens);
+    for (int r = 0; vals && r < size; r++)
+        free(vals[r]);
+    free(vals);
+    free(lens);
+    free(rec);
+    if (rc < 0)
+        goto fail;
+
+    /* Everyone has read every record once this returns. */
+    if ((rc = fccl_barrier(boot.world, NULL)) < 0) {
+        rc = fccl_err_wrap(rc, "init: first barrier");
+        goto fail;
+    }
+    char key[32];
+    addr_key(key, sizeof(key), rank);
+    fccl_store_delete(boot.store, key, NULL);
+    boot.initialized = 1;
+    LOG_INFO("BOOT", "rank %d/%d up: %d node(s), local %d/%d, %s", rank, size,
+             boot.nnodes, boot.local_rank, boot.local_size,
+             tp_provider_desc(boot.tp));
+    if (world)
+        *world = boot.world;
+    return FCCL_OK;
+fail:
+    LOG_DEBUG("BOOT", "init failed: %s", fccl_last_error());
+    {
+        /* Teardown may overwrite the message; keep the cause. */
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s", fccl_last_error());
+        teardown();
+        return fccl_err(rc, "%s", msg);
+    }
+}
+
+int fccl_finalize(void)
+{
+    if (!boot.initialized)
+        return FCCL_OK;
+    /* The last barrier keeps rank 0's in-process store (and everyone's
+     * endpoints) up until every rank is done with them.  A world that
+     * already failed skips it: its peers may be gone. */
+    if (!atomic_load(&boot.world->err) && !atomic_load(&boot.world->aborted))
+        fccl_barrier(boot.world, NULL);
+    if (boot.rank == 0)
+        fccl_store_delete(boot.store, "ctx", NULL);
+    teardown();
+    return FCCL_OK;
+}
+
+int fccl_is_initialized(void) { return boot.initialized; }
+fccl_group_t *fccl_world(void) { return boot.initialized ? boot.world : NULL; }
+int fccl_get_rank(void) { return boot.initialized ? boot.rank : -1; }
+int fccl_get_world_size(void) { return boot.initialized ? boot.size : -1; }
+
+int fccl_get_topology(fccl_topology_t *out)
+{
+    if (!boot.initialized)
+        return fccl_err(FCCL_ERR_STATE, "topology: not initialized");
+    if (!out)
+        return fccl_err(FCCL_ERR_INVALID, "topology: out is NULL");
+    out->node_count = boot.nnodes;
+    out->node_rank = boot.node_of[boot.rank];
+    out->local_rank = boot.local_rank;
+    out->local_size = boot.local_size;
+    return FCCL_OK;
+}
+
+int fccl_node_of(int world_rank)
+{
+    if (!boot.initialized || world_rank < 0 || world_rank >= boot.size)
+        return -1;
+    return boot.node_of[world_rank];
+}

@@ -1,0 +1,155 @@
+/*
+ * tcpstore-server: the TCPStore server as a program.  A thin wrapper over
+ * store/server.h: options (or a config file) -> store_server_create ->
+ * "listening on HOST:PORT" on stdout -> run until SIGINT/SIGTERM -> free.
+ * Exit codes: 0 after a signal, 1 if the server cannot start (e.g. the port
+ * is taken), 2 on a usage error.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "fccl/core.h"
+#include "log.h"
+#include "server.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: tcpstore-server [OPTIONS]\n"
+"A TCPStore server for PyTorch (both wire dialects), libfccl and tcpstore.\n"
+"\n"
+"  --host HOST                 address to listen on (default: all\n"
+"                              interfaces, IPv4 and IPv6)\n"
+"  --port PORT                 TCP port (default 29500; 0 picks a free one)\n"
+"  --world-size N              workers expected to join with ADD(init/, 1)\n"
+"  --wait-for-workers          log joins until all N joined or --timeout;\n"
+"                              the server keeps serving either way\n"
+"  --timeout SEC               join timeout in seconds (default 300)\n"
+"  --max-key-bytes N           longest key (default 8KiB, at most 1MiB)\n"
+"  --max-value-bytes N         longest value (default 64MiB, at most 1GiB)\n"
+"  --max-keys-per-request N    keys in one request (default 131072)\n"
+"  --max-connections N         open connections (default 65536)\n"
+"  --max-total-bytes N         stored keys + values (default 4GiB)\n"
+"  --log-level LEVEL           error|warn|info|debug|trace (default info,\n"
+"                              or FCCL_LOG_LEVEL)\n"
+"  --config FILE               read options from FILE: 'key = value' lines\n"
+"                              with the names above without '--', '#'\n"
+"                              comments; command-line options win\n"
+"  --help                      show this help\n"
+"  --version                   show the version\n"
+"Sizes take K, M, G (or KiB, MiB, GiB) suffixes.  Prints 'listening on\n"
+"HOST:PORT' once it accepts connections; logs go to stderr.\n");
+}
+
+static void usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "tcpstore-server: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'tcpstore-server --help'.\n");
+    exit(2);
+}
+
+/* Split "--name=value" / "--name value"; returns the name without "--"
+ * in `name`, and the value (NULL for a flag with no value). */
+static const char *option_value(int argc, char **argv, int *i, char *name,
+                                size_t namelen, int is_flag)
+{
+    const char *a = argv[*i] + 2;
+    const char *eq = strchr(a, '=');
+    size_t n = eq ? (size_t)(eq - a) : strlen(a);
+    if (n >= namelen)
+        usage_error("option too long: %s", argv[*i]);
+    memcpy(name, a, n);
+    name[n] = '\0';
+    if (eq)
+        return eq + 1;
+    if (is_flag)
+        return NULL;
+    if (*i + 1 >= argc)
+        usage_error("option --%s needs a value", name);
+    return argv[++*i];
+}
+
+static int is_flag(const char *arg)
+{
+    static const char *const flags[] = {"wait-for-workers", "help",
+                                        "version"};
+    const char *a = arg + 2;
+    size_t n = strcspn(a, "=");
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        if (strlen(flags[i]) == n && strncmp(a, flags[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+/* First pass: --help, --version and --config, which the others override. */
+static void early_options(int argc, char **argv,
+                          struct store_server_config *cfg)
+{
+    char name[64];
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--", 2) != 0)
+            usage_error("unexpected argument '%s'", argv[i]);
+        int flag = is_flag(argv[i]);
+        const char *v = option_value(argc, argv, &i, name, sizeof(name), flag);
+        if (strcmp(name, "help") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strcmp(name, "version") == 0) {
+            printf("tcpstore-server (fccl) %s\n", fccl_version());
+            exit(0);
+        }
+        if (strcmp(name, "config") == 0 &&
+            store_server_config_load(cfg, v) < 0)
+            usage_error("%s", fccl_last_error());
+    }
+}
+
+static void late_options(int argc, char **argv,
+                         struct store_server_config *cfg)
+{
+    char name[64];
+    for (int i = 1; i < argc; i++) {
+        int flag = is_flag(argv[i]);
+        const char *v = option_value(argc, argv, &i, name, sizeof(name), flag);
+        if (strcmp(name, "config") == 0)
+            continue;
+        if (store_server_config_set(cfg, name, v ? v : "") < 0)
+            usage_error("%s", fccl_last_error());
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct store_server_config cfg;
+    store_server_config_default(&cfg);
+    const char *env = getenv("FCCL_LOG_LEVEL");
+    int lvl = env ? fccl_log_parse_level(env) : -1;
+    cfg.log_level = lvl >= 0 ? lvl : FCCL_LOG_INFO;
+    cfg.handle_signals = 1;
+    early_options(argc, argv, &cfg);
+    late_options(argc, argv, &cfg);
+    if (store_server_config_check(&cfg) < 0)
+        usage_error("%s", fccl_last_error());
+
+    /* Peers that vanish mid-reply must not kill the server. */
+    signal(SIGPIPE, SIG_IGN);
+    struct store_server *s;
+    if (store_server_create(&cfg, &s) < 0) {
+        fprintf(stderr, "tcpstore-server: %s\n", fccl_last_error());
+        return 1;
+    }
+    printf("listening on %s\n", store_server_address(s));
+    fflush(stdout);
+    int rc = store_server_run(s);
+    if (rc < 0)
+        fprintf(stderr, "tcpstore-server: %s\n", fccl_last_error());
+    store_server_free(s);
+    libevent_global_shutdown();
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,253 @@
+/*
+ * Algorithm tables and the selector.
+ *
+ * Each operation has a table {id, name, description, fn}; FCCL_ALGO_<OP>
+ * (e.g. FCCL_ALGO_ALL_REDUCE=ring) or fccl_set_algo() forces an entry by
+ * name, otherwise the selector picks one from the message size, the rank
+ * count and the topology.  The thresholds were measured on shm with 2-8
+ * ranks on one host (see the bench/ notes); every rank computes the same
+ * choice from the same arguments, which the algorithms rely on.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "coll_internal.h"
+
+static const struct coll_algo allreduce_algos[] = {
+    {0, "rd", "recursive doubling; log(n) steps, full vector each", coll_allreduce_rd},
+    {1, "ring", "ring reduce-scatter + ring all-gather, pipelined", coll_allreduce_ring},
+    {2, "rabenseifner", "recursive halving reduce-scatter + doubling all-gather",
+     coll_allreduce_rabenseifner},
+    {3, "hier", "reduce to host leaders, leaders all-reduce, host broadcast",
+     coll_allreduce_hier},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct coll_algo bcast_algos[] = {
+    {0, "binomial", "pipelined binomial tree", coll_bcast_binomial},
+    {1, "scatter_ag", "binomial scatter + ring all-gather", coll_bcast_scatter_ag},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct coll_algo reduce_algos[] = {
+    {0, "binomial", "pipelined binomial tree", coll_reduce_binomial},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct coll_algo allgather_algos[] = {
+    {0, "ring", "pipelined ring", coll_allgather_ring},
+    {1, "bruck", "Bruck: ceil(log n) rounds", coll_allgather_bruck},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct coll_algo reducescatter_algos[] = {
+    {0, "ring", "pipelined ring", coll_reducescatter_ring},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct coll_algo alltoall_algos[] = {
+    {0, "pairwise", "n-1 rounds of one exchange", coll_alltoall_pairwise},
+    {1, "linear", "all sends and receives at once", coll_alltoall_linear},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct coll_algo barrier_algos[] = {
+    {0, "dissemination", "ceil(log n) rounds of tokens", coll_barrier_dissemination},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct coll_algo gather_algos[] = {
+    {0, "linear", "all ranks send to the root at once", coll_gather_linear},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct coll_algo scatter_algos[] = {
+    {0, "linear", "the root sends to all ranks at once", coll_scatter_linear},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct coll_algo neighbor_algos[] = {
+    {0, "direct", "all sends and receives at once", coll_neighbor_exchange},
+    {0, NULL, NULL, NULL},
+};
+
+static const struct {
+    const char *name, *env;
+    const struct coll_algo *algos;
+} kinds[COLL_NUM_KINDS] = {
+    [COLL_BARRIER] = {"barrier", "BARRIER", barrier_algos},
+    [COLL_BCAST] = {"broadcast", "BROADCAST", bcast_algos},
+    [COLL_REDUCE] = {"reduce", "REDUCE", reduce_algos},
+    [COLL_ALLREDUCE] = {"all_reduce", "ALL_REDUCE", allreduce_algos},
+    [COLL_ALLGATHER] = {"all_gather", "ALL_GATHER", allgather_algos},
+    [COLL_REDUCESCATTER] = {"reduce_scatter", "REDUCE_SCATTER",
+                            reducescatter_algos},
+    [COLL_GATHER] = {"gather", "GATHER", gather_algos},
+    [COLL_SCATTER] = {"scatter", "SCATTER", scatter_algos},
+    [COLL_ALLTOALL] = {"all_to_all", "ALL_TO_ALL", alltoall_algos},
+    [COLL_NEIGHBOR] = {"neighbor_exchange", "NEIGHBOR_EXCHANGE", neighbor_algos},
+};
+
+const char *coll_kind_env(enum coll_kind k) { return kinds[k].env; }
+const char *coll_kind_name(enum coll_kind k) { return kinds[k].name; }
+const struct coll_algo *coll_algos(enum coll_kind k) { return kinds[k].algos; }
+
+/* "all_reduce", "allreduce", "ALL_REDUCE" all name the same kind. */
+static int name_eq(const char *a, const char *b)
+{
+    for (;; a++, b++) {
+        while (*a == '_' || *a == '-')
+            a++;
+        while (*b == '_' || *b == '-')
+            b++;
+        if ((*a | 0x20) != (*b | 0x20))
+            return 0;
+        if (!*a)
+            return 1;
+    }
+}
+
+int coll_kind_parse(const char *name)
+{
+    if (!name)
+        return -1;
+    for (int k = 0; k < COLL_NUM_KINDS; k++)
+        if (name_eq(name, kinds[k].name))
+            return k;
+    if (name_eq(name, "bcast"))
+        return COLL_BCAST;
+    if (name_eq(name, "alltoall"))
+        return COLL_ALLTOALL;
+    return -1;
+}
+
+int coll_algo_find(enum coll_kind k, const char *name)
+{
+    const struct coll_algo *t = kinds[k].algos;
+    for (int i = 0; name && t[i].name; i++)
+        if (strcasecmp(t[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+void coll_algo_list(enum coll_kind k, char *buf, size_t len)
+{
+    const struct coll_algo *t = kinds[k].algos;
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; t[i].name && off < len; i++) {
+        int w = snprintf(buf + off, len - off, "%s%s", i ? ", " : "",
+                         t[i].name);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
+/* Value of forced[]: an index, -1 for automatic, -2 for a bad name. */
+static int parse_choice(enum coll_kind k, const char *name)
+{
+    if (!name || !*name || strcasecmp(name, "auto") == 0)
+        return -1;
+    int i = coll_algo_find(k, name);
+    return i >= 0 ? i : -2;
+}
+
+void coll_algo_env(struct coll_async *st)
+{
+    for (int k = 0; k < COLL_NUM_KINDS; k++) {
+        char var[64];
+        snprintf(var, sizeof(var), "FCCL_ALGO_%s", kinds[k].env);
+        const char *val = getenv(var);
+        st->forced[k] = parse_choice((enum coll_kind)k, val);
+        snprintf(st->forced_bad[k], sizeof(st->forced_bad[k]), "%s",
+                 st->forced[k] == -2 ? val : "");
+    }
+}
+
+int fccl_set_algo(fccl_group_t *g, const char *op, const char *algo)
+{
+    if (!g || !g->async)
+        return fccl_err(FCCL_ERR_INVALID, "set_algo: group is NULL");
+    int k = coll_kind_parse(op);
+    if (k < 0)
+        return fccl_err(FCCL_ERR_INVALID, "set_algo: unknown operation '%s'",
+                        op ? op : "(null)");
+    int i = parse_choice((enum coll_kind)k, algo);
+    if (i == -2) {
+        char list[256];
+        coll_algo_list((enum coll_kind)k, list, sizeof(list));
+        return fccl_err(FCCL_ERR_INVALID,
+                        "set_algo: unknown %s algorithm '%s' (choices: auto, %s)",
+                        kinds[k].name, algo, list);
+    }
+    g->async->forced[k] = i;
+    g->async->forced_bad[k][0] = '\0';
+    return FCCL_OK;
+}
+
+/* ---- automatic choice ---- */
+
+static size_t total_bytes(const struct coll_args *a, int n)
+{
+    size_t es = fccl_dtype_size(a->dtype);
+    if (!a->counts)
+        return a->count * es * (size_t)n;
+    size_t t = 0;
+    for (int i = 0; i < n; i++)
+        t += a->counts[i];
+    return t * es;
+}
+
+/* Several hosts with more than one rank on some: worth going through the
+ * leaders. */
+static int multi_host(const struct fccl_group *g)
+{
+    return g->nnodes > 1 && g->nnodes < g->size;
+}
+
+static int auto_allreduce(const struct coll_run *run)
+{
+    const struct fccl_group *g = run->g;
+    size_t bytes = run->a->count * fccl_dtype_size(run->a->dtype);
+    if (multi_host(g) && bytes > 16384)
+        return 3;
+    if (bytes <= 16384 || g->size == 1)
+        return 0;
+    if (bytes <= 512 * 1024)
+        return 2;
+    return 1;
+}
+
+static int auto_choice(const struct coll_run *run)
+{
+    const struct coll_args *a = run->a;
+    int n = run->g->size;
+    size_t bytes = a->count * fccl_dtype_size(a->dtype);
+    switch (a->kind) {
+    case COLL_ALLREDUCE: return auto_allreduce(run);
+    case COLL_BCAST: return n > 2 && bytes >= 512 * 1024 ? 1 : 0;
+    case COLL_ALLGATHER: return total_bytes(a, n) <= 64 * 1024 ? 1 : 0;
+    case COLL_ALLTOALL:
+        return n <= 4 || bytes * (size_t)n <= 256 * 1024 ? 1 : 0;
+    default: return 0;
+    }
+}
+
+const struct coll_algo *coll_select(struct coll_run *run, int *rc)
+{
+    enum coll_kind k = run->a->kind;
+    int f = run->st->forced[k];
+    if (f == -2) {
+        char list[256];
+        coll_algo_list(k, list, sizeof(list));
+        *rc = fccl_err(FCCL_ERR_INVALID,
+                       "FCCL_ALGO_%s=%s: unknown algorithm (choices: auto, %s)",
+                       kinds[k].env, run->st->forced_bad[k], list);
+        return NULL;
+    }
+    *rc = FCCL_OK;
+    return &kinds[k].algos[f >= 0 ? f : auto_choice(run)];
+}

@@ -1,0 +1,97 @@
+/*
+ * Private to coll/transport*.c: the transport's internal state.  These are
+ * the only files that include libfabric headers.
+ *
+ *   transport_ep.c  provider choice, endpoint setup/teardown, name blobs
+ *   transport_mr.c  memory-registration cache
+ *   transport.c     peers, posting, the progress engine, waiting
+ */
+#ifndef FCCL_COLL_TRANSPORT_INT_H
+#define FCCL_COLL_TRANSPORT_INT_H
+
+#include <pthread.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "transport.h"
+
+#define TP_MAX_EPS 2
+#define TP_PROV_MAX 64
+#define TP_ADDR_MAX 256
+
+enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2 };
+
+struct tp_mr_cache; /* transport_mr.c */
+
+/* One opened libfabric endpoint with its own fabric/domain/CQ/AV. */
+struct tp_ep {
+    int kind;
+    char prov[TP_PROV_MAX];      /* fabric_attr->prov_name */
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_cq *cq;
+    struct fid_av *av;
+    struct fid_ep *ep;
+    unsigned char addr[TP_ADDR_MAX];
+    size_t addrlen;
+    int directed;                /* FI_DIRECTED_RECV granted */
+    int mr_local;                /* provider needs descriptors */
+    int mr_endpoint;             /* FI_MR_ENDPOINT: bind MRs to the ep */
+    size_t max_msg;              /* one wire message at most (chunking) */
+    size_t inject_size;
+    struct tp_mr_cache *mrc;
+    /* post-retry queues (-FI_EAGAIN), FIFO so per-tag order holds */
+    struct tp_req *txq_head, *txq_tail, *rxq_head, *rxq_tail;
+};
+
+/* How to reach one peer. */
+struct tp_peer {
+    int ep;          /* index into tp->eps */
+    fi_addr_t addr;
+};
+
+struct fccl_tp {
+    struct tp_ep eps[TP_MAX_EPS];
+    int nep;
+    int forced;              /* one provider for every peer */
+    int always_register;
+    size_t max_chunk;
+    char desc[2 * TP_PROV_MAX + 2];
+    struct tp_peer *peers;
+    int nranks, my_rank;
+    /* One lock guards every fi_* call (domains are FI_THREAD_DOMAIN) and
+     * the retry queues; held briefly, never across a wait. */
+    pthread_mutex_t lock;
+    void **zombies;          /* contexts abandoned after a failed cancel */
+    size_t nzombies, zcap;
+    size_t outstanding;      /* operations inside the provider */
+    _Atomic uint64_t st_eagain, st_chunks, st_completions;
+};
+
+/* transport_ep.c */
+int tp_ep_open(struct tp_ep *e, int kind, const char *prov,
+               const char *iface, int forced);
+void tp_ep_close(struct tp_ep *e);
+/* Name blob: encode all endpoints; decode one peer's endpoint of `kind`
+ * (or, forced, the one with provider `prov`). */
+int tp_blob_encode(const struct fccl_tp *tp, void *buf, size_t *len);
+int tp_blob_find(const void *blob, size_t len, int kind, const char *prov,
+                 const unsigned char **addr, size_t *addrlen);
+const char *tp_fi_strerror(int err); /* err may be negative or positive */
+
+/* transport_mr.c: descriptor for [buf, buf+len) on endpoint e, registering
+ * on a miss; *entry is released with tp_mr_put when the op completes. */
+int tp_mr_get(struct tp_ep *e, const void *buf, size_t len, void **desc,
+              void **entry);
+void tp_mr_put(struct tp_ep *e, void *entry);
+void *tp_mr_desc(void *entry); /* NULL for a NULL entry */
+void tp_mr_cache_free(struct tp_ep *e);
+void tp_mr_stats(const struct tp_ep *e, uint64_t *hits, uint64_t *misses,
+                 uint64_t *entries);
+
+#endif

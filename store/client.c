@@ -1,0 +1,588 @@
+/*
+ * Store client, part 1: handles, the connection (connect with backoff,
+ * reconnect, sticky failure), request encoding and buffered reply reads.
+ * The operations themselves are in client_ops.c and client_multi.c, the
+ * WAIT/CANCEL_WAIT protocol in client_wait.c.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_int.h"
+#include "clock.h"
+#include "err.h"
+#include "log.h"
+
+#define BACKOFF_FIRST_US 1000
+#define BACKOFF_CAP_US 250000
+
+void fccl_store_opts_init(fccl_store_opts_t *opts)
+{
+    memset(opts, 0, sizeof(*opts));
+    opts->dialect = FCCL_DIALECT_MODERN;
+}
+
+/* ---- connection lifecycle ---- */
+
+static void conn_drop_fd(struct store_conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->rpos = c->rlen = 0;
+    codec_buf_reset(&c->out);
+    c->out.oom = 0;
+}
+
+/* Sleep for `us` microseconds, jittered to 50..150 % so that many ranks
+ * started together do not retry in lockstep, never past the deadline. */
+static void backoff_sleep(uint64_t us, unsigned *seed, uint64_t deadline)
+{
+    uint64_t j = us / 2 + (uint64_t)rand_r(seed) % (us + 1);
+    uint64_t now = fccl_now_ns();
+    if (deadline != UINT64_MAX && now + j * 1000 > deadline)
+        j = deadline > now ? (deadline - now) / 1000 : 0;
+    struct timespec ts = {.tv_sec = (time_t)(j / 1000000),
+                          .tv_nsec = (long)(j % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static int send_validate(struct store_conn *c, uint64_t deadline)
+{
+    uint8_t msg[5];
+    msg[0] = (uint8_t)codec_op_to_wire(DIALECT_MODERN, OP_VALIDATE);
+    uint32_t magic = STORE_VALIDATE_MAGIC;
+    for (int i = 0; i < 4; i++)
+        msg[1 + i] = (uint8_t)(magic >> (8 * i));
+    int rc = fccl_write_full(c->fd, msg, sizeof(msg), deadline);
+    if (rc < 0)
+        return fccl_err_wrap(FCCL_ERR_CONNECT, "store %s: VALIDATE",
+                             c->addr);
+    return FCCL_OK;
+}
+
+/* Connect, retrying refused (and unanswered) connects with exponential
+ * backoff until the deadline: the server may start after its clients.
+ * PyTorch retries once a second, which is what makes its rendezvous slow. */
+static int conn_open(struct store_conn *c, uint64_t deadline)
+{
+    uint64_t t0 = fccl_now_ns(), backoff = BACKOFF_FIRST_US;
+    unsigned seed = (unsigned)(t0 ^ (uintptr_t)c ^ (unsigned)getpid());
+    int attempts = 0;
+    for (;;) {
+        attempts++;
+        int fd = fccl_tcp_connect(c->host, c->port, deadline);
+        if (fd >= 0) {
+            c->fd = fd;
+            c->rpos = c->rlen = 0;
+            LOG_DEBUG("STORE", "connected to %s after %d attempt(s)",
+                      c->addr, attempts);
+            break;
+        }
+        if (fd != FCCL_ERR_CONNECT && fd != FCCL_ERR_TIMEOUT)
+            return fd;
+        if (fd == FCCL_ERR_TIMEOUT || fccl_ms_left(deadline) == 0)
+            return fccl_err_wrap(FCCL_ERR_CONNECT,
+                                 "store %s: cannot connect (gave up after "
+                                 "%d attempts in %.1f s)",
+                                 c->addr, attempts,
+                                 (double)(fccl_now_ns() - t0) / 1e9);
+        backoff_sleep(backoff, &seed, deadline);
+        backoff = backoff * 2 > BACKOFF_CAP_US ? BACKOFF_CAP_US : backoff * 2;
+    }
+    if (c->dialect == DIALECT_MODERN) {
+        int rc = send_validate(c, deadline);
+        if (rc < 0) {
+            conn_drop_fd(c);
+            return rc;
+        }
+    }
+    return FCCL_OK;
+}
+
+static void conn_unref(struct store_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int last = --c->refs == 0;
+    pthread_mutex_unlock(&c->mu);
+    if (!last)
+        return;
+    conn_drop_fd(c);
+    codec_buf_free(&c->out);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static int64_t default_timeout(int64_t opt_ms)
+{
+    if (opt_ms > 0)
+        return opt_ms;
+    int64_t ms = fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS);
+    return ms > 0 ? ms : FCCL_DEFAULT_TIMEOUT_MS;
+}
+
+static int conn_new(const fccl_store_opts_t *o, struct store_conn **out)
+{
+    struct store_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return fccl_err(FCCL_ERR_NOMEM, "store %s: out of memory", o->addr);
+    int rc = fccl_addr_parse(o->addr, c->host, sizeof(c->host), &c->port);
+    if (rc < 0) {
+        free(c);
+        return fccl_err_wrap(rc, "store");
+    }
+    snprintf(c->addr, sizeof(c->addr), "%s", o->addr);
+    pthread_mutex_init(&c->mu, NULL);
+    c->refs = 1;
+    c->fd = -1;
+    c->dialect = o->dialect == FCCL_DIALECT_LEGACY ? DIALECT_LEGACY
+                                                   : DIALECT_MODERN;
+    c->timeout_ms = default_timeout(o->timeout_ms);
+    c->nonce = (uint32_t)fccl_now_ns() | 1u;
+    codec_buf_init(&c->out);
+    *out = c;
+    return FCCL_OK;
+}
+
+/* ---- handles ---- */
+
+static int handle_new(struct store_conn *c, const char *pre, size_t prelen,
+                      fccl_store_t **out)
+{
+    fccl_store_t *s = calloc(1, sizeof(*s));
+    char *kp = malloc(prelen + 1);
+    if (!s || !kp) {
+        free(s);
+        free(kp);
+        return fccl_err(FCCL_ERR_NOMEM, "store %s: out of memory", c->addr);
+    }
+    memcpy(kp, pre, prelen);
+    kp[prelen] = '\0';
+    s->c = c;
+    s->kpre = kp;
+    s->kprelen = prelen;
+    *out = s;
+    return FCCL_OK;
+}
+
+int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out)
+{
+    if (!opts || !out || !opts->addr)
+        return fccl_err(FCCL_ERR_INVALID, "store connect: no address given");
+    *out = NULL;
+    struct store_conn *c = NULL;
+    int rc = conn_new(opts, &c);
+    if (rc < 0)
+        return rc;
+    rc = handle_new(c, "/", opts->raw_keys ? 0 : 1, out);
+    if (rc < 0) {
+        conn_unref(c);
+        return rc;
+    }
+    rc = conn_open(c, fccl_deadline_ms(c->timeout_ms));
+    if (rc < 0) {
+        fccl_store_close(*out); /* keeps the thread's message */
+        *out = NULL;
+        return rc;
+    }
+    return FCCL_OK;
+}
+
+int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,
+                        fccl_store_t **out)
+{
+    if (!parent || !prefix || !out)
+        return fccl_err(FCCL_ERR_INVALID, "store prefixed: NULL argument");
+    size_t pl = strlen(prefix), n = parent->kprelen + pl;
+    char *buf = malloc(n + 1);
+    if (!buf)
+        return fccl_err(FCCL_ERR_NOMEM, "store prefixed: out of memory");
+    memcpy(buf, parent->kpre, parent->kprelen);
+    memcpy(buf + parent->kprelen, prefix, pl + 1);
+    struct store_conn *c = parent->c;
+    int rc = handle_new(c, buf, n, out);
+    free(buf);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&c->mu);
+    c->refs++;
+    pthread_mutex_unlock(&c->mu);
+    return FCCL_OK;
+}
+
+void fccl_store_close(fccl_store_t *s)
+{
+    if (!s)
+        return;
+    conn_unref(s->c);
+    free(s->kpre);
+    free(s);
+}
+
+const char *fccl_store_addr(const fccl_store_t *s)
+{
+    return s ? s->c->addr : "";
+}
+
+int64_t fccl_store_timeout_ms(const fccl_store_t *s)
+{
+    return s ? s->c->timeout_ms : 0;
+}
+
+/* ---- calls ---- */
+
+uint64_t sc_call_deadline(const struct sc_call *k, int64_t timeout_ms)
+{
+    return fccl_deadline_ms(timeout_ms < 0 ? k->c->timeout_ms : timeout_ms);
+}
+
+static void quote_key(char *out, size_t outlen, const fccl_store_t *s,
+                      const char *key)
+{
+    snprintf(out, outlen, "'%.*s%.100s'", (int)(s->kprelen > 60 ? 60 : s->kprelen),
+             s->kpre, key);
+}
+
+void sc_describe_keys(const struct sc_call *k, const char *const *keys,
+                      size_t n, char *out, size_t outlen)
+{
+    size_t used = 0, i;
+    out[0] = '\0';
+    for (i = 0; i < n && i < 3; i++) {
+        char q[180];
+        quote_key(q, sizeof(q), k->s, keys[i] ? keys[i] : "(null)");
+        int w = snprintf(out + used, outlen - used, "%s%s", i ? ", " : "", q);
+        if (w < 0 || (size_t)w >= outlen - used)
+            return;
+        used += (size_t)w;
+    }
+    if (i < n)
+        snprintf(out + used, outlen - used, " and %zu more", n - i);
+}
+
+static int call_lock(struct sc_call *k)
+{
+    struct store_conn *c = k->c;
+    pthread_mutex_lock(&c->mu);
+    if (c->broken) {
+        int rc = fccl_err(c->broken, "store %s: %s%s%s: connection unusable "
+                                     "after an earlier error (%s)",
+                          c->addr, k->op, k->what[0] ? " " : "", k->what,
+                          c->broken_msg);
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    k->io_deadline = fccl_deadline_ms(c->timeout_ms);
+    if (c->fd >= 0)
+        return FCCL_OK;
+    int rc = conn_open(c, k->io_deadline);
+    if (rc < 0) {
+        rc = sc_fail(k, rc);
+        pthread_mutex_unlock(&c->mu);
+    }
+    return rc;
+}
+
+static int call_init(struct sc_call *k, fccl_store_t *s, const char *op)
+{
+    memset(k, 0, sizeof(*k));
+    k->op = op;
+    k->t0 = fccl_now_ns();
+    if (!s)
+        return fccl_err(FCCL_ERR_INVALID, "store %s: NULL handle", op);
+    k->s = s;
+    k->c = s->c;
+    return FCCL_OK;
+}
+
+int sc_begin(struct sc_call *k, fccl_store_t *s, const char *op,
+             const char *key)
+{
+    int rc = call_init(k, s, op);
+    if (rc < 0)
+        return rc;
+    if (key)
+        quote_key(k->what, sizeof(k->what), s, key);
+    return call_lock(k);
+}
+
+int sc_begin_keys(struct sc_call *k, fccl_store_t *s, const char *op,
+                  const char *const *keys, size_t n)
+{
+    int rc = call_init(k, s, op);
+    if (rc < 0)
+        return rc;
+    sc_describe_keys(k, keys, n, k->what, sizeof(k->what));
+    return call_lock(k);
+}
+
+void sc_end(struct sc_call *k)
+{
+    codec_buf_reset(&k->c->out);
+    k->c->out.oom = 0;
+    pthread_mutex_unlock(&k->c->mu);
+}
+
+int sc_fail(struct sc_call *k, int rc)
+{
+    struct store_conn *c = k->c;
+    fccl_err_wrap(rc, "store %s: %s%s%s", c->addr, k->op,
+                  k->what[0] ? " " : "", k->what);
+    if (rc != FCCL_ERR_TIMEOUT) {
+        c->broken = rc;
+        snprintf(c->broken_msg, sizeof(c->broken_msg), "%s",
+                 fccl_last_error());
+        LOG_WARN("STORE", "%s", fccl_last_error());
+    }
+    /* Replies may still be in flight after a timeout: the next call starts
+     * on a fresh connection rather than read them as its own. */
+    conn_drop_fd(c);
+    return rc;
+}
+
+int sc_soft(struct sc_call *k, int rc, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return fccl_err(rc, "store %s: %s%s%s: %s", k->c->addr, k->op,
+                    k->what[0] ? " " : "", k->what, msg);
+}
+
+/* ---- encoding ---- */
+
+/* What this client speaks on the legacy dialect: PyTorch 1.13's set. */
+static int legacy_has(enum store_op op)
+{
+    switch (op) {
+    case OP_SET: case OP_COMPARE_SET: case OP_GET: case OP_ADD:
+    case OP_CHECK: case OP_WAIT: case OP_GETNUMKEYS: case OP_DELETE_KEY:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int sc_put_op(struct sc_call *k, enum store_op op)
+{
+    struct store_conn *c = k->c;
+    int wire = codec_op_to_wire(c->dialect, op);
+    if (wire < 0 || (c->dialect == DIALECT_LEGACY && !legacy_has(op)))
+        return sc_soft(k, FCCL_ERR_UNSUPPORTED,
+                       "%s is not part of the legacy dialect (PyTorch <= "
+                       "1.13 servers); use the modern dialect",
+                       codec_op_name(op));
+    codec_put_u8(&c->out, (uint8_t)wire);
+    return FCCL_OK;
+}
+
+void sc_put_key(struct sc_call *k, const char *key)
+{
+    struct codec_buf *b = &k->c->out;
+    size_t kl = strlen(key);
+    codec_put_u64(b, (uint64_t)(k->s->kprelen + kl));
+    codec_put_bytes(b, k->s->kpre, k->s->kprelen);
+    codec_put_bytes(b, key, kl);
+}
+
+void sc_put_keys(struct sc_call *k, const char *const *keys, size_t n)
+{
+    codec_put_u64(&k->c->out, (uint64_t)n);
+    for (size_t i = 0; i < n; i++)
+        sc_put_key(k, keys[i]);
+}
+
+int sc_flush(struct sc_call *k)
+{
+    struct store_conn *c = k->c;
+    if (c->out.oom) {
+        codec_buf_reset(&c->out);
+        c->out.oom = 0;
+        return sc_soft(k, FCCL_ERR_NOMEM, "out of memory encoding request");
+    }
+    int rc = fccl_write_full(c->fd, c->out.p, c->out.len, k->io_deadline);
+    codec_buf_reset(&c->out);
+    if (rc < 0)
+        return sc_fail(k, rc);
+    return FCCL_OK;
+}
+
+/* ---- reading ---- */
+
+static int wait_readable(int fd, uint64_t deadline)
+{
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, fccl_ms_left(deadline));
+        if (r > 0)
+            return FCCL_OK;
+        if (r == 0)
+            return fccl_err(FCCL_ERR_TIMEOUT, "no reply before the deadline");
+        if (errno != EINTR)
+            return fccl_err_sys(FCCL_ERR_IO, errno, "poll");
+    }
+}
+
+/* One recv of up to cap bytes, waiting for data until the deadline.
+ * Returns the byte count (> 0) or a status (the caller applies sc_fail). */
+static ssize_t recv_some(int fd, void *buf, size_t cap, uint64_t deadline)
+{
+    for (;;) {
+        ssize_t n = recv(fd, buf, cap, MSG_DONTWAIT);
+        if (n > 0)
+            return n;
+        if (n == 0)
+            return fccl_err(FCCL_ERR_CLOSED, "server closed the connection");
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            int rc = wait_readable(fd, deadline);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        return fccl_err_sys(errno == ECONNRESET ? FCCL_ERR_CLOSED
+                                                : FCCL_ERR_IO,
+                            errno, "recv");
+    }
+}
+
+/* Raw read: timeouts are returned unreported so that the WAIT path can
+ * cancel instead of closing. */
+static int read_raw(struct store_conn *c, void *p, size_t n,
+                    uint64_t deadline)
+{
+    uint8_t *dst = p;
+    while (n > 0) {
+        size_t have = c->rlen - c->rpos;
+        if (have > 0) {
+            size_t m = have < n ? have : n;
+            memcpy(dst, c->rbuf + c->rpos, m);
+            c->rpos += m;
+            dst += m;
+            n -= m;
+            continue;
+        }
+        c->rpos = c->rlen = 0;
+        /* Big payloads go straight to the caller's memory. */
+        if (n >= SC_RBUF / 2) {
+            ssize_t r = recv_some(c->fd, dst, n, deadline);
+            if (r < 0)
+                return (int)r;
+            dst += r;
+            n -= (size_t)r;
+            continue;
+        }
+        ssize_t r = recv_some(c->fd, c->rbuf, SC_RBUF, deadline);
+        if (r < 0)
+            return (int)r;
+        c->rlen = (size_t)r;
+    }
+    return FCCL_OK;
+}
+
+int sc_try_read(struct sc_call *k, void *p, size_t n, uint64_t deadline)
+{
+    int rc = read_raw(k->c, p, n, deadline);
+    return rc < 0 && rc != FCCL_ERR_TIMEOUT ? sc_fail(k, rc) : rc;
+}
+
+int sc_read(struct sc_call *k, void *p, size_t n, uint64_t deadline)
+{
+    int rc = read_raw(k->c, p, n, deadline);
+    return rc < 0 ? sc_fail(k, rc) : FCCL_OK;
+}
+
+int sc_read_u8(struct sc_call *k, uint8_t *v, uint64_t deadline)
+{
+    return sc_read(k, v, 1, deadline);
+}
+
+int sc_read_u64(struct sc_call *k, uint64_t *v, uint64_t deadline)
+{
+    uint8_t b[8];
+    int rc = sc_read(k, b, 8, deadline);
+    if (rc == FCCL_OK)
+        *v = codec_get_u64(b);
+    return rc;
+}
+
+int sc_read_i64(struct sc_call *k, int64_t *v, uint64_t deadline)
+{
+    uint64_t u;
+    int rc = sc_read_u64(k, &u, deadline);
+    if (rc == FCCL_OK)
+        *v = (int64_t)u;
+    return rc;
+}
+
+int sc_read_ready(struct sc_call *k, int *ready)
+{
+    uint8_t b;
+    int rc = sc_read_u8(k, &b, k->io_deadline);
+    if (rc < 0)
+        return rc;
+    if (b != REPLY_READY && b != REPLY_NOT_READY) {
+        fccl_err(FCCL_ERR_PROTOCOL, "CHECK reply byte %u", b);
+        return sc_fail(k, FCCL_ERR_PROTOCOL);
+    }
+    *ready = b == REPLY_READY;
+    return FCCL_OK;
+}
+
+/* Consume len bytes without keeping them. */
+static int read_discard(struct sc_call *k, uint64_t len, uint64_t deadline)
+{
+    uint8_t tmp[4096];
+    while (len > 0) {
+        size_t m = len < sizeof(tmp) ? (size_t)len : sizeof(tmp);
+        int rc = sc_read(k, tmp, m, deadline);
+        if (rc < 0)
+            return rc;
+        len -= m;
+    }
+    return FCCL_OK;
+}
+
+int sc_read_bytes(struct sc_call *k, void **val, size_t *len,
+                  uint64_t deadline)
+{
+    uint64_t n;
+    int rc = sc_read_u64(k, &n, deadline);
+    if (rc < 0)
+        return rc;
+    if (n > SC_MAX_REPLY_LEN) {
+        fccl_err(FCCL_ERR_PROTOCOL, "reply length %llu is beyond any limit",
+                 (unsigned long long)n);
+        return sc_fail(k, FCCL_ERR_PROTOCOL);
+    }
+    if (!val)
+        return read_discard(k, n, deadline);
+    char *p = malloc((size_t)n + 1);
+    if (!p) {
+        rc = read_discard(k, n, deadline);
+        return rc < 0 ? rc
+                      : sc_soft(k, FCCL_ERR_NOMEM,
+                                "out of memory for a %llu-byte value",
+                                (unsigned long long)n);
+    }
+    rc = sc_read(k, p, (size_t)n, deadline);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    p[n] = '\0';
+    *val = p;
+    if (len)
+        *len = (size_t)n;
+    return FCCL_OK;
+}

@@ -1,0 +1,131 @@
+/*
+ * Internals of the store client (store/client*.c), not installed.
+ *
+ * One store_conn per TCP connection, shared by a handle and its prefix
+ * views.  Every call runs under the connection's mutex as a `struct sc_call`:
+ * sc_begin() locks and (re)connects, the op encodes its requests into
+ * c->out and sends them with ONE send (sc_flush), reads the replies through
+ * a small userspace buffer (sc_read*), and sc_end() unlocks.
+ *
+ * Failure policy: an I/O error, EOF or protocol violation breaks the
+ * connection for good (sticky: every later call returns the first error
+ * at once).  A timeout on a request that is not a WAIT leaves replies in
+ * flight, so the socket is closed and the next call reconnects; a timed-out
+ * WAIT is cancelled on the modern dialect (sc_wait_reply) and closed the
+ * same way on the legacy one, which has no CANCEL_WAIT.
+ */
+#ifndef FCCL_STORE_CLIENT_INT_H
+#define FCCL_STORE_CLIENT_INT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "codec.h"
+#include "net.h"
+#include "store.h"
+
+#define SC_ADDR_MAX (FCCL_HOST_MAX + 16)
+#define SC_RBUF 16384
+/* Reply lengths past this are a protocol error (1 GiB is the largest value
+ * a server may be configured to hold). */
+#define SC_MAX_REPLY_LEN ((uint64_t)1 << 30)
+/* Time allowed to drain a cancelled WAIT once the call's own deadline has
+ * passed (capped by the handle's default timeout). */
+#define SC_DRAIN_MS 10000
+
+struct store_conn {
+    pthread_mutex_t mu;
+    int refs;                  /* handles (root + views) using it; under mu */
+    int fd;                    /* -1: (re)connect on the next call */
+    enum store_dialect dialect;
+    char addr[SC_ADDR_MAX];    /* as given, for messages */
+    char host[FCCL_HOST_MAX];
+    int port;
+    int64_t timeout_ms;        /* handle default, > 0 */
+    int broken;                /* sticky first error, 0 while healthy */
+    char broken_msg[512];
+    uint32_t nonce;            /* next PING nonce */
+    struct codec_buf out;      /* request encoding buffer, reused */
+    size_t rpos, rlen;         /* unread reply bytes: rbuf[rpos..rlen) */
+    uint8_t rbuf[SC_RBUF];
+};
+
+struct fccl_store {
+    struct store_conn *c;
+    char *kpre;      /* "/" + view prefixes (or the prefixes alone if raw) */
+    size_t kprelen;
+};
+
+/* One library call in progress, for encoding and error messages. */
+struct sc_call {
+    fccl_store_t *s;
+    struct store_conn *c;
+    const char *op;       /* "GET", ... */
+    char what[200];       /* the key(s) involved, quoted, or "" */
+    uint64_t io_deadline; /* for replies that do not wait for keys */
+    uint64_t t0;          /* when the call started (fccl_now_ns) */
+};
+
+/* Lock the connection, fail fast if broken, connect if needed.  On error
+ * the mutex is NOT held.  `key` (may be NULL) names the key in messages. */
+int sc_begin(struct sc_call *k, fccl_store_t *s, const char *op,
+             const char *key);
+/* Same, naming several keys ("'/a', '/b' and 3 more"). */
+int sc_begin_keys(struct sc_call *k, fccl_store_t *s, const char *op,
+                  const char *const *keys, size_t n);
+void sc_end(struct sc_call *k);
+
+/* Turn the thread's current message into "store ADDR: OP 'key': msg" and
+ * apply the failure policy above (timeouts close, others break). */
+int sc_fail(struct sc_call *k, int rc);
+/* Report an error that leaves the connection usable (bad argument,
+ * unsupported op, key not found, a wait that was cancelled cleanly). */
+int sc_soft(struct sc_call *k, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Start a request for `op` in c->out; FCCL_ERR_UNSUPPORTED (with a
+ * message) if the connection's dialect lacks it. */
+int sc_put_op(struct sc_call *k, enum store_op op);
+/* Append a key as a wire string: the handle's prefix, then key. */
+void sc_put_key(struct sc_call *k, const char *key);
+/* Append "u64 n, n keys". */
+void sc_put_keys(struct sc_call *k, const char *const *keys, size_t n);
+
+/* Send everything in c->out with one send() and reset it. */
+int sc_flush(struct sc_call *k);
+
+/* Read exactly n reply bytes before the deadline. */
+int sc_read(struct sc_call *k, void *p, size_t n, uint64_t deadline);
+int sc_read_u8(struct sc_call *k, uint8_t *v, uint64_t deadline);
+/* Like sc_read but a timeout is returned as FCCL_ERR_TIMEOUT without
+ * touching the connection (the WAIT path cancels instead). */
+int sc_try_read(struct sc_call *k, void *p, size_t n, uint64_t deadline);
+int sc_read_u64(struct sc_call *k, uint64_t *v, uint64_t deadline);
+int sc_read_i64(struct sc_call *k, int64_t *v, uint64_t deadline);
+/* Read a CHECK reply: *ready = 1 for READY, 0 for NOT_READY. */
+int sc_read_ready(struct sc_call *k, int *ready);
+/* Read a u64-length-prefixed buffer into malloc'd *val (NUL-terminated);
+ * val NULL discards it. */
+int sc_read_bytes(struct sc_call *k, void **val, size_t *len,
+                  uint64_t deadline);
+
+/*
+ * The WAIT protocol.  Call after flushing a WAIT(keys) with nothing behind
+ * it.  Waits for STOP_WAITING until `deadline`; on timeout cancels the wait
+ * (modern: CANCEL_WAIT, then reads up to WAIT_CANCELED, so the connection
+ * is clean) or closes the connection (legacy).  Returns FCCL_OK when the
+ * keys exist (also when they arrived as the cancel was on its way),
+ * FCCL_ERR_TIMEOUT naming the keys still missing, or another error.
+ */
+int sc_wait_reply(struct sc_call *k, const char *const *keys, size_t n,
+                  uint64_t deadline);
+
+/* Deadline of a call: timeout_ms < 0 means the handle's default. */
+uint64_t sc_call_deadline(const struct sc_call *k, int64_t timeout_ms);
+
+/* Quote up to a few keys (as sent: with the handle's prefix) into out. */
+void sc_describe_keys(const struct sc_call *k, const char *const *keys,
+                      size_t n, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,329 @@
+/*
+ * Store client, part 4: the multi-key operations, key listing and queues.
+ * The modern dialect has MULTI_GET/MULTI_SET; on the legacy one (PyTorch
+ * 1.13 has neither) multi_get is one WAIT for all keys followed by N GETs
+ * in one send, and multi_set is N SETs in one send.  As for get
+ * (client_ops.c), the modern multi_get first sends CHECK+MULTI_GET in one
+ * send, one round trip when every key exists.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_int.h"
+#include "clock.h"
+#include "err.h"
+
+/* A key listing longer than this is taken as a corrupt reply. */
+#define LIST_MAX_KEYS ((uint64_t)1 << 26)
+
+static int check_key_list(const char *op, const char *const *keys, size_t n)
+{
+    if (n && !keys)
+        return fccl_err(FCCL_ERR_INVALID, "store %s: NULL key list", op);
+    for (size_t i = 0; i < n; i++)
+        if (!keys[i])
+            return fccl_err(FCCL_ERR_INVALID, "store %s: key %zu is NULL",
+                            op, i);
+    return FCCL_OK;
+}
+
+struct values_out {
+    void **vals;
+    size_t *lens;
+    size_t n;
+};
+
+static void free_values(struct values_out *v, size_t upto)
+{
+    for (size_t i = 0; i < upto; i++) {
+        free(v->vals[i]);
+        v->vals[i] = NULL;
+        v->lens[i] = 0;
+    }
+}
+
+/* Reads n value replies (MULTI_GET's, or n GETs'), kept unless discard. */
+static int read_values(struct sc_call *k, struct values_out *v, int discard)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        int rc = sc_read_bytes(k, discard ? NULL : &v->vals[i], &v->lens[i],
+                               k->io_deadline);
+        if (rc < 0) {
+            free_values(v, discard ? 0 : i);
+            return rc;
+        }
+    }
+    return FCCL_OK;
+}
+
+static int put_fetch(struct sc_call *k, const char *const *keys, size_t n)
+{
+    int rc;
+    if (k->c->dialect == DIALECT_MODERN) {
+        if ((rc = sc_put_op(k, OP_MULTI_GET)) == FCCL_OK)
+            sc_put_keys(k, keys, n);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = sc_put_op(k, OP_GET)) < 0)
+            return rc;
+        sc_put_key(k, keys[i]);
+    }
+    return FCCL_OK;
+}
+
+/* CHECK(keys)+MULTI_GET(keys) in one send; the values count only when
+ * every key existed. */
+static int fetch_if_present(struct sc_call *k, const char *const *keys,
+                            struct values_out *v, int *ready)
+{
+    int rc = sc_put_op(k, OP_CHECK);
+    if (rc < 0)
+        return rc;
+    sc_put_keys(k, keys, v->n);
+    if ((rc = put_fetch(k, keys, v->n)) < 0 || (rc = sc_flush(k)) < 0 ||
+        (rc = sc_read_ready(k, ready)) < 0)
+        return rc;
+    return read_values(k, v, !*ready);
+}
+
+int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
+                         void **vals, size_t *lens, int64_t timeout_ms)
+{
+    int rc = check_key_list("MULTI_GET", keys, n);
+    if (rc < 0)
+        return rc;
+    if (n && (!vals || !lens))
+        return fccl_err(FCCL_ERR_INVALID, "store MULTI_GET: NULL output");
+    for (size_t i = 0; i < n; i++) {
+        vals[i] = NULL;
+        lens[i] = 0;
+    }
+    if (n == 0 && s)
+        return FCCL_OK;
+    struct sc_call k;
+    if ((rc = sc_begin_keys(&k, s, "MULTI_GET", keys, n)) < 0)
+        return rc;
+    uint64_t dl = sc_call_deadline(&k, timeout_ms);
+    struct values_out v = {vals, lens, n};
+    int ready = 0;
+    if (k.c->dialect == DIALECT_MODERN) {
+        CHECK_GOTO(fetch_if_present(&k, keys, &v, &ready), rc, done);
+        if (ready)
+            goto done;
+    }
+    CHECK_GOTO(sc_put_op(&k, OP_WAIT), rc, done);
+    sc_put_keys(&k, keys, n);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    CHECK_GOTO(sc_wait_reply(&k, keys, n, dl), rc, done);
+    CHECK_GOTO(put_fetch(&k, keys, n), rc, done);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    rc = read_values(&k, &v, 0);
+done:
+    sc_end(&k);
+    return rc;
+}
+
+int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
+                         const void *const *vals, const size_t *lens,
+                         size_t n)
+{
+    int rc = check_key_list("MULTI_SET", keys, n);
+    if (rc < 0)
+        return rc;
+    if (n && (!vals || !lens))
+        return fccl_err(FCCL_ERR_INVALID, "store MULTI_SET: NULL values");
+    for (size_t i = 0; i < n; i++)
+        if (!vals[i] && lens[i])
+            return fccl_err(FCCL_ERR_INVALID,
+                            "store MULTI_SET: value %zu is NULL", i);
+    if (n == 0 && s)
+        return FCCL_OK;
+    struct sc_call k;
+    if ((rc = sc_begin_keys(&k, s, "MULTI_SET", keys, n)) < 0)
+        return rc;
+    struct codec_buf *b = &k.c->out;
+    if (k.c->dialect == DIALECT_MODERN) {
+        CHECK_GOTO(sc_put_op(&k, OP_MULTI_SET), rc, done);
+        codec_put_u64(b, (uint64_t)n);
+        for (size_t i = 0; i < n; i++) {
+            sc_put_key(&k, keys[i]);
+            codec_put_str(b, vals[i], lens[i]);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            CHECK_GOTO(sc_put_op(&k, OP_SET), rc, done);
+            sc_put_key(&k, keys[i]);
+            codec_put_str(b, vals[i], lens[i]);
+        }
+    }
+    rc = sc_flush(&k);
+done:
+    sc_end(&k);
+    return rc;
+}
+
+/* ---- LIST_KEYS (fccl extension) ---- */
+
+void fccl_store_free_keys(char **keys, size_t n)
+{
+    if (!keys)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+}
+
+/* Read the listing, stripping the view's prefix from each key. */
+static int read_key_list(struct sc_call *k, char ***out, size_t *nout)
+{
+    uint64_t n;
+    int rc = sc_read_u64(k, &n, k->io_deadline);
+    if (rc < 0)
+        return rc;
+    if (n > LIST_MAX_KEYS) {
+        fccl_err(FCCL_ERR_PROTOCOL, "listing of %llu keys",
+                 (unsigned long long)n);
+        return sc_fail(k, FCCL_ERR_PROTOCOL);
+    }
+    char **keys = calloc(n ? (size_t)n : 1, sizeof(*keys));
+    if (!keys)
+        return sc_fail(k, fccl_err(FCCL_ERR_NOMEM, "out of memory"));
+    size_t pl = k->s->kprelen;
+    for (uint64_t i = 0; i < n; i++) {
+        void *v;
+        size_t len;
+        if ((rc = sc_read_bytes(k, &v, &len, k->io_deadline)) < 0) {
+            fccl_store_free_keys(keys, (size_t)i);
+            return rc;
+        }
+        char *key = v;
+        if (len >= pl && memcmp(key, k->s->kpre, pl) == 0)
+            memmove(key, key + pl, len - pl + 1);
+        keys[i] = key;
+    }
+    *out = keys;
+    *nout = (size_t)n;
+    return FCCL_OK;
+}
+
+int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
+                         size_t *n)
+{
+    if (!keys || !n)
+        return fccl_err(FCCL_ERR_INVALID, "store LIST_KEYS: NULL output");
+    *keys = NULL;
+    *n = 0;
+    if (!prefix)
+        prefix = "";
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "LIST_KEYS", prefix);
+    if (rc < 0)
+        return rc;
+    CHECK_GOTO(sc_put_op(&k, OP_LIST_KEYS), rc, done);
+    sc_put_key(&k, prefix);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    rc = read_key_list(&k, keys, n);
+done:
+    sc_end(&k);
+    return rc;
+}
+
+/* ---- queues (modern dialect) ---- */
+
+int fccl_store_queue_push(fccl_store_t *s, const char *key, const void *val,
+                          size_t len)
+{
+    if (!key || (!val && len))
+        return fccl_err(FCCL_ERR_INVALID, "store QUEUE_PUSH: NULL argument");
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "QUEUE_PUSH", key);
+    if (rc < 0)
+        return rc;
+    if ((rc = sc_put_op(&k, OP_QUEUE_PUSH)) == FCCL_OK) {
+        sc_put_key(&k, key);
+        codec_put_str(&k.c->out, val, len);
+        rc = sc_flush(&k);
+    }
+    sc_end(&k);
+    return rc;
+}
+
+int fccl_store_queue_len(fccl_store_t *s, const char *key, int64_t *n)
+{
+    if (!key)
+        return fccl_err(FCCL_ERR_INVALID, "store QUEUE_LEN: NULL key");
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "QUEUE_LEN", key);
+    if (rc < 0)
+        return rc;
+    int64_t v = 0;
+    CHECK_GOTO(sc_put_op(&k, OP_QUEUE_LEN), rc, done);
+    sc_put_key(&k, key);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    CHECK_GOTO(sc_read_i64(&k, &v, k.io_deadline), rc, done);
+    if (n)
+        *n = v;
+done:
+    sc_end(&k);
+    return rc;
+}
+
+struct pop_out {
+    void **val;
+    size_t *len;
+    int got;
+};
+
+/* One QUEUE_POP: the length before the pop, then a value if it was > 0. */
+static int pop_once(struct sc_call *k, const char *key, struct pop_out *p)
+{
+    int rc = sc_put_op(k, OP_QUEUE_POP);
+    if (rc < 0)
+        return rc;
+    sc_put_key(k, key);
+    int64_t before;
+    if ((rc = sc_flush(k)) < 0 ||
+        (rc = sc_read_i64(k, &before, k->io_deadline)) < 0 || before <= 0)
+        return rc;
+    rc = sc_read_bytes(k, p->val, p->len, k->io_deadline);
+    if (rc == FCCL_OK)
+        p->got = 1;
+    return rc;
+}
+
+/* A blocking pop is a client-side WAIT on the queue's key (satisfied while
+ * the queue is non-empty) then QUEUE_POP; another consumer may take the
+ * item in between, so it loops until the deadline. */
+int fccl_store_queue_pop(fccl_store_t *s, const char *key, int block,
+                         void **val, size_t *len, int64_t timeout_ms)
+{
+    if (!key || !val)
+        return fccl_err(FCCL_ERR_INVALID, "store QUEUE_POP: NULL argument");
+    *val = NULL;
+    if (len)
+        *len = 0;
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "QUEUE_POP", key);
+    if (rc < 0)
+        return rc;
+    struct pop_out p = {val, len, 0};
+    uint64_t dl = sc_call_deadline(&k, timeout_ms);
+    const char *keys[1] = {key};
+    for (;;) {
+        CHECK_GOTO(pop_once(&k, key, &p), rc, done);
+        if (p.got)
+            break;
+        if (!block) {
+            rc = sc_soft(&k, FCCL_ERR_NOTFOUND, "queue is empty");
+            break;
+        }
+        CHECK_GOTO(sc_put_op(&k, OP_WAIT), rc, done);
+        sc_put_keys(&k, keys, 1);
+        CHECK_GOTO(sc_flush(&k), rc, done);
+        CHECK_GOTO(sc_wait_reply(&k, keys, 1, dl), rc, done);
+    }
+done:
+    sc_end(&k);
+    return rc;
+}

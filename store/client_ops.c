@@ -1,0 +1,287 @@
+/*
+ * Store client, part 3: the single-key operations of store.h.  Each one
+ * encodes its request(s) into the connection's buffer, sends them with one
+ * send, and reads the reply under the connection's mutex (client.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_int.h"
+#include "clock.h"
+#include "err.h"
+
+static int null_key(const char *op, const char *key)
+{
+    return fccl_err(FCCL_ERR_INVALID, "store %s: %s", op,
+                    key ? "bad argument" : "NULL key");
+}
+
+int fccl_store_set(fccl_store_t *s, const char *key, const void *val,
+                   size_t len)
+{
+    if (!key || (!val && len))
+        return null_key("SET", key);
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "SET", key);
+    if (rc < 0)
+        return rc;
+    if ((rc = sc_put_op(&k, OP_SET)) == FCCL_OK) {
+        sc_put_key(&k, key);
+        codec_put_str(&k.c->out, val, len);
+        rc = sc_flush(&k);
+    }
+    sc_end(&k);
+    return rc;
+}
+
+static int put_wait(struct sc_call *k, const char *const *keys, size_t n)
+{
+    int rc = sc_put_op(k, OP_WAIT);
+    if (rc == FCCL_OK)
+        sc_put_keys(k, keys, n);
+    return rc;
+}
+
+static int put_get(struct sc_call *k, const char *key)
+{
+    int rc = sc_put_op(k, OP_GET);
+    if (rc == FCCL_OK)
+        sc_put_key(k, key);
+    return rc;
+}
+
+/* Modern dialect: CHECK and GET in one send, so a key that exists (the
+ * common case) costs one round trip.  The GET's reply is only meaningful
+ * when the CHECK said READY (a missing key reads as an empty value); the
+ * legacy dialect cannot do this, a 1.13 server closes the connection on a
+ * GET of a missing key. */
+static int get_if_present(struct sc_call *k, const char *key, void **val,
+                          size_t *len, int *ready)
+{
+    const char *keys[1] = {key};
+    int rc = sc_put_op(k, OP_CHECK);
+    if (rc < 0)
+        return rc;
+    sc_put_keys(k, keys, 1);
+    if ((rc = put_get(k, key)) < 0 || (rc = sc_flush(k)) < 0 ||
+        (rc = sc_read_ready(k, ready)) < 0)
+        return rc;
+    return sc_read_bytes(k, *ready ? val : NULL, len, k->io_deadline);
+}
+
+int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
+                   int64_t timeout_ms)
+{
+    if (!key || !val)
+        return null_key("GET", key);
+    *val = NULL;
+    if (len)
+        *len = 0;
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "GET", key);
+    if (rc < 0)
+        return rc;
+    uint64_t dl = sc_call_deadline(&k, timeout_ms);
+    const char *keys[1] = {key};
+    int ready = 0;
+    if (k.c->dialect == DIALECT_MODERN) {
+        CHECK_GOTO(get_if_present(&k, key, val, len, &ready), rc, out);
+        if (ready)
+            goto out;
+    }
+    /* As PyTorch does: WAIT, then GET once the key exists. */
+    CHECK_GOTO(put_wait(&k, keys, 1), rc, out);
+    CHECK_GOTO(sc_flush(&k), rc, out);
+    CHECK_GOTO(sc_wait_reply(&k, keys, 1, dl), rc, out);
+    CHECK_GOTO(put_get(&k, key), rc, out);
+    CHECK_GOTO(sc_flush(&k), rc, out);
+    rc = sc_read_bytes(&k, val, len, k.io_deadline);
+out:
+    sc_end(&k);
+    return rc;
+}
+
+int fccl_store_add(fccl_store_t *s, const char *key, int64_t delta,
+                   int64_t *out)
+{
+    if (!key)
+        return null_key("ADD", key);
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "ADD", key);
+    if (rc < 0)
+        return rc;
+    int64_t v = 0;
+    CHECK_GOTO(sc_put_op(&k, OP_ADD), rc, done);
+    sc_put_key(&k, key);
+    codec_put_i64(&k.c->out, delta);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    CHECK_GOTO(sc_read_i64(&k, &v, k.io_deadline), rc, done);
+    if (out)
+        *out = v;
+done:
+    sc_end(&k);
+    return rc;
+}
+
+int fccl_store_compare_set(fccl_store_t *s, const char *key,
+                           const void *expected, size_t elen,
+                           const void *desired, size_t dlen, void **cur,
+                           size_t *curlen)
+{
+    if (!key || (!expected && elen) || (!desired && dlen))
+        return null_key("COMPARE_SET", key);
+    if (cur)
+        *cur = NULL;
+    if (curlen)
+        *curlen = 0;
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "COMPARE_SET", key);
+    if (rc < 0)
+        return rc;
+    CHECK_GOTO(sc_put_op(&k, OP_COMPARE_SET), rc, done);
+    sc_put_key(&k, key);
+    codec_put_str(&k.c->out, expected, elen);
+    codec_put_str(&k.c->out, desired, dlen);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    rc = sc_read_bytes(&k, cur, curlen, k.io_deadline);
+done:
+    sc_end(&k);
+    return rc;
+}
+
+static int check_keys(const char *op, const char *const *keys, size_t n)
+{
+    if (n && !keys)
+        return fccl_err(FCCL_ERR_INVALID, "store %s: NULL key list", op);
+    for (size_t i = 0; i < n; i++)
+        if (!keys[i])
+            return fccl_err(FCCL_ERR_INVALID, "store %s: key %zu is NULL",
+                            op, i);
+    return FCCL_OK;
+}
+
+int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
+                     int *all_present)
+{
+    int rc = check_keys("CHECK", keys, n);
+    if (rc < 0)
+        return rc;
+    if (!all_present)
+        return fccl_err(FCCL_ERR_INVALID, "store CHECK: NULL result");
+    *all_present = 0;
+    if (n == 0 && s) {
+        *all_present = 1;
+        return FCCL_OK;
+    }
+    struct sc_call k;
+    if ((rc = sc_begin_keys(&k, s, "CHECK", keys, n)) < 0)
+        return rc;
+    CHECK_GOTO(sc_put_op(&k, OP_CHECK), rc, done);
+    sc_put_keys(&k, keys, n);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    rc = sc_read_ready(&k, all_present);
+done:
+    sc_end(&k);
+    return rc;
+}
+
+int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
+                    int64_t timeout_ms)
+{
+    int rc = check_keys("WAIT", keys, n);
+    if (rc < 0)
+        return rc;
+    if (n == 0 && s)
+        return FCCL_OK;
+    struct sc_call k;
+    if ((rc = sc_begin_keys(&k, s, "WAIT", keys, n)) < 0)
+        return rc;
+    uint64_t dl = sc_call_deadline(&k, timeout_ms);
+    CHECK_GOTO(put_wait(&k, keys, n), rc, done);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    rc = sc_wait_reply(&k, keys, n, dl);
+done:
+    sc_end(&k);
+    return rc;
+}
+
+int fccl_store_delete(fccl_store_t *s, const char *key, int *deleted)
+{
+    if (!key)
+        return null_key("DELETE_KEY", key);
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "DELETE_KEY", key);
+    if (rc < 0)
+        return rc;
+    int64_t v = 0;
+    CHECK_GOTO(sc_put_op(&k, OP_DELETE_KEY), rc, done);
+    sc_put_key(&k, key);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    CHECK_GOTO(sc_read_i64(&k, &v, k.io_deadline), rc, done);
+    if (deleted)
+        *deleted = v > 0;
+done:
+    sc_end(&k);
+    return rc;
+}
+
+int fccl_store_num_keys(fccl_store_t *s, int64_t *n)
+{
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "GETNUMKEYS", NULL);
+    if (rc < 0)
+        return rc;
+    int64_t v = 0;
+    CHECK_GOTO(sc_put_op(&k, OP_GETNUMKEYS), rc, done);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    CHECK_GOTO(sc_read_i64(&k, &v, k.io_deadline), rc, done);
+    if (n)
+        *n = v;
+done:
+    sc_end(&k);
+    return rc;
+}
+
+int fccl_store_append(fccl_store_t *s, const char *key, const void *val,
+                      size_t len)
+{
+    if (!key || (!val && len))
+        return null_key("APPEND", key);
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "APPEND", key);
+    if (rc < 0)
+        return rc;
+    if ((rc = sc_put_op(&k, OP_APPEND)) == FCCL_OK) {
+        sc_put_key(&k, key);
+        codec_put_str(&k.c->out, val, len);
+        rc = sc_flush(&k);
+    }
+    sc_end(&k);
+    return rc;
+}
+
+int fccl_store_ping(fccl_store_t *s, double *rtt_us)
+{
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "PING", NULL);
+    if (rc < 0)
+        return rc;
+    uint32_t nonce = k.c->nonce++;
+    uint8_t echo[4];
+    uint64_t t0 = fccl_now_ns();
+    CHECK_GOTO(sc_put_op(&k, OP_PING), rc, done);
+    codec_put_u32(&k.c->out, nonce);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    CHECK_GOTO(sc_read(&k, echo, 4, k.io_deadline), rc, done);
+    if (codec_get_u32(echo) != nonce) {
+        fccl_err(FCCL_ERR_PROTOCOL, "PING echoed %u, sent %u",
+                 codec_get_u32(echo), nonce);
+        rc = sc_fail(&k, FCCL_ERR_PROTOCOL);
+        goto done;
+    }
+    if (rtt_us)
+        *rtt_us = (double)(fccl_now_ns() - t0) / 1e3;
+done:
+    sc_end(&k);
+    return rc;
+}

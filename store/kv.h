@@ -1,0 +1,98 @@
+/*
+ * The store's table (internal to the server): one entry per name, holding
+ * the name's value (if set), its queue (QUEUE_PUSH/POP) and the list of
+ * waits parked on it.  Lookups are O(1): a chained hash table with a
+ * power-of-two bucket count and SipHash-1-3 under a random per-table seed,
+ * so clients cannot pick keys that collide.
+ *
+ * An entry lives while it has a value, a non-empty queue, or waits parked
+ * on it; kv_release() frees it once none of these holds.  Stored bytes (keys and values of set
+ * keys plus queued values) are counted against max_bytes: a write that would
+ * exceed it fails with FCCL_ERR_LIMIT and changes nothing.
+ *
+ * Single-threaded: the server's event loop is the only user.
+ */
+#ifndef FCCL_STORE_KV_H
+#define FCCL_STORE_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct wait_ref; /* waiters.h */
+
+struct kv_item { /* one queued value */
+    struct kv_item *next;
+    uint64_t len;
+    uint8_t data[];
+};
+
+struct kv_entry {
+    struct kv_entry *next; /* hash chain */
+    uint64_t hash;
+    uint8_t *val; /* value bytes when has_val (may be NULL when vlen 0) */
+    uint64_t vlen, vcap;
+    struct kv_item *qhead, *qtail;
+    uint64_t qlen;
+    struct wait_ref *wait_head, *wait_tail; /* owned by waiters.c */
+    uint8_t has_val;
+    uint32_t klen;
+    uint8_t key[];
+};
+
+struct kv {
+    struct kv_entry **buckets;
+    uint64_t mask;     /* bucket count - 1 */
+    uint64_t nentries; /* entries of any kind */
+    uint64_t nkeys;    /* entries with a value (GETNUMKEYS) */
+    uint64_t bytes, max_bytes;
+    uint64_t lost; /* times an entry stopped being ready (delete, last pop) */
+    uint64_t seed[2];
+};
+
+/* Set up an empty table; max_bytes 0 means no limit.  FCCL_OK or
+ * FCCL_ERR_NOMEM. */
+int kv_init(struct kv *kv, uint64_t max_bytes);
+/* Free every entry, value and queued item (waiters must be gone). */
+void kv_free(struct kv *kv);
+
+/* The entry named key, or NULL. */
+struct kv_entry *kv_find(struct kv *kv, const uint8_t *key, uint64_t klen);
+/* The entry named key, created empty if missing; NULL when out of memory. */
+struct kv_entry *kv_lookup_or_add(struct kv *kv, const uint8_t *key,
+                                  uint64_t klen);
+/* Free e if nothing holds it any more (no value, queue or waiters). */
+void kv_release(struct kv *kv, struct kv_entry *e);
+
+/* A WAIT or CHECK on this name is satisfied: it has a value or a queued
+ * item (as PyTorch's checkKeys). */
+static inline int kv_ready(const struct kv_entry *e)
+{
+    return e && (e->has_val || e->qlen > 0);
+}
+
+/* Store / extend the value.  FCCL_OK, FCCL_ERR_LIMIT (total bytes) or
+ * FCCL_ERR_NOMEM; on error the old value is unchanged. */
+int kv_set(struct kv *kv, struct kv_entry *e, const uint8_t *v, uint64_t len);
+int kv_append(struct kv *kv, struct kv_entry *e, const uint8_t *v,
+              uint64_t len);
+/* Add delta to the decimal integer value (missing = 0), store the result as
+ * decimal text, *out = it.  FCCL_ERR_PROTOCOL if the value is not a decimal
+ * int64 (nothing changes), else as kv_set. */
+int kv_add(struct kv *kv, struct kv_entry *e, int64_t delta, int64_t *out);
+/* Drop the value; returns 1 if there was one, else 0.  Does not free e. */
+int kv_del_value(struct kv *kv, struct kv_entry *e);
+
+/* Append a copy of v to e's queue.  FCCL_OK / FCCL_ERR_LIMIT / NOMEM. */
+int kv_queue_push(struct kv *kv, struct kv_entry *e, const uint8_t *v,
+                  uint64_t len);
+/* Detach the oldest item (NULL if empty); free it with kv_item_free. */
+struct kv_item *kv_queue_pop(struct kv *kv, struct kv_entry *e);
+void kv_item_free(struct kv_item *it);
+
+/* The entries with a value whose key starts with prefix, sorted by key
+ * bytes.  *out is malloc'd (caller frees the array, not the entries) and
+ * valid until the table changes.  FCCL_OK or FCCL_ERR_NOMEM. */
+int kv_list(struct kv *kv, const uint8_t *prefix, uint64_t plen,
+            struct kv_entry ***out, size_t *n);
+
+#endif

@@ -1,0 +1,323 @@
+/*
+ * The store server's lifecycle and event-loop glue (see server.h): the
+ * event base, listeners and accepting (with the connection limit), the stop
+ * pipe, signals, the join timeout, running in a thread, and teardown in the
+ * reverse order of setup.  Connections live in server_conn.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+
+#include "err.h"
+#include "log.h"
+#include "net.h"
+#include "server_int.h"
+
+#define ACCEPT_PAUSE_MS 100 /* out of fds: pause accepting this long */
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
+                      struct sockaddr *sa, int salen, void *arg)
+{
+    struct store_server *s = arg;
+    char addr[64];
+    (void)l;
+    (void)salen;
+    store_format_peer(sa, addr, sizeof(addr));
+    if (s->nconns >= s->cfg.max_conns) {
+        LOG_WARN("STORE", "refusing client %s: %llu connections open "
+                 "(max-connections)", addr, (unsigned long long)s->nconns);
+        close(fd);
+        return;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (store_conn_new(s, fd, addr) < 0) {
+        LOG_WARN("STORE", "refusing client %s: %s", addr, fccl_last_error());
+        return;
+    }
+    LOG_DEBUG("STORE", "client %s connected", addr);
+}
+
+static void set_listening(struct store_server *s, int on)
+{
+    for (int i = 0; i < s->nlis; i++) {
+        if (on)
+            evconnlistener_enable(s->lis[i]);
+        else
+            evconnlistener_disable(s->lis[i]);
+    }
+}
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    set_listening(arg, 1);
+}
+
+/* accept() failed for a reason other than a retriable one: out of fds or
+ * memory.  Pause accepting briefly instead of spinning on the listener. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+    struct store_server *s = arg;
+    int err = EVUTIL_SOCKET_ERROR();
+    struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
+    (void)l;
+    LOG_WARN("STORE", "accept: %s; pausing new connections for %d ms",
+             evutil_socket_error_to_string(err), ACCEPT_PAUSE_MS);
+    set_listening(s, 0);
+    evtimer_add(s->accept_timer, &tv);
+}
+
+/* ---- stop, signals, join timeout ---- */
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+    struct store_server *s = arg;
+    char buf[64];
+    (void)what;
+    while (read(fd, buf, sizeof(buf)) > 0)
+        ;
+    event_base_loopbreak(s->base);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct store_server *s = arg;
+    (void)what;
+    LOG_INFO("STORE", "signal %d: shutting down", (int)sig);
+    event_base_loopexit(s->base, NULL);
+}
+
+static void on_join_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct store_server *s = arg;
+    (void)fd;
+    (void)what;
+    if (s->joined < s->cfg.world_size)
+        LOG_WARN("STORE", "timeout after %.1f s: %lld/%d workers joined; "
+                 "still serving", (double)s->cfg.timeout_ms / 1000.0,
+                 (long long)s->joined, s->cfg.world_size);
+}
+
+/* ---- lifecycle ---- */
+
+static void limits_from_config(struct store_server *s)
+{
+    const struct store_server_config *c = &s->cfg;
+    s->lim.max_key = c->max_key;
+    s->lim.max_value = c->max_value;
+    s->lim.max_keys = c->max_keys_per_req;
+    s->lim.max_request = 2 * c->max_value + 2 * c->max_key + 4096;
+    s->ws.kv = &s->kv;
+    s->ws.max_keys = c->max_keys_per_req;
+    s->ws.max_bytes = s->lim.max_request;
+    s->ws.on_ready = store_conn_wait_ready;
+    s->ws.on_fail = store_conn_wait_failed;
+}
+
+static int open_listeners(struct store_server *s)
+{
+    int fds[2], n = 0;
+    int rc = store_listen_open(s->cfg.host, s->cfg.port, fds, &n, &s->port);
+    if (rc < 0)
+        return rc;
+    for (int i = 0; i < n; i++) {
+        s->lis[i] = evconnlistener_new(
+            s->base, on_accept, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+            0 /* already listening */, fds[i]);
+        if (!s->lis[i]) {
+            for (int j = i; j < n; j++)
+                close(fds[j]);
+            return fccl_err(FCCL_ERR_NOMEM, "evconnlistener_new");
+        }
+        s->nlis++;
+        evconnlistener_set_error_cb(s->lis[i], on_accept_error);
+    }
+    const char *shown = s->cfg.host[0] ? s->cfg.host : "0.0.0.0";
+    fccl_addr_format(s->address, sizeof(s->address), shown, s->port);
+    return FCCL_OK;
+}
+
+static int add_events(struct store_server *s)
+{
+    if (pipe2(s->stop_pipe, O_NONBLOCK | O_CLOEXEC) < 0)
+        return fccl_err_sys(FCCL_ERR_IO, errno, "pipe");
+    s->stop_ev = event_new(s->base, s->stop_pipe[0], EV_READ | EV_PERSIST,
+                           on_stop, s);
+    s->accept_timer = evtimer_new(s->base, on_accept_resume, s);
+    s->join_timer = evtimer_new(s->base, on_join_timeout, s);
+    if (!s->stop_ev || !s->accept_timer || !s->join_timer ||
+        event_add(s->stop_ev, NULL) < 0)
+        return fccl_err(FCCL_ERR_NOMEM, "creating server events");
+    if (!s->cfg.handle_signals)
+        return FCCL_OK;
+    s->sig_int = evsignal_new(s->base, SIGINT, on_signal, s);
+    s->sig_term = evsignal_new(s->base, SIGTERM, on_signal, s);
+    if (!s->sig_int || !s->sig_term || evsignal_add(s->sig_int, NULL) < 0 ||
+        evsignal_add(s->sig_term, NULL) < 0)
+        return fccl_err(FCCL_ERR_IO, "installing SIGINT/SIGTERM handlers");
+    return FCCL_OK;
+}
+
+int store_server_create(const struct store_server_config *cfg,
+                        struct store_server **out)
+{
+    *out = NULL;
+    int rc = store_server_config_check(cfg);
+    if (rc < 0)
+        return rc;
+    struct store_server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return fccl_err(FCCL_ERR_NOMEM, "store server");
+    s->stop_pipe[0] = s->stop_pipe[1] = -1;
+    s->cfg = *cfg;
+    if (cfg->log_level >= 0)
+        fccl_log_set_level(cfg->log_level);
+    limits_from_config(s);
+    codec_buf_init(&s->out);
+    s->base = event_base_new();
+    if (!s->base) {
+        rc = fccl_err(FCCL_ERR_NOMEM, "event_base_new");
+        goto fail;
+    }
+    CHECK_GOTO(kv_init(&s->kv, cfg->max_total_bytes), rc, fail);
+    CHECK_GOTO(open_listeners(s), rc, fail);
+    CHECK_GOTO(add_events(s), rc, fail);
+    LOG_INFO("STORE", "listening on %s (%d socket%s)", s->address, s->nlis,
+             s->nlis > 1 ? "s, IPv4 and IPv6" : "");
+    *out = s;
+    return FCCL_OK;
+fail:
+    store_server_free(s);
+    return rc;
+}
+
+int store_server_port(const struct store_server *s) { return s->port; }
+
+const char *store_server_address(const struct store_server *s)
+{
+    return s->address;
+}
+
+int64_t store_server_joined(const struct store_server *s)
+{
+    return s->joined;
+}
+
+static void arm_join_timer(struct store_server *s)
+{
+    const struct store_server_config *c = &s->cfg;
+    if (s->join_armed || !c->wait_for_workers)
+        return;
+    s->join_armed = 1;
+    LOG_INFO("STORE", "waiting for %d workers (timeout %.1f s)",
+             c->world_size, (double)c->timeout_ms / 1000.0);
+    if (c->timeout_ms <= 0 || s->joined >= c->world_size)
+        return;
+    struct timeval tv = {(time_t)(c->timeout_ms / 1000),
+                         (suseconds_t)(c->timeout_ms % 1000) * 1000};
+    evtimer_add(s->join_timer, &tv);
+}
+
+/* A SIGPIPE raised by a write in this thread while it was blocked must not
+ * fire when the old mask comes back: take it off the pending set. */
+static void drop_pending_sigpipe(void)
+{
+    sigset_t pend, pipe_only;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    struct timespec zero = {0, 0};
+    while (sigpending(&pend) == 0 && sigismember(&pend, SIGPIPE))
+        if (sigtimedwait(&pipe_only, NULL, &zero) < 0)
+            break;
+}
+
+int store_server_run(struct store_server *s)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&s->running, &expected, 1))
+        return fccl_err(FCCL_ERR_STATE, "store server already running");
+    sigset_t pipe_only, old;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    arm_join_timer(s);
+    int rc = event_base_dispatch(s->base);
+    if (!sigismember(&old, SIGPIPE))
+        drop_pending_sigpipe();
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    atomic_store(&s->running, 0);
+    if (rc < 0)
+        return fccl_err(FCCL_ERR_IO, "event loop failed");
+    return FCCL_OK;
+}
+
+static void *server_thread(void *arg)
+{
+    store_server_run(arg);
+    return NULL;
+}
+
+int store_server_start_thread(struct store_server *s)
+{
+    if (s->thread_started || atomic_load(&s->running))
+        return fccl_err(FCCL_ERR_STATE, "store server already running");
+    int e = pthread_create(&s->thread, NULL, server_thread, s);
+    if (e)
+        return fccl_err_sys(FCCL_ERR_IO, e, "store server thread");
+    s->thread_started = 1;
+    return FCCL_OK;
+}
+
+void store_server_stop(struct store_server *s)
+{
+    if (!s || s->stop_pipe[1] < 0)
+        return;
+    /* A full pipe already holds a stop request: ignoring EAGAIN is right. */
+    ssize_t w = write(s->stop_pipe[1], "x", 1);
+    (void)w;
+}
+
+static void free_event(struct event **ev)
+{
+    if (*ev)
+        event_free(*ev);
+    *ev = NULL;
+}
+
+void store_server_free(struct store_server *s)
+{
+    if (!s)
+        return;
+    if (s->thread_started) {
+        store_server_stop(s);
+        pthread_join(s->thread, NULL);
+        s->thread_started = 0;
+    }
+    while (s->conns)
+        store_conn_free(s->conns);
+    free_event(&s->join_timer);
+    free_event(&s->accept_timer);
+    free_event(&s->sig_term);
+    free_event(&s->sig_int);
+    free_event(&s->stop_ev);
+    for (int i = 0; i < 2; i++)
+        if (s->stop_pipe[i] >= 0)
+            close(s->stop_pipe[i]);
+    for (int i = 0; i < s->nlis; i++)
+        evconnlistener_free(s->lis[i]);
+    kv_free(&s->kv);
+    codec_buf_free(&s->out);
+    if (s->base)
+        event_base_free(s->base);
+    free(s);
+}

@@ -1,0 +1,476 @@
+/*
+ * One client connection of the store server: read -> parse -> dispatch ->
+ * reply, with back-pressure.
+ *
+ * Reading: we read the socket ourselves from a read event (64 KiB at a
+ * time into the server's scratch buffer) instead of letting the bufferevent
+ * read: libevent 2.1 caps each of its reads at 4 KiB and asks FIONREAD
+ * first, one more system call per request.  When nothing is buffered for the
+ * connection, requests are parsed straight from the scratch buffer and only
+ * an incomplete tail is copied into the connection's input evbuffer.  From
+ * there a request is parsed again only once `need` bytes (the codec's lower
+ * bound for it) are buffered, so a large value is not re-parsed per TCP
+ * segment; while a large request is incomplete we read straight into the
+ * evbuffer in big chunks.  Pipelined requests are answered in order.
+ *
+ * Writing: the bufferevent owns the socket (closed when it is freed), the
+ * output buffer, the write event, its watermark and timeout.  The replies of
+ * one batch are gathered in s->out and sent with one send(); only what the
+ * socket refuses goes to the bufferevent's output, and EV_WRITE is enabled
+ * just then.  A client whose unsent replies pass OUT_HIGH is not read until
+ * they drain to OUT_LOW.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "err.h"
+#include "log.h"
+#include "server_int.h"
+
+#define OUT_HIGH (4u << 20)         /* stop reading a client above this */
+#define OUT_LOW (1u << 20)          /* and resume below this */
+#define DIRECT_READ_MIN (16u << 10) /* read into the evbuffer when this much
+                                       of a request is still due */
+#define DIRECT_READ_MAX (4u << 20)
+#define BIG_REQUEST (1u << 20) /* requests this large count as inflight */
+#define BIG_REPLY (64u << 10)  /* replies this large bypass s->out */
+#define OUT_KEEP (1u << 20)    /* s->out capacity kept between batches */
+#define CLOSE_FLUSH_SEC 10     /* EOF'd client: time to take its replies */
+
+enum drive { D_NEED, D_FULL, D_CLOSE };
+
+/* ---- output ---- */
+
+static struct evbuffer *conn_out(const struct store_conn *c)
+{
+    return bufferevent_get_output(c->bev);
+}
+
+/* The peer is gone or we cannot keep its replies: drop output, shut the
+ * socket so that the read event reports EOF, and free it from that event
+ * (never from here: we may be inside another connection's request). */
+static void conn_break(struct store_conn *c, int err)
+{
+    if (c->broken)
+        return;
+    LOG_DEBUG("STORE", "client %s: send failed: %s", c->addr, strerror(err));
+    c->broken = 1;
+    shutdown(c->fd, SHUT_RDWR);
+    struct evbuffer *out = conn_out(c);
+    evbuffer_drain(out, evbuffer_get_length(out));
+    bufferevent_disable(c->bev, EV_WRITE);
+    event_add(c->rev, NULL);
+}
+
+/* Send now what the socket takes; buffer the rest behind EV_WRITE. */
+static void conn_send(struct store_conn *c, const uint8_t *p, size_t n)
+{
+    struct evbuffer *out = conn_out(c);
+    if (c->broken || n == 0)
+        return;
+    if (evbuffer_get_length(out) == 0) {
+        ssize_t k;
+        do
+            k = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (k < 0 && errno == EINTR);
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            conn_break(c, errno);
+            return;
+        }
+        if (k > 0) {
+            p += k;
+            n -= (size_t)k;
+        }
+    }
+    if (n == 0)
+        return;
+    if (evbuffer_add(out, p, n) < 0) {
+        conn_break(c, ENOMEM);
+        return;
+    }
+    bufferevent_enable(c->bev, EV_WRITE);
+}
+
+/* Send the batched replies of the current connection. */
+static void batch_flush(struct store_server *s, struct store_conn *c)
+{
+    if (s->out.len)
+        conn_send(c, s->out.p, s->out.len);
+    codec_buf_reset(&s->out);
+    if (s->out.cap > OUT_KEEP)
+        codec_buf_free(&s->out);
+}
+
+void store_conn_reply(struct store_conn *c, const void *p, size_t n)
+{
+    struct store_server *s = c->s;
+    if (c->broken)
+        return;
+    if (c != s->cur) {
+        conn_send(c, p, n); /* a wake-up of another client */
+        return;
+    }
+    if (n >= BIG_REPLY) {
+        batch_flush(s, c); /* keep order, skip the copy into s->out */
+        conn_send(c, p, n);
+        return;
+    }
+    codec_put_bytes(&s->out, p, n);
+    if (s->out.oom) {
+        codec_buf_reset(&s->out);
+        conn_break(c, ENOMEM);
+    }
+}
+
+void store_conn_abort(struct store_conn *c, const char *why)
+{
+    LOG_WARN("STORE", "closing client %s: %s", c->addr, why);
+    conn_break(c, ENOMEM);
+}
+
+static size_t pending_out(const struct store_conn *c)
+{
+    size_t n = evbuffer_get_length(conn_out(c));
+    return c == c->s->cur ? n + c->s->out.len : n;
+}
+
+/* ---- parsing ---- */
+
+/* Large partial requests hold their size against the byte limit, so many
+ * clients cannot make us buffer more than the store may hold. */
+static int reserve_big(struct store_conn *c)
+{
+    struct store_server *s = c->s;
+    if (c->need < BIG_REQUEST || c->need <= c->reserved)
+        return FCCL_OK;
+    uint64_t more = c->need - c->reserved;
+    uint64_t cap = s->cfg.max_total_bytes;
+    if (cap && s->kv.bytes + s->inflight + more > cap)
+        return fccl_err(FCCL_ERR_LIMIT,
+                        "request of %zu bytes would pass the store's "
+                        "%llu-byte limit",
+                        c->need, (unsigned long long)cap);
+    s->inflight += more;
+    c->reserved = c->need;
+    return FCCL_OK;
+}
+
+static void release_big(struct store_conn *c)
+{
+    c->s->inflight -= c->reserved;
+    c->reserved = 0;
+}
+
+static void log_close(const struct store_conn *c, const char *why)
+{
+    LOG_WARN("STORE", "closing client %s: %s", c->addr, why);
+}
+
+/* Decide the dialect from the first bytes; a TLS hello is refused. */
+static int sniff(struct store_conn *c, const uint8_t *p, size_t avail)
+{
+    if (p[0] == 0x16)
+        return fccl_err(FCCL_ERR_UNSUPPORTED,
+                        "TLS handshake, but this server has no TLS");
+    c->dialect = codec_sniff_dialect(p, avail < 5 ? avail : 5);
+    if (c->dialect == DIALECT_UNKNOWN)
+        c->need = 5;
+    else
+        LOG_DEBUG("STORE", "client %s speaks the %s dialect", c->addr,
+                  c->dialect == DIALECT_MODERN ? "modern" : "legacy");
+    return FCCL_OK;
+}
+
+/* Parse and run the complete requests at the start of p[0..len).  *used
+ * gets the bytes consumed; c->need what the next request needs. */
+static enum drive run_region(struct store_server *s, struct store_conn *c,
+                             const uint8_t *p, size_t len, size_t *used)
+{
+    size_t off = 0;
+    enum drive d = D_NEED;
+    while (!c->broken && len - off >= c->need) {
+        if (c->dialect == DIALECT_UNKNOWN) {
+            if (sniff(c, p + off, len - off) < 0) {
+                log_close(c, fccl_last_error());
+                d = D_CLOSE;
+                break;
+            }
+            continue;
+        }
+        struct codec_req req;
+        size_t n;
+        int rc = codec_parse_request(c->dialect, &s->lim, p + off, len - off,
+                                     &req, &n);
+        if (rc == CODEC_NEED_MORE) {
+            c->need = n;
+            if (reserve_big(c) < 0) {
+                log_close(c, fccl_last_error());
+                d = D_CLOSE;
+            }
+            break;
+        }
+        if (rc < 0) {
+            LOG_WARN("STORE", "closing client %s: %s (type byte %d)",
+                     c->addr, codec_result_str(rc), (int)p[off]);
+            d = D_CLOSE;
+            break;
+        }
+        rc = store_dispatch(s, c, &req);
+        off += n;
+        c->need = 1;
+        release_big(c);
+        if (rc < 0) {
+            log_close(c, fccl_last_error());
+            d = D_CLOSE;
+            break;
+        }
+        if (pending_out(c) > OUT_HIGH) {
+            d = D_FULL;
+            break;
+        }
+    }
+    *used = off;
+    return d;
+}
+
+/* Run what is complete in the connection's input buffer. */
+static enum drive run_buffered(struct store_server *s, struct store_conn *c)
+{
+    struct evbuffer *in = c->in;
+    for (;;) {
+        size_t avail = evbuffer_get_length(in);
+        if (avail == 0 || avail < c->need || c->broken)
+            return D_NEED;
+        size_t n = evbuffer_get_contiguous_space(in);
+        n = n < c->need ? c->need : n;
+        n = n > avail ? avail : n;
+        const uint8_t *p = evbuffer_pullup(in, (ev_ssize_t)n);
+        if (!p) {
+            log_close(c, "out of memory buffering a request");
+            return D_CLOSE;
+        }
+        size_t used;
+        enum drive d = run_region(s, c, p, n, &used);
+        evbuffer_drain(in, used);
+        if (d != D_NEED)
+            return d;
+        if (used == 0 && c->need <= n)
+            return D_NEED; /* no progress possible (defensive) */
+    }
+}
+
+/* ---- reading ---- */
+
+/* One readv of up to `want` bytes into the free space of c->in.  Like
+ * readv: bytes read, 0 at EOF, -1 with errno (ENOMEM if no space). */
+static ssize_t read_direct(struct store_conn *c, size_t want)
+{
+    struct evbuffer_iovec v[2];
+    if (want > DIRECT_READ_MAX)
+        want = DIRECT_READ_MAX;
+    int nv = evbuffer_reserve_space(c->in, (ev_ssize_t)want, v, 2);
+    if (nv <= 0) {
+        errno = ENOMEM;
+        return -1;
+    }
+    struct iovec iov[2];
+    for (int i = 0; i < nv; i++) {
+        iov[i].iov_base = v[i].iov_base;
+        iov[i].iov_len = v[i].iov_len;
+    }
+    ssize_t r;
+    do
+        r = readv(c->fd, iov, nv);
+    while (r < 0 && errno == EINTR);
+    size_t left = r > 0 ? (size_t)r : 0;
+    int used = 0;
+    for (; used < nv && left; used++) {
+        if (v[used].iov_len > left)
+            v[used].iov_len = left;
+        left -= v[used].iov_len;
+    }
+    evbuffer_commit_space(c->in, v, used);
+    return r;
+}
+
+static void conn_pause(struct store_conn *c)
+{
+    c->paused = 1;
+    event_del(c->rev);
+    bufferevent_setwatermark(c->bev, EV_WRITE, OUT_LOW, 0);
+    LOG_DEBUG("STORE", "client %s is not reading its replies; pausing it",
+              c->addr);
+}
+
+/* Take `n` fresh bytes (may be 0): run what is complete, keep the rest,
+ * read big requests directly, send the replies.  May free c. */
+static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n)
+{
+    struct store_server *s = c->s;
+    enum drive d = D_NEED;
+    s->cur = c;
+    if (n && evbuffer_get_length(c->in) == 0) {
+        size_t used;
+        d = run_region(s, c, fresh, n, &used);
+        fresh += used;
+        n -= used;
+    }
+    if (d != D_CLOSE && n && evbuffer_add(c->in, fresh, n) < 0) {
+        log_close(c, "out of memory buffering a request");
+        d = D_CLOSE;
+    }
+    for (;;) {
+        if (d == D_NEED)
+            d = run_buffered(s, c);
+        s->cur = NULL;
+        if (d == D_CLOSE) {
+            codec_buf_reset(&s->out);
+            store_conn_free(c);
+            return;
+        }
+        batch_flush(s, c);
+        if (d == D_FULL && evbuffer_get_length(conn_out(c)) > OUT_HIGH) {
+            conn_pause(c);
+            return;
+        }
+        size_t avail = evbuffer_get_length(c->in);
+        if (d == D_NEED &&
+            (c->broken || c->need < avail + DIRECT_READ_MIN ||
+             read_direct(c, c->need - avail) <= 0))
+            return; /* EOF and errors show up on the read event */
+        d = D_NEED;
+        s->cur = c;
+    }
+}
+
+/* EOF with replies still queued: flush them (bounded), then free. */
+static void conn_linger(struct store_conn *c)
+{
+    struct timeval tv = {CLOSE_FLUSH_SEC, 0};
+    waiters_cancel(&c->s->ws, &c->wait);
+    release_big(c);
+    c->closing = 1;
+    event_del(c->rev);
+    bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
+    bufferevent_set_timeouts(c->bev, NULL, &tv);
+    bufferevent_enable(c->bev, EV_WRITE);
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    struct store_conn *c = arg;
+    struct store_server *s = c->s;
+    (void)what;
+    ssize_t r;
+    do
+        r = read(fd, s->rbuf, sizeof(s->rbuf));
+    while (r < 0 && errno == EINTR);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+    if (r < 0) {
+        LOG_DEBUG("STORE", "client %s: %s", c->addr, strerror(errno));
+        store_conn_free(c);
+    } else if (r == 0) {
+        if (!c->broken && evbuffer_get_length(conn_out(c)))
+            conn_linger(c);
+        else
+            store_conn_free(c);
+    } else if (!c->broken) {
+        conn_drive(c, s->rbuf, (size_t)r);
+    }
+}
+
+/* ---- bufferevent callbacks (output side) ---- */
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    struct store_conn *c = arg;
+    size_t left = evbuffer_get_length(bufferevent_get_output(bev));
+    if (c->closing && left == 0) {
+        store_conn_free(c);
+        return;
+    }
+    if (left == 0)
+        bufferevent_disable(bev, EV_WRITE); /* we send directly again */
+    if (c->paused && left <= OUT_LOW && !c->closing) {
+        c->paused = 0;
+        bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+        event_add(c->rev, NULL);
+        conn_drive(c, NULL, 0); /* requests may be waiting in c->in */
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct store_conn *c = arg;
+    (void)bev;
+    if (what & BEV_EVENT_TIMEOUT)
+        LOG_WARN("STORE", "client %s: gave up flushing replies after "
+                 "it closed", c->addr);
+    else
+        LOG_DEBUG("STORE", "client %s: write failed", c->addr);
+    store_conn_free(c);
+}
+
+/* ---- lifecycle ---- */
+
+void store_conn_free(struct store_conn *c)
+{
+    struct store_server *s = c->s;
+    LOG_DEBUG("STORE", "client %s disconnected", c->addr);
+    waiters_cancel(&s->ws, &c->wait);
+    release_big(c);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    s->nconns--;
+    event_free(c->rev);
+    evbuffer_free(c->in);
+    bufferevent_free(c->bev); /* closes the socket (BEV_OPT_CLOSE_ON_FREE) */
+    free(c);
+}
+
+int store_conn_new(struct store_server *s, int fd, const char *addr)
+{
+    struct store_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return fccl_err(FCCL_ERR_NOMEM, "connection");
+    c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->in = evbuffer_new();
+    c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
+    if (!c->bev || !c->in || !c->rev || event_add(c->rev, NULL) < 0) {
+        if (c->rev)
+            event_free(c->rev);
+        if (c->in)
+            evbuffer_free(c->in);
+        if (c->bev)
+            bufferevent_free(c->bev);
+        else
+            close(fd);
+        free(c);
+        return fccl_err(FCCL_ERR_NOMEM, "connection buffers");
+    }
+    c->s = s;
+    c->fd = fd;
+    c->need = 1;
+    snprintf(c->addr, sizeof(c->addr), "%s", addr);
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    bufferevent_setcb(c->bev, NULL, on_write, on_event, c);
+    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+    return FCCL_OK;
+}

@@ -1,0 +1,346 @@
+/*
+ * The store's commands: one handler per operation of PROTOCOL.md, run on a
+ * request the codec has already validated.  Handlers change the table, wake
+ * the waits a write satisfies, and queue the exact reply bytes.  A handler
+ * returns a negative status (with the reason in fccl_last_error) only when
+ * the connection must be closed: a limit, a non-numeric ADD, a legacy GET
+ * of a missing key, or memory exhaustion.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "log.h"
+#include "server_int.h"
+
+#define JOIN_KEY "init/"
+#define SMALL_REPLY 4096 /* strings up to this size go out in one piece */
+
+/* ---- replies ---- */
+
+static void reply_u8(struct store_conn *c, uint8_t v)
+{
+    store_conn_reply(c, &v, 1);
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void reply_u32(struct store_conn *c, uint32_t v)
+{
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
+                    (uint8_t)(v >> 24)};
+    store_conn_reply(c, b, sizeof(b));
+}
+
+static void reply_i64(struct store_conn *c, int64_t v)
+{
+    uint8_t b[8];
+    put_le64(b, (uint64_t)v);
+    store_conn_reply(c, b, sizeof(b));
+}
+
+/* A byte string: u64 length then the bytes, as one piece when small (an
+ * empty value must never leave a lone header waiting for more). */
+static void reply_str(struct store_conn *c, const uint8_t *p, uint64_t n)
+{
+    uint8_t b[8 + SMALL_REPLY];
+    put_le64(b, n);
+    if (n <= SMALL_REPLY) {
+        if (n)
+            memcpy(b + 8, p, n);
+        store_conn_reply(c, b, 8 + n);
+        return;
+    }
+    store_conn_reply(c, b, 8);
+    store_conn_reply(c, p, n);
+}
+
+/* ---- helpers ---- */
+
+static int key_err(int code, const char *what, struct codec_slice k)
+{
+    return fccl_err(code, "%s of key '%.*s'", what,
+                    (int)(k.len > 128 ? 128 : k.len), (const char *)k.p);
+}
+
+static struct kv_entry *entry_for_write(struct store_server *s,
+                                        struct codec_slice k)
+{
+    return kv_lookup_or_add(&s->kv, k.p, k.len);
+}
+
+/* After a failed write the entry may be an empty husk: drop it. */
+static int write_failed(struct store_server *s, struct kv_entry *e, int rc,
+                        const char *op, struct codec_slice k)
+{
+    kv_release(&s->kv, e);
+    return fccl_err_wrap(rc, "%s '%.*s'", op,
+                         (int)(k.len > 128 ? 128 : k.len), (const char *)k.p);
+}
+
+static void note_join(struct store_server *s, int64_t v)
+{
+    struct store_server_config *cfg = &s->cfg;
+    int64_t before = s->joined;
+    s->joined = v;
+    if (!cfg->wait_for_workers || v <= before || before >= cfg->world_size)
+        return;
+    if (v >= cfg->world_size) {
+        LOG_INFO("STORE", "all %d workers joined", cfg->world_size);
+        if (s->join_timer)
+            event_del(s->join_timer);
+        return;
+    }
+    LOG_INFO("STORE", "%lld/%d workers joined", (long long)v,
+             cfg->world_size);
+}
+
+/* ---- handlers ---- */
+
+static int op_set(struct store_server *s, const struct codec_req *r)
+{
+    struct kv_entry *e = entry_for_write(s, r->key);
+    if (!e)
+        return key_err(FCCL_ERR_NOMEM, "SET", r->key);
+    int rc = kv_set(&s->kv, e, r->val.p, r->val.len);
+    if (rc < 0)
+        return write_failed(s, e, rc, "SET", r->key);
+    waiters_wake_all(&s->ws, e);
+    return FCCL_OK;
+}
+
+static int op_compare_set(struct store_server *s, struct store_conn *c,
+                          const struct codec_req *r)
+{
+    struct kv_entry *e = kv_find(&s->kv, r->key.p, r->key.len);
+    if (!e || !e->has_val) {
+        /* PyTorch: a missing key is created only when expected is empty;
+         * otherwise the reply is `expected` and nothing is stored. */
+        if (r->val.len != 0) {
+            reply_str(c, r->val.p, r->val.len);
+            return FCCL_OK;
+        }
+        int rc = op_set(s, &(struct codec_req){.key = r->key, .val = r->val2});
+        if (rc < 0)
+            return rc;
+        reply_str(c, r->val2.p, r->val2.len);
+        return FCCL_OK;
+    }
+    if (e->vlen == r->val.len &&
+        (r->val.len == 0 || memcmp(e->val, r->val.p, r->val.len) == 0)) {
+        int rc = kv_set(&s->kv, e, r->val2.p, r->val2.len);
+        if (rc < 0)
+            return fccl_err_wrap(rc, "COMPARE_SET");
+    }
+    reply_str(c, e->val, e->vlen);
+    return FCCL_OK;
+}
+
+/* GET and MULTI_GET of a missing key: empty on modern links (PyTorch's
+ * newer server), close on legacy ones (the 1.13 server). */
+static int reply_value(struct store_conn *c, struct codec_slice k,
+                       const struct kv_entry *e)
+{
+    if (e && e->has_val) {
+        reply_str(c, e->val, e->vlen);
+        return FCCL_OK;
+    }
+    if (c->dialect == DIALECT_LEGACY)
+        return key_err(FCCL_ERR_NOTFOUND, "legacy GET", k);
+    reply_str(c, NULL, 0);
+    return FCCL_OK;
+}
+
+static int op_get(struct store_server *s, struct store_conn *c,
+                  const struct codec_req *r)
+{
+    return reply_value(c, r->key, kv_find(&s->kv, r->key.p, r->key.len));
+}
+
+static int op_add(struct store_server *s, struct store_conn *c,
+                  const struct codec_req *r)
+{
+    struct kv_entry *e = entry_for_write(s, r->key);
+    if (!e)
+        return key_err(FCCL_ERR_NOMEM, "ADD", r->key);
+    int64_t v;
+    int rc = kv_add(&s->kv, e, r->num, &v);
+    if (rc < 0)
+        return write_failed(s, e, rc, "ADD", r->key);
+    reply_i64(c, v);
+    waiters_wake_all(&s->ws, e);
+    if (r->key.len == strlen(JOIN_KEY) &&
+        memcmp(r->key.p, JOIN_KEY, r->key.len) == 0)
+        note_join(s, v);
+    return FCCL_OK;
+}
+
+static int op_check(struct store_server *s, struct store_conn *c,
+                    const struct codec_req *r)
+{
+    struct codec_slice args = r->args, k;
+    int ready = 1;
+    while (ready && codec_next_slice(&args, &k))
+        ready = kv_ready(kv_find(&s->kv, k.p, k.len));
+    reply_u8(c, ready ? REPLY_READY : REPLY_NOT_READY);
+    return FCCL_OK;
+}
+
+static int op_wait(struct store_server *s, struct store_conn *c,
+                   const struct codec_req *r)
+{
+    int rc = waiters_wait(&s->ws, &c->wait, c, r->args, r->nkeys);
+    if (rc < 0)
+        return fccl_err_wrap(rc, "WAIT");
+    if (rc == 1)
+        reply_u8(c, REPLY_STOP_WAITING);
+    return FCCL_OK;
+}
+
+static int op_delete(struct store_server *s, struct store_conn *c,
+                     const struct codec_req *r)
+{
+    struct kv_entry *e = kv_find(&s->kv, r->key.p, r->key.len);
+    int n = kv_del_value(&s->kv, e);
+    kv_release(&s->kv, e);
+    reply_i64(c, n);
+    return FCCL_OK;
+}
+
+static int op_append(struct store_server *s, const struct codec_req *r)
+{
+    struct kv_entry *e = entry_for_write(s, r->key);
+    if (!e)
+        return key_err(FCCL_ERR_NOMEM, "APPEND", r->key);
+    int rc = kv_append(&s->kv, e, r->val.p, r->val.len);
+    if (rc < 0)
+        return write_failed(s, e, rc, "APPEND", r->key);
+    waiters_wake_all(&s->ws, e);
+    return FCCL_OK;
+}
+
+static int op_multi_get(struct store_server *s, struct store_conn *c,
+                        const struct codec_req *r)
+{
+    struct codec_slice args = r->args, k;
+    while (codec_next_slice(&args, &k)) {
+        int rc = reply_value(c, k, kv_find(&s->kv, k.p, k.len));
+        if (rc < 0)
+            return rc;
+    }
+    return FCCL_OK;
+}
+
+static int op_multi_set(struct store_server *s, const struct codec_req *r)
+{
+    struct codec_slice args = r->args;
+    struct codec_req one = {.op = OP_SET};
+    while (codec_next_slice(&args, &one.key) &&
+           codec_next_slice(&args, &one.val)) {
+        int rc = op_set(s, &one);
+        if (rc < 0)
+            return fccl_err_wrap(rc, "MULTI_SET");
+    }
+    return FCCL_OK;
+}
+
+static int op_cancel_wait(struct store_server *s, struct store_conn *c)
+{
+    waiters_cancel(&s->ws, &c->wait);
+    reply_u8(c, REPLY_WAIT_CANCELED);
+    return FCCL_OK;
+}
+
+static int op_queue_push(struct store_server *s, const struct codec_req *r)
+{
+    struct kv_entry *e = entry_for_write(s, r->key);
+    if (!e)
+        return key_err(FCCL_ERR_NOMEM, "QUEUE_PUSH", r->key);
+    int rc = kv_queue_push(&s->kv, e, r->val.p, r->val.len);
+    if (rc < 0)
+        return write_failed(s, e, rc, "QUEUE_PUSH", r->key);
+    waiters_wake_one(&s->ws, e);
+    return FCCL_OK;
+}
+
+static int op_queue_pop(struct store_server *s, struct store_conn *c,
+                        const struct codec_req *r)
+{
+    struct kv_entry *e = kv_find(&s->kv, r->key.p, r->key.len);
+    int64_t before = e ? (int64_t)e->qlen : 0;
+    reply_i64(c, before);
+    if (before == 0)
+        return FCCL_OK;
+    struct kv_item *it = kv_queue_pop(&s->kv, e);
+    reply_str(c, it->data, it->len);
+    kv_item_free(it);
+    kv_release(&s->kv, e);
+    return FCCL_OK;
+}
+
+static int op_queue_len(struct store_server *s, struct store_conn *c,
+                        const struct codec_req *r)
+{
+    struct kv_entry *e = kv_find(&s->kv, r->key.p, r->key.len);
+    reply_i64(c, e ? (int64_t)e->qlen : 0);
+    return FCCL_OK;
+}
+
+/* LIST_KEYS (fccl extension 0x80): u64 n, then n keys, sorted. */
+static int op_list_keys(struct store_server *s, struct store_conn *c,
+                        const struct codec_req *r)
+{
+    struct kv_entry **arr;
+    size_t n;
+    int rc = kv_list(&s->kv, r->key.p, r->key.len, &arr, &n);
+    if (rc < 0)
+        return rc;
+    reply_i64(c, (int64_t)n);
+    for (size_t i = 0; i < n; i++)
+        reply_str(c, arr[i]->key, arr[i]->klen);
+    free(arr);
+    return FCCL_OK;
+}
+
+int store_dispatch(struct store_server *s, struct store_conn *c,
+                   const struct codec_req *r)
+{
+    switch (r->op) {
+    case OP_VALIDATE: return FCCL_OK; /* the codec checked the magic */
+    case OP_PING: reply_u32(c, r->u32); return FCCL_OK;
+    case OP_SET: return op_set(s, r);
+    case OP_COMPARE_SET: return op_compare_set(s, c, r);
+    case OP_GET: return op_get(s, c, r);
+    case OP_ADD: return op_add(s, c, r);
+    case OP_CHECK: return op_check(s, c, r);
+    case OP_WAIT: return op_wait(s, c, r);
+    case OP_GETNUMKEYS: reply_i64(c, (int64_t)s->kv.nkeys); return FCCL_OK;
+    case OP_DELETE_KEY: return op_delete(s, c, r);
+    case OP_APPEND: return op_append(s, r);
+    case OP_MULTI_GET: return op_multi_get(s, c, r);
+    case OP_MULTI_SET: return op_multi_set(s, r);
+    case OP_CANCEL_WAIT: return op_cancel_wait(s, c);
+    case OP_QUEUE_PUSH: return op_queue_push(s, r);
+    case OP_QUEUE_POP: return op_queue_pop(s, c, r);
+    case OP_QUEUE_LEN: return op_queue_len(s, c, r);
+    case OP_LIST_KEYS: return op_list_keys(s, c, r);
+    case OP_WATCH_KEY:
+    case OP__COUNT: break;
+    }
+    return fccl_err(FCCL_ERR_PROTOCOL, "%s is not served",
+                    codec_op_name(r->op));
+}
+
+void store_conn_wait_ready(struct store_conn *c)
+{
+    reply_u8(c, REPLY_STOP_WAITING);
+}
+
+void store_conn_wait_failed(struct store_conn *c)
+{
+    store_conn_abort(c, "out of memory parking its WAIT");
+}

@@ -1,0 +1,260 @@
+/*
+ * Bootstrap tests: real processes on loopback, launched by fccl-run (or by
+ * hand where the launcher itself is not under test), provider shm.  Every
+ * expected value (group names via sha1sum, memberships, split order) is
+ * computed here independently of the library.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc_util.h"
+
+#define ENVS "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 "
+
+static void expect_line(const char *out, const char *line)
+{
+    cr_expect(strstr(out, line) != NULL, "missing line \"%s\" in:\n%s", line,
+              out);
+}
+
+/* fccl_<n>_<sha1 of sorted ranks joined by _> */
+static void group_name(const int *sorted, int n, char *out, size_t len)
+{
+    char joined[1024] = "", hex[41];
+    size_t off = 0;
+    for (int i = 0; i < n; i++)
+        off += (size_t)snprintf(joined + off, sizeof(joined) - off,
+                                i ? "_%d" : "%d", sorted[i]);
+    pu_sha1(joined, hex);
+    snprintf(out, len, "fccl_%d_%s", n, hex);
+}
+
+static void check_job_output(const char *out, int n)
+{
+    char line[512], name[128];
+    int members[64], m = 0;
+    for (int i = 0; i < n; i += 2)
+        members[m++] = i;
+    if ((n - 1) % 2)
+        members[m++] = n - 1;
+    group_name(members, m, name, sizeof(name));
+    int msum = 0;
+    for (int i = 0; i < m; i++)
+        msum += members[i];
+    for (int r = 0; r < n; r++) {
+        snprintf(line, sizeof(line), "[%d] R%d size %d\n", r, r, n);
+        expect_line(out, line);
+        snprintf(line, sizeof(line), "[%d] R%d world fccl_world_group %d %d\n",
+                 r, r, r, n);
+        expect_line(out, line);
+        snprintf(line, sizeof(line), "[%d] R%d topo 1 0 %d %d\n", r, r, r, n);
+        expect_line(out, line);
+        int idx = -1;
+        for (int i = 0; i < m; i++)
+            if (members[i] == r)
+                idx = i;
+        if (idx >= 0) {
+            snprintf(line, sizeof(line),
+                     "[%d] R%d group %s size %d rank %d world %d back %d sum %d\n",
+                     r, r, name, m, idx, r, idx, msum);
+            cr_expect_eq(pu_count(out, line), 2, "want twice: %s in\n%s", line,
+                         out);
+        } else {
+            snprintf(line, sizeof(line), "[%d] R%d nonmember -1 ", r, r);
+            expect_line(out, line);
+        }
+        /* split: color r % 3, key -r: members of my color, highest first */
+        int sm[64], k = 0, pos = 0;
+        for (int q = 0; q < n; q++)
+            if (q % 3 == r % 3)
+                sm[k++] = q;
+        for (int i = 0; i < k; i++)
+            if (sm[i] > r)
+                pos++;
+        char sname[128];
+        group_name(sm, k, sname, sizeof(sname));
+        snprintf(line, sizeof(line), "[%d] R%d split %s rank %d size %d first %d\n",
+                 r, r, sname, pos, k, sm[k - 1]);
+        expect_line(out, line);
+        snprintf(line, sizeof(line), "[%d] R%d splitsum %d\n", r, r, k);
+        expect_line(out, line);
+        snprintf(line, sizeof(line), "[%d] R%d done 0\n", r, r);
+        expect_line(out, line);
+    }
+    cr_expect(strstr(out, "not a member") != NULL || m == n,
+              "non-members must get a clear error:\n%s", out);
+}
+
+static void run_job(int n, const char *mode)
+{
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof(cmd), ENVS "%s/fccl-run -n %d %s/boot_check %s",
+             PU_BIN, n, PU_TESTBIN, mode);
+    int st = pu_run(cmd, 120, &out);
+    cr_assert_eq(st, 0, "%s exited %d:\n%s", cmd, st, out);
+    check_job_output(out, n);
+    free(out);
+}
+
+Test(bootstrap, env_1, .timeout = 120) { run_job(1, "env"); }
+Test(bootstrap, env_2, .timeout = 120) { run_job(2, "env"); }
+Test(bootstrap, env_3, .timeout = 120) { run_job(3, "env"); }
+Test(bootstrap, env_4, .timeout = 120) { run_job(4, "env"); }
+Test(bootstrap, env_8, .timeout = 180) { run_job(8, "env"); }
+Test(bootstrap, tcp_3, .timeout = 120) { run_job(3, "tcp"); }
+Test(bootstrap, store_handle_3, .timeout = 120) { run_job(3, "store"); }
+
+/* Nobody serves the address: rank 0 hosts the store in-process. */
+Test(bootstrap, rank0_hosts_store, .timeout = 120)
+{
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             ENVS "%s/fccl-run -n 3 --store 127.0.0.1:%d %s/boot_check host",
+             PU_BIN, pu_free_port(), PU_TESTBIN);
+    int st = pu_run(cmd, 120, &out);
+    cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
+    check_job_output(out, 3);
+    free(out);
+}
+
+/* Two jobs on one server at once, then the server holds no keys. */
+Test(bootstrap, two_jobs_share_a_store, .timeout = 180)
+{
+    int port;
+    pid_t srv = pu_start_server(&port, NULL);
+    cr_assert(srv > 0, "server did not start");
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             ENVS "%s/fccl-run -n 3 --store 127.0.0.1:%d %s/boot_check env > /tmp/fccl-job-a.$$ 2>&1 & pa=$!; "
+                  ENVS "%s/fccl-run -n 4 --store 127.0.0.1:%d %s/boot_check env > /tmp/fccl-job-b.$$ 2>&1 & pb=$!; "
+                  "wait $pa; a=$?; wait $pb; b=$?; cat /tmp/fccl-job-a.$$; echo ====; "
+                  "cat /tmp/fccl-job-b.$$; rm -f /tmp/fccl-job-[ab].$$; exit $((a + b))",
+             PU_BIN, port, PU_TESTBIN, PU_BIN, port, PU_TESTBIN);
+    int st = pu_run(cmd, 150, &out);
+    cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
+    char *sep = strstr(out, "====");
+    cr_assert(sep);
+    *sep = '\0';
+    check_job_output(out, 3);
+    check_job_output(sep + 4, 4);
+    free(out);
+    snprintf(cmd, sizeof(cmd), "%s/tcpstore --addr 127.0.0.1:%d num-keys",
+             PU_BIN, port);
+    st = pu_run(cmd, 30, &out);
+    cr_expect_eq(st, 0);
+    cr_expect_str_eq(out, "0\n", "keys left behind: %s", out);
+    free(out);
+    cr_expect_eq(pu_stop(srv), 0);
+}
+
+/* Ranks 0 and 1 of 3 start; rank 2 never does. */
+Test(bootstrap, missing_rank_times_out_naming_it, .timeout = 120)
+{
+    int port;
+    pid_t srv = pu_start_server(&port, NULL);
+    cr_assert(srv > 0);
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             "export FCCL_PROVIDER=shm FCCL_TIMEOUT=3 MASTER_ADDR=127.0.0.1 "
+             "MASTER_PORT=%d WORLD_SIZE=3 FCCL_JOB_ID=missing; "
+             "RANK=0 %s/boot_check env & pa=$!; RANK=1 %s/boot_check env & pb=$!; "
+             "wait $pa; a=$?; wait $pb; b=$?; echo codes $a $b",
+             port, PU_TESTBIN, PU_TESTBIN);
+    double t0 = pu_now();
+    pu_run(cmd, 60, &out);
+    double secs = pu_now() - t0;
+    cr_expect(strstr(out, "codes 1 1") != NULL, "both must fail:\n%s", out);
+    cr_expect_eq(pu_count(out, "rank 2"), 2, "both must name rank 2:\n%s", out);
+    cr_expect(strstr(out, "timed out") != NULL, "%s", out);
+    cr_expect(secs < 30, "took %.1f s with a 3 s timeout", secs);
+    free(out);
+    pu_stop(srv);
+}
+
+/* Rank 2 of 3 is SIGKILLed while the job starts: the others fail, in
+ * bounded time, instead of hanging. */
+Test(bootstrap, rank_killed_during_init, .timeout = 120)
+{
+    int port;
+    pid_t srv = pu_start_server(&port, NULL);
+    cr_assert(srv > 0);
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             "export FCCL_PROVIDER=shm FCCL_TIMEOUT=4 MASTER_ADDR=127.0.0.1 "
+             "MASTER_PORT=%d WORLD_SIZE=3 FCCL_JOB_ID=killed; "
+             "RANK=0 %s/boot_check suicide 20 2 & pa=$!; "
+             "RANK=1 %s/boot_check suicide 20 2 & pb=$!; "
+             "RANK=2 %s/boot_check suicide 20 2 & pc=$!; "
+             "wait $pa; a=$?; wait $pb; b=$?; wait $pc; c=$?; echo codes $a $b $c",
+             port, PU_TESTBIN, PU_TESTBIN, PU_TESTBIN);
+    double t0 = pu_now();
+    pu_run(cmd, 90, &out);
+    double secs = pu_now() - t0;
+    cr_expect(strstr(out, "codes 1 1 137") != NULL, "%s", out);
+    cr_expect(secs < 40, "took %.1f s with a 4 s timeout", secs);
+    free(out);
+    pu_stop(srv);
+}
+
+Test(bootstrap, argument_errors_and_names, .timeout = 60)
+{
+    char cmd[512], *out = NULL, hex[41], want[128];
+    snprintf(cmd, sizeof(cmd), "%s/boot_check args", PU_TESTBIN);
+    int st = pu_run(cmd, 30, &out);
+    cr_expect_eq(st, 0, "%s", out);
+    cr_expect(strstr(out, "FAIL") == NULL, "%s", out);
+    pu_sha1("0_4", hex);
+    snprintf(want, sizeof(want), "name40 fccl_2_%s\n", hex);
+    expect_line(out, want);
+    free(out);
+}
+
+Test(launcher, propagates_exit_status, .timeout = 120)
+{
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             ENVS "FCCL_TIMEOUT=20 %s/fccl-run -n 3 %s/boot_check exit 7 1",
+             PU_BIN, PU_TESTBIN);
+    double t0 = pu_now();
+    int st = pu_run(cmd, 60, &out);
+    cr_expect_eq(st, 7, "exit %d:\n%s", st, out);
+    cr_expect(strstr(out, "rank 1 exited with status 7") != NULL, "%s", out);
+    cr_expect(pu_now() - t0 < 15, "the others were not stopped promptly");
+    free(out);
+}
+
+Test(launcher, propagates_signal_as_128_plus_n, .timeout = 120)
+{
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             ENVS "%s/fccl-run -n 2 %s/boot_check suicide 1 1", PU_BIN,
+             PU_TESTBIN);
+    int st = pu_run(cmd, 60, &out);
+    cr_expect_eq(st, 137, "exit %d:\n%s", st, out);
+    cr_expect(strstr(out, "rank 1 killed by signal 9") != NULL, "%s", out);
+    free(out);
+}
+
+Test(launcher, usage_and_prefix, .timeout = 60)
+{
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof(cmd), "%s/fccl-run echo hi", PU_BIN);
+    cr_expect_eq(pu_run(cmd, 10, &out), 2, "%s", out);
+    free(out);
+    snprintf(cmd, sizeof(cmd),
+             "%s/fccl-run -n 2 sh -c \"echo out-\\$RANK-\\$WORLD_SIZE-\\$LOCAL_RANK; "
+             "echo err-\\$RANK >&2; printf partial\"",
+             PU_BIN);
+    cr_expect_eq(pu_run(cmd, 30, &out), 0, "%s", out);
+    expect_line(out, "[0] out-0-2-0\n");
+    expect_line(out, "[1] out-1-2-1\n");
+    expect_line(out, "[1] err-1\n");
+    expect_line(out, "[0] partial\n");
+    free(out);
+    snprintf(cmd, sizeof(cmd), "%s/fccl-run --help", PU_BIN);
+    cr_expect_eq(pu_run(cmd, 10, &out), 0);
+    cr_expect(strstr(out, "--store") != NULL);
+    free(out);
+}

@@ -1,0 +1,662 @@
+/*
+ * The store client library against the real tcpstore-server, started as a
+ * subprocess on a free port for every test: every operation with its
+ * results checked, timeouts (a cancelled WAIT leaves the handle usable),
+ * prefix views, connecting before the server starts, threads sharing a
+ * handle, sticky failures, the legacy dialect, and error messages that
+ * name the address and the key.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fccl/store.h"
+#include "store_util.h"
+
+static struct su_server srv;
+
+static void start_server(void)
+{
+    cr_assert_eq(su_start_ours(&srv, NULL, NULL), 0,
+                 "tcpstore-server did not start (FCCL_BIN=%s)",
+                 getenv("FCCL_BIN") ? getenv("FCCL_BIN") : "unset");
+}
+
+static void stop_server(void) { su_server_stop(&srv); }
+
+TestSuite(client, .init = start_server, .fini = stop_server, .timeout = 30);
+TestSuite(client_conn, .timeout = 30);
+
+static fccl_store_t *open_store(const char *addr, fccl_dialect_t d, int raw,
+                                int64_t timeout_ms)
+{
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.dialect = d;
+    o.raw_keys = raw;
+    o.timeout_ms = timeout_ms;
+    fccl_store_t *s = NULL;
+    int rc = fccl_store_connect(&o, &s);
+    cr_assert_eq(rc, FCCL_OK, "connect %s: %s", addr, fccl_last_error());
+    return s;
+}
+
+static fccl_store_t *modern(void)
+{
+    return open_store(srv.addr, FCCL_DIALECT_MODERN, 0, 10000);
+}
+
+static void expect_value(fccl_store_t *s, const char *key, const void *want,
+                         size_t wlen)
+{
+    void *v = NULL;
+    size_t len = 12345;
+    int rc = fccl_store_get(s, key, &v, &len, 5000);
+    cr_assert_eq(rc, FCCL_OK, "get %s: %s", key, fccl_last_error());
+    cr_assert_eq(len, wlen, "get %s: %zu bytes, want %zu", key, len, wlen);
+    cr_assert(memcmp(v, want, wlen) == 0, "get %s: wrong bytes", key);
+    cr_assert_eq(((char *)v)[len], '\0', "value not NUL-terminated");
+    free(v);
+}
+
+static int present(fccl_store_t *s, const char *key)
+{
+    int all = -1;
+    const char *keys[1] = {key};
+    cr_assert_eq(fccl_store_check(s, keys, 1, &all), FCCL_OK, "%s",
+                 fccl_last_error());
+    return all;
+}
+
+Test(client, set_get_overwrite_empty)
+{
+    fccl_store_t *s = modern();
+    cr_assert_eq(fccl_store_set(s, "a", "hello", 5), FCCL_OK);
+    expect_value(s, "a", "hello", 5);
+    cr_assert_eq(fccl_store_set(s, "a", "hi", 2), FCCL_OK);
+    expect_value(s, "a", "hi", 2);
+    cr_assert_eq(fccl_store_set(s, "empty", "", 0), FCCL_OK);
+    expect_value(s, "empty", "", 0);
+    cr_assert_eq(present(s, "empty"), 1, "an empty value is a value");
+    fccl_store_close(s);
+}
+
+Test(client, binary_and_large_values)
+{
+    fccl_store_t *s = modern();
+    uint8_t all[256];
+    for (int i = 0; i < 256; i++)
+        all[i] = (uint8_t)i;
+    cr_assert_eq(fccl_store_set(s, "bin", all, sizeof(all)), FCCL_OK);
+    expect_value(s, "bin", all, sizeof(all));
+    /* Bigger than the client's read buffer: exercises the direct path. */
+    size_t big = 3u << 20;
+    uint8_t *b = malloc(big);
+    uint32_t x = 12345;
+    for (size_t i = 0; i < big; i++) {
+        x = x * 1103515245u + 12345u;
+        b[i] = (uint8_t)(x >> 16);
+    }
+    cr_assert_eq(fccl_store_set(s, "big", b, big), FCCL_OK, "%s",
+                 fccl_last_error());
+    expect_value(s, "big", b, big);
+    const char *keys[3] = {"bin", "big", "bin"};
+    void *vals[3];
+    size_t lens[3];
+    cr_assert_eq(fccl_store_multi_get(s, keys, 3, vals, lens, 5000), FCCL_OK,
+                 "%s", fccl_last_error());
+    cr_assert(lens[0] == 256 && lens[1] == big && lens[2] == 256);
+    cr_assert(memcmp(vals[1], b, big) == 0 && memcmp(vals[2], all, 256) == 0);
+    for (int i = 0; i < 3; i++)
+        free(vals[i]);
+    free(b);
+    fccl_store_close(s);
+}
+
+Test(client, add_counts_in_decimal)
+{
+    fccl_store_t *s = modern();
+    int64_t v = 0;
+    cr_assert_eq(fccl_store_add(s, "n", 5, &v), FCCL_OK);
+    cr_assert_eq(v, 5);
+    cr_assert_eq(fccl_store_add(s, "n", -7, &v), FCCL_OK);
+    cr_assert_eq(v, -2);
+    expect_value(s, "n", "-2", 2);
+    cr_assert_eq(fccl_store_add(s, "n", (int64_t)1 << 40, NULL), FCCL_OK);
+    cr_assert_eq(fccl_store_add(s, "n", 0, &v), FCCL_OK);
+    cr_assert_eq(v, ((int64_t)1 << 40) - 2);
+    fccl_store_close(s);
+}
+
+static void cas(fccl_store_t *s, const char *key, const char *exp,
+                const char *des, const char *want_reply)
+{
+    void *cur = NULL;
+    size_t len = 0;
+    int rc = fccl_store_compare_set(s, key, exp, strlen(exp), des,
+                                    strlen(des), &cur, &len);
+    cr_assert_eq(rc, FCCL_OK, "cas: %s", fccl_last_error());
+    cr_assert(len == strlen(want_reply) && memcmp(cur, want_reply, len) == 0,
+              "cas %s '%s'->'%s': reply '%.*s', want '%s'", key, exp, des,
+              (int)len, (char *)cur, want_reply);
+    free(cur);
+}
+
+Test(client, compare_set_all_cases)
+{
+    fccl_store_t *s = modern();
+    cas(s, "c", "", "first", "first"); /* missing + empty expected: create */
+    expect_value(s, "c", "first", 5);
+    cas(s, "c", "first", "second", "second"); /* match: swap */
+    expect_value(s, "c", "second", 6);
+    cas(s, "c", "nope", "third", "second"); /* mismatch: current value */
+    expect_value(s, "c", "second", 6);
+    cas(s, "m", "exp", "des", "exp"); /* missing + expected: echo, no store */
+    cr_assert_eq(present(s, "m"), 0);
+    fccl_store_close(s);
+}
+
+Test(client, check_delete_num_keys)
+{
+    fccl_store_t *s = modern();
+    int64_t n = -1;
+    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
+    cr_assert_eq(n, 0);
+    fccl_store_set(s, "x", "1", 1);
+    fccl_store_set(s, "y", "2", 1);
+    const char *xy[2] = {"x", "y"}, *xz[2] = {"x", "z"};
+    int all = -1;
+    cr_assert_eq(fccl_store_check(s, xy, 2, &all), FCCL_OK);
+    cr_assert_eq(all, 1);
+    cr_assert_eq(fccl_store_check(s, xz, 2, &all), FCCL_OK);
+    cr_assert_eq(all, 0);
+    cr_assert_eq(fccl_store_check(s, xz, 0, &all), FCCL_OK);
+    cr_assert_eq(all, 1, "no keys: all present");
+    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
+    cr_assert_eq(n, 2);
+    int del = -1;
+    cr_assert_eq(fccl_store_delete(s, "x", &del), FCCL_OK);
+    cr_assert_eq(del, 1);
+    cr_assert_eq(fccl_store_delete(s, "x", &del), FCCL_OK);
+    cr_assert_eq(del, 0);
+    cr_assert_eq(present(s, "x"), 0);
+    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
+    cr_assert_eq(n, 1);
+    fccl_store_close(s);
+}
+
+Test(client, append_multi_ping)
+{
+    fccl_store_t *s = modern();
+    cr_assert_eq(fccl_store_append(s, "ap", "ab", 2), FCCL_OK);
+    cr_assert_eq(fccl_store_append(s, "ap", "", 0), FCCL_OK);
+    cr_assert_eq(fccl_store_append(s, "ap", "cd", 2), FCCL_OK);
+    expect_value(s, "ap", "abcd", 4);
+    const char *keys[3] = {"k0", "k1", "k2"};
+    const void *vals[3] = {"zero", "", "two\0x"};
+    size_t lens[3] = {4, 0, 5};
+    cr_assert_eq(fccl_store_multi_set(s, keys, vals, lens, 3), FCCL_OK);
+    void *got[3];
+    size_t glen[3];
+    const char *order[3] = {"k2", "k0", "k1"};
+    cr_assert_eq(fccl_store_multi_get(s, order, 3, got, glen, 5000), FCCL_OK,
+                 "%s", fccl_last_error());
+    cr_assert(glen[0] == 5 && memcmp(got[0], "two\0x", 5) == 0);
+    cr_assert(glen[1] == 4 && memcmp(got[1], "zero", 4) == 0);
+    cr_assert(glen[2] == 0);
+    for (int i = 0; i < 3; i++)
+        free(got[i]);
+    double rtt = -1;
+    cr_assert_eq(fccl_store_ping(s, &rtt), FCCL_OK, "%s", fccl_last_error());
+    cr_assert(rtt > 0 && rtt < 1e6, "rtt %f us", rtt);
+    cr_assert_eq(fccl_store_ping(s, NULL), FCCL_OK);
+    fccl_store_close(s);
+}
+
+Test(client, list_keys_sorted_and_through_views)
+{
+    fccl_store_t *s = modern(), *v = NULL;
+    fccl_store_set(s, "job/b", "1", 1);
+    fccl_store_set(s, "job/a", "1", 1);
+    fccl_store_set(s, "other", "1", 1);
+    char **keys = NULL;
+    size_t n = 0;
+    cr_assert_eq(fccl_store_list_keys(s, "job/", &keys, &n), FCCL_OK, "%s",
+                 fccl_last_error());
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(keys[0], "job/a");
+    cr_assert_str_eq(keys[1], "job/b");
+    fccl_store_free_keys(keys, n);
+    cr_assert_eq(fccl_store_list_keys(s, "", &keys, &n), FCCL_OK);
+    cr_assert_eq(n, 3);
+    fccl_store_free_keys(keys, n);
+    cr_assert_eq(fccl_store_prefixed(s, "job/", &v), FCCL_OK);
+    cr_assert_eq(fccl_store_list_keys(v, NULL, &keys, &n), FCCL_OK);
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(keys[0], "a", "view prefix stripped");
+    cr_assert_str_eq(keys[1], "b");
+    fccl_store_free_keys(keys, n);
+    fccl_store_close(v);
+    fccl_store_close(s);
+}
+
+struct delayed {
+    const char *addr, *key, *val;
+    int delay_ms;
+    int queue;
+};
+
+static void *delayed_set(void *arg)
+{
+    struct delayed *d = arg;
+    fccl_store_t *s = open_store(d->addr, FCCL_DIALECT_MODERN, 0, 10000);
+    su_sleep_ms(d->delay_ms);
+    if (d->queue)
+        fccl_store_queue_push(s, d->key, d->val, strlen(d->val));
+    else
+        fccl_store_set(s, d->key, d->val, strlen(d->val));
+    fccl_store_close(s);
+    return NULL;
+}
+
+Test(client, queues_fifo_and_blocking_pop)
+{
+    fccl_store_t *s = modern();
+    for (int i = 0; i < 3; i++) {
+        char v[8];
+        snprintf(v, sizeof(v), "v%d", i);
+        cr_assert_eq(fccl_store_queue_push(s, "q", v, strlen(v)), FCCL_OK);
+    }
+    int64_t n = -1;
+    cr_assert_eq(fccl_store_queue_len(s, "q", &n), FCCL_OK);
+    cr_assert_eq(n, 3);
+    for (int i = 0; i < 3; i++) {
+        void *v;
+        size_t len;
+        cr_assert_eq(fccl_store_queue_pop(s, "q", 0, &v, &len, -1), FCCL_OK);
+        char want[8];
+        snprintf(want, sizeof(want), "v%d", i);
+        cr_assert(len == 2 && memcmp(v, want, 2) == 0, "FIFO order");
+        free(v);
+    }
+    void *v = NULL;
+    size_t len;
+    cr_assert_eq(fccl_store_queue_pop(s, "q", 0, &v, &len, -1),
+                 FCCL_ERR_NOTFOUND);
+    double t0 = su_now();
+    cr_assert_eq(fccl_store_queue_pop(s, "q", 1, &v, &len, 150),
+                 FCCL_ERR_TIMEOUT);
+    cr_assert(su_now() - t0 >= 0.14);
+    pthread_t th;
+    struct delayed d = {srv.addr, "q", "late", 150, 1};
+    pthread_create(&th, NULL, delayed_set, &d);
+    cr_assert_eq(fccl_store_queue_pop(s, "q", 1, &v, &len, 5000), FCCL_OK,
+                 "%s", fccl_last_error());
+    cr_assert(len == 4 && memcmp(v, "late", 4) == 0);
+    free(v);
+    pthread_join(th, NULL);
+    cr_assert_eq(fccl_store_queue_len(s, "q", &n), FCCL_OK);
+    cr_assert_eq(n, 0);
+    fccl_store_close(s);
+}
+
+Test(client, wait_and_get_block_until_set)
+{
+    fccl_store_t *s = modern();
+    pthread_t th;
+    struct delayed d = {srv.addr, "w", "done", 200, 0};
+    pthread_create(&th, NULL, delayed_set, &d);
+    double t0 = su_now();
+    const char *keys[1] = {"w"};
+    cr_assert_eq(fccl_store_wait(s, keys, 1, 5000), FCCL_OK, "%s",
+                 fccl_last_error());
+    cr_assert(su_now() - t0 >= 0.15, "wait returned before the set");
+    pthread_join(th, NULL);
+    struct delayed d2 = {srv.addr, "g", "value", 200, 0};
+    pthread_create(&th, NULL, delayed_set, &d2);
+    t0 = su_now();
+    expect_value(s, "g", "value", 5);
+    cr_assert(su_now() - t0 >= 0.15, "get returned before the set");
+    pthread_join(th, NULL);
+    fccl_store_close(s);
+}
+
+Test(client, get_timeout_is_cancelled_and_handle_stays_usable)
+{
+    fccl_store_t *s = modern(), *other = modern();
+    for (int round = 0; round < 3; round++) {
+        void *v = (void *)1;
+        size_t len;
+        double t0 = su_now();
+        int rc = fccl_store_get(s, "missing", &v, &len, 200);
+        double dt = su_now() - t0;
+        cr_assert_eq(rc, FCCL_ERR_TIMEOUT, "rc %d: %s", rc,
+                     fccl_last_error());
+        cr_assert(v == NULL);
+        cr_assert(dt >= 0.19 && dt < 3, "took %.3f s", dt);
+        const char *msg = fccl_last_error();
+        cr_assert(strstr(msg, srv.addr), "no address in '%s'", msg);
+        cr_assert(strstr(msg, "/missing"), "no key in '%s'", msg);
+        /* The next calls on the same connection get their own replies. */
+        fccl_store_set(s, "k", "v1", 2);
+        expect_value(s, "k", "v1", 2);
+        int64_t n;
+        cr_assert_eq(fccl_store_add(s, "ctr", 1, &n), FCCL_OK);
+        cr_assert_eq(n, round + 1);
+    }
+    cr_assert_eq(fccl_store_set(other, "missing", "here", 4), FCCL_OK);
+    expect_value(s, "missing", "here", 4);
+    fccl_store_close(other);
+    fccl_store_close(s);
+}
+
+Test(client, wait_timeout_names_missing_keys)
+{
+    fccl_store_t *s = modern();
+    fccl_store_set(s, "have", "1", 1);
+    const char *keys[3] = {"have", "lost1", "lost2"};
+    int rc = fccl_store_wait(s, keys, 3, 150);
+    cr_assert_eq(rc, FCCL_ERR_TIMEOUT);
+    const char *msg = fccl_last_error();
+    const char *m = strstr(msg, "missing:");
+    cr_assert(m, "no missing list in '%s'", msg);
+    cr_assert(strstr(m, "/lost1") && strstr(m, "/lost2"), "'%s'", msg);
+    cr_assert(!strstr(m, "/have"), "present key named missing: '%s'", msg);
+    void *vals[3];
+    size_t lens[3];
+    rc = fccl_store_multi_get(s, keys, 3, vals, lens, 150);
+    cr_assert_eq(rc, FCCL_ERR_TIMEOUT, "%s", fccl_last_error());
+    cr_assert(vals[0] == NULL && vals[1] == NULL);
+    fccl_store_set(s, "lost1", "L1", 2);
+    fccl_store_set(s, "lost2", "", 0);
+    cr_assert_eq(fccl_store_multi_get(s, keys, 3, vals, lens, 2000), FCCL_OK,
+                 "%s", fccl_last_error());
+    cr_assert(lens[0] == 1 && lens[1] == 2 && lens[2] == 0);
+    cr_assert(memcmp(vals[1], "L1", 2) == 0);
+    for (int i = 0; i < 3; i++)
+        free(vals[i]);
+    int64_t n;
+    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
+    cr_assert_eq(n, 3);
+    fccl_store_close(s);
+}
+
+Test(client, zero_timeout_calls_on_present_keys_succeed)
+{
+    fccl_store_t *s = modern();
+    fccl_store_set(s, "now", "x", 1);
+    void *v;
+    size_t len;
+    cr_assert_eq(fccl_store_get(s, "now", &v, &len, 0), FCCL_OK, "%s",
+                 fccl_last_error());
+    cr_assert(len == 1 && ((char *)v)[0] == 'x');
+    free(v);
+    /* The deadline passes before the reply can arrive, so the WAIT is
+     * cancelled; the STOP_WAITING that races the cancel says the key is
+     * there.  Repeat to make the race go both ways. */
+    const char *keys[1] = {"now"}, *absent[1] = {"absent"};
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(fccl_store_wait(s, keys, 1, 0), FCCL_OK, "%s",
+                     fccl_last_error());
+    cr_assert_eq(fccl_store_get(s, "absent", &v, &len, 0), FCCL_ERR_TIMEOUT);
+    cr_assert_eq(fccl_store_wait(s, absent, 1, 0), FCCL_ERR_TIMEOUT);
+    expect_value(s, "now", "x", 1);
+    fccl_store_close(s);
+}
+
+Test(client, prefix_views_share_the_connection)
+{
+    fccl_store_t *root = modern(), *v1, *v2;
+    fccl_store_t *raw = open_store(srv.addr, FCCL_DIALECT_MODERN, 1, 5000);
+    cr_assert_eq(fccl_store_prefixed(root, "job/", &v1), FCCL_OK);
+    cr_assert_eq(fccl_store_prefixed(v1, "sub/", &v2), FCCL_OK);
+    cr_assert_str_eq(fccl_store_addr(v2), srv.addr);
+    cr_assert_eq(fccl_store_set(v2, "k", "deep", 4), FCCL_OK);
+    expect_value(root, "job/sub/k", "deep", 4);
+    expect_value(v1, "sub/k", "deep", 4);
+    expect_value(raw, "/job/sub/k", "deep", 4);
+    int64_t n;
+    cr_assert_eq(fccl_store_add(v1, "cnt", 3, &n), FCCL_OK);
+    expect_value(raw, "/job/cnt", "3", 1);
+    /* The connection lives until its last handle is closed. */
+    fccl_store_close(root);
+    fccl_store_close(v1);
+    expect_value(v2, "k", "deep", 4);
+    fccl_store_close(v2);
+    fccl_store_close(raw);
+}
+
+Test(client, raw_keys_are_sent_as_given)
+{
+    fccl_store_t *s = modern();
+    fccl_store_t *raw = open_store(srv.addr, FCCL_DIALECT_MODERN, 1, 5000);
+    fccl_store_set(raw, "plain", "p", 1);
+    cr_assert_eq(present(s, "plain"), 0, "'plain' must not be '/plain'");
+    cr_assert_eq(present(raw, "plain"), 1);
+    fccl_store_set(s, "slash", "s", 1);
+    expect_value(raw, "/slash", "s", 1);
+    fccl_store_close(raw);
+    fccl_store_close(s);
+}
+
+struct worker {
+    fccl_store_t *s;
+    int id, iters, errors;
+};
+
+static void *hammer(void *arg)
+{
+    struct worker *w = arg;
+    for (int i = 0; i < w->iters; i++) {
+        char key[32], val[64];
+        snprintf(key, sizeof(key), "t%d", w->id);
+        int vl = snprintf(val, sizeof(val), "thread %d iter %d", w->id, i);
+        void *got = NULL;
+        size_t len = 0;
+        if (fccl_store_add(w->s, "shared", 1, NULL) != FCCL_OK ||
+            fccl_store_set(w->s, key, val, (size_t)vl) != FCCL_OK ||
+            fccl_store_get(w->s, key, &got, &len, 5000) != FCCL_OK ||
+            len != (size_t)vl || memcmp(got, val, len) != 0)
+            w->errors++;
+        free(got);
+    }
+    return NULL;
+}
+
+Test(client, threads_share_one_handle)
+{
+    fccl_store_t *s = modern(), *view;
+    cr_assert_eq(fccl_store_prefixed(s, "v/", &view), FCCL_OK);
+    enum { T = 4, ITERS = 300 };
+    pthread_t th[T];
+    struct worker w[T];
+    for (int i = 0; i < T; i++) {
+        w[i] = (struct worker){i % 2 ? view : s, i, ITERS, 0};
+        pthread_create(&th[i], NULL, hammer, &w[i]);
+    }
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(w[i].errors, 0, "thread %d: %d errors", i, w[i].errors);
+    }
+    int64_t a, b;
+    cr_assert_eq(fccl_store_add(s, "shared", 0, &a), FCCL_OK);
+    cr_assert_eq(fccl_store_add(view, "shared", 0, &b), FCCL_OK);
+    cr_assert_eq(a + b, T * ITERS, "%lld + %lld", (long long)a, (long long)b);
+    cr_assert_eq(a, T / 2 * ITERS);
+    fccl_store_close(view);
+    fccl_store_close(s);
+}
+
+Test(client, broken_connection_fails_fast_with_first_error)
+{
+    fccl_store_t *s = modern();
+    cr_assert_eq(fccl_store_set(s, "a", "1", 1), FCCL_OK);
+    su_server_stop(&srv);
+    void *v;
+    size_t len;
+    int rc = fccl_store_get(s, "a", &v, &len, 2000);
+    cr_assert(rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO, "rc %d: %s", rc,
+              fccl_last_error());
+    cr_assert(strstr(fccl_last_error(), srv.addr), "%s", fccl_last_error());
+    double t0 = su_now();
+    int rc2 = fccl_store_add(s, "b", 1, NULL);
+    cr_assert_eq(rc2, rc, "later call: %d, first error %d", rc2, rc);
+    cr_assert(su_now() - t0 < 0.05, "later call did not fail fast");
+    cr_assert(strstr(fccl_last_error(), "earlier"), "%s", fccl_last_error());
+    cr_assert(strstr(fccl_last_error(), "'/b'"), "%s", fccl_last_error());
+    fccl_store_close(s);
+}
+
+Test(client, legacy_dialect_against_our_server)
+{
+    fccl_store_t *s = open_store(srv.addr, FCCL_DIALECT_LEGACY, 0, 5000);
+    cr_assert_eq(fccl_store_set(s, "a", "A", 1), FCCL_OK);
+    expect_value(s, "a", "A", 1);
+    int64_t n;
+    cr_assert_eq(fccl_store_add(s, "n", 4, &n), FCCL_OK);
+    cr_assert_eq(n, 4);
+    cas(s, "a", "A", "B", "B");
+    cr_assert_eq(present(s, "a"), 1);
+    const char *keys[2] = {"a", "n"};
+    cr_assert_eq(fccl_store_wait(s, keys, 2, 1000), FCCL_OK);
+    void *vals[2];
+    size_t lens[2];
+    cr_assert_eq(fccl_store_multi_get(s, keys, 2, vals, lens, 1000), FCCL_OK,
+                 "%s", fccl_last_error());
+    cr_assert(lens[0] == 1 && memcmp(vals[0], "B", 1) == 0);
+    cr_assert(lens[1] == 1 && memcmp(vals[1], "4", 1) == 0);
+    free(vals[0]);
+    free(vals[1]);
+    const char *mk[2] = {"m1", "m2"};
+    const void *mv[2] = {"x", "yy"};
+    size_t ml[2] = {1, 2};
+    cr_assert_eq(fccl_store_multi_set(s, mk, mv, ml, 2), FCCL_OK);
+    expect_value(s, "m2", "yy", 2);
+    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
+    cr_assert_eq(n, 4);
+    int del;
+    cr_assert_eq(fccl_store_delete(s, "m1", &del), FCCL_OK);
+    cr_assert_eq(del, 1);
+    /* What 1.13 lacks is refused by the client, with a message. */
+    cr_assert_eq(fccl_store_append(s, "a", "x", 1), FCCL_ERR_UNSUPPORTED);
+    cr_assert(strstr(fccl_last_error(), "legacy"), "%s", fccl_last_error());
+    cr_assert_eq(fccl_store_ping(s, NULL), FCCL_ERR_UNSUPPORTED);
+    char **kl;
+    size_t kn;
+    cr_assert_eq(fccl_store_list_keys(s, "", &kl, &kn), FCCL_ERR_UNSUPPORTED);
+    cr_assert_eq(fccl_store_queue_push(s, "q", "x", 1), FCCL_ERR_UNSUPPORTED);
+    /* A timeout closes the connection; the next call reconnects. */
+    void *v;
+    size_t len;
+    cr_assert_eq(fccl_store_get(s, "never", &v, &len, 150), FCCL_ERR_TIMEOUT);
+    cr_assert(strstr(fccl_last_error(), "/never"), "%s", fccl_last_error());
+    expect_value(s, "a", "B", 1);
+    fccl_store_close(s);
+}
+
+Test(client, default_timeout_from_env)
+{
+    setenv("FCCL_TIMEOUT", "0.25", 1);
+    fccl_store_t *s = open_store(srv.addr, FCCL_DIALECT_MODERN, 0, 0);
+    cr_assert_eq(fccl_store_timeout_ms(s), 250);
+    void *v;
+    size_t len;
+    double t0 = su_now();
+    cr_assert_eq(fccl_store_get(s, "nope", &v, &len, -1), FCCL_ERR_TIMEOUT);
+    double dt = su_now() - t0;
+    cr_assert(dt >= 0.24 && dt < 3, "default timeout took %.3f s", dt);
+    fccl_store_close(s);
+    unsetenv("FCCL_TIMEOUT");
+    s = open_store(srv.addr, FCCL_DIALECT_MODERN, 0, 0);
+    cr_assert_eq(fccl_store_timeout_ms(s), 300000);
+    fccl_store_close(s);
+}
+
+Test(client, bad_arguments)
+{
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    fccl_store_t *s = (fccl_store_t *)1;
+    o.addr = "no-port-here";
+    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_ERR_INVALID);
+    cr_assert(s == NULL);
+    cr_assert(strstr(fccl_last_error(), "no-port-here"), "%s",
+              fccl_last_error());
+    o.addr = NULL;
+    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_ERR_INVALID);
+    s = modern();
+    cr_assert_eq(fccl_store_set(s, NULL, "x", 1), FCCL_ERR_INVALID);
+    cr_assert_eq(fccl_store_set(NULL, "k", "x", 1), FCCL_ERR_INVALID);
+    cr_assert_eq(fccl_store_set(s, "k", "x", 1), FCCL_OK, "still usable");
+    fccl_store_close(s);
+    fccl_store_close(NULL);
+}
+
+struct late_server {
+    int port;
+    int delay_ms;
+    struct su_server s;
+    double listening_at;
+    int ok;
+};
+
+static void *start_late(void *arg)
+{
+    struct late_server *l = arg;
+    su_sleep_ms(l->delay_ms);
+    char bin[512], port[16];
+    snprintf(port, sizeof(port), "%d", l->port);
+    char *argv[] = {(char *)su_bin("tcpstore-server", bin, sizeof(bin)),
+                    "--host", "127.0.0.1", "--port", port, NULL};
+    l->ok = su_server_start(&l->s, argv, 20) == 0;
+    l->listening_at = su_now();
+    return NULL;
+}
+
+Test(client_conn, connect_before_the_server_starts)
+{
+    struct late_server l = {.port = su_free_port(), .delay_ms = 400};
+    cr_assert_gt(l.port, 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", l.port);
+    pthread_t th;
+    pthread_create(&th, NULL, start_late, &l);
+    double t0 = su_now();
+    fccl_store_t *s = open_store(addr, FCCL_DIALECT_MODERN, 0, 15000);
+    double connected = su_now();
+    pthread_join(th, NULL);
+    cr_assert(l.ok, "server did not start on port %d", l.port);
+    cr_assert(connected - t0 >= 0.35, "connected before the server started");
+    /* Backoff is capped at 250 ms (+50 % jitter): PyTorch's 1 s retry would
+     * miss this. */
+    cr_assert(connected - l.listening_at < 0.5,
+              "connected %.3f s after the server was up",
+              connected - l.listening_at);
+    cr_assert_eq(fccl_store_set(s, "k", "v", 1), FCCL_OK);
+    expect_value(s, "k", "v", 1);
+    fccl_store_close(s);
+    su_server_stop(&l.s);
+}
+
+Test(client_conn, connect_gives_up_at_the_timeout)
+{
+    int port = su_free_port();
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = 300;
+    fccl_store_t *s = (fccl_store_t *)1;
+    double t0 = su_now();
+    int rc = fccl_store_connect(&o, &s);
+    double dt = su_now() - t0;
+    cr_assert_eq(rc, FCCL_ERR_CONNECT, "rc %d", rc);
+    cr_assert(s == NULL);
+    cr_assert(dt >= 0.29 && dt < 2, "gave up after %.3f s", dt);
+    cr_assert(strstr(fccl_last_error(), addr), "%s", fccl_last_error());
+    cr_assert(strstr(fccl_last_error(), "attempts"), "%s", fccl_last_error());
+}

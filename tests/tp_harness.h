@@ -1,0 +1,313 @@
+/*
+ * tp_harness.h: run N real processes that each hold a live transport, with
+ * no store and no bootstrap.  Header-only; for tests.
+ *
+ *   static int body(struct fccl_tp *tp, int rank, int n, void *arg)
+ *   {
+ *       ... tp_isend / tp_irecv / tp_waitall ...
+ *       TPH_CHECK(got == want, "rank %d sent %d", peer, got);
+ *       return 0;                      // non-zero = this rank failed
+ *   }
+ *   struct tp_harness h = {.provider = "shm", .nranks = 4};
+ *   cr_assert_eq(tp_harness_run(&h, body, NULL), 0);
+ *
+ * How it works: the parent forks the N children FIRST (libfabric must never
+ * be initialised before a fork).  Each child opens its transport with the
+ * given provider, sends its name blob to the parent over a pipe; the parent
+ * sends every blob to every child; each child calls tp_add_peers (node_of
+ * all 0 unless h->node_of is set), runs `fn`, closes the transport and
+ * exits 0 only if fn returned 0.  The parent waits for all children until
+ * h->timeout_ms (default 60 s), SIGKILLs them all on timeout, and returns 0
+ * only if every child exited 0.  It reports failures on stderr.
+ *
+ * The body runs in a child process, so Criterion asserts must not be used
+ * there: use TPH_CHECK (prints rank, line, condition and fccl_last_error,
+ * then returns -1 from the body).  Network providers are pinned to the
+ * loopback interface ("lo") unless h->opts.net_iface or FCCL_NET_IFACE
+ * says otherwise, so tests never send traffic off the machine.
+ */
+#ifndef FCCL_TESTS_TP_HARNESS_H
+#define FCCL_TESTS_TP_HARNESS_H
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fccl/core.h"
+#include "transport.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
+#define TPH_MAX_RANKS 64
+
+struct tp_harness {
+    const char *provider;  /* forced provider; NULL = auto (env may force) */
+    int nranks;            /* 1..TPH_MAX_RANKS */
+    int timeout_ms;        /* whole run; 0 = 60000 */
+    const int *node_of;    /* host index per rank; NULL = all on host 0 */
+    struct tp_opts opts;   /* other tp_open options (provider is ignored) */
+    /* Filled in by tp_harness_run: */
+    double open_ms_max;    /* slowest tp_open among the ranks */
+    char desc[128];        /* rank 0's tp_provider_desc() */
+};
+
+typedef int (*tp_harness_fn)(struct fccl_tp *tp, int rank, int n, void *arg);
+
+static int tph_rank = -1; /* this process's rank inside a harness child */
+
+#define TPH_CHECK(cond, ...)                                                   \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", tph_rank,   \
+                    __FILE__, __LINE__, #cond);                                \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, " (last error: %s)\n", fccl_last_error());         \
+            return -1;                                                         \
+        }                                                                      \
+    } while (0)
+
+static inline int tph_write(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Read exactly len bytes, giving up at `deadline` (fccl_deadline_ms). */
+static inline int tph_read(int fd, void *buf, size_t len, uint64_t deadline)
+{
+    char *p = buf;
+    while (len) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        int left = fccl_ms_left(deadline);
+        if (left == 0)
+            return -1;
+        int pr = poll(&pfd, 1, left);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            return -1;
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Child side: open, publish, learn the others, add peers, run, close. */
+static inline int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
+                            tp_harness_fn fn, void *arg)
+{
+    struct tp_opts o = h->opts;
+    o.provider = h->provider;
+    if (!o.net_iface && !getenv("FCCL_NET_IFACE"))
+        o.net_iface = "lo";
+    struct fccl_tp *tp = NULL;
+    uint64_t t0 = fccl_now_ns();
+    int rc = tp_open(&o, &tp);
+    double ms = (double)(fccl_now_ns() - t0) / 1e6;
+    size_t len = 0;
+    if (rc == 0)
+        rc = tp_local_name(tp, NULL, &len);
+    if (rc < 0) {
+        fprintf(stderr, "[rank %d] tp_open(%s): %s\n", rank,
+                h->provider ? h->provider : "auto", fccl_last_error());
+        return 1;
+    }
+    char *blob = malloc(len);
+    uint32_t l32 = (uint32_t)len;
+    char desc[128];
+    snprintf(desc, sizeof(desc), "%s", tp_provider_desc(tp));
+    if (!blob || tp_local_name(tp, blob, &len) < 0 ||
+        tph_write(wfd, &l32, 4) || tph_write(wfd, &ms, sizeof(ms)) ||
+        tph_write(wfd, desc, sizeof(desc)) || tph_write(wfd, blob, len))
+        return 1;
+    free(blob);
+    int n = h->nranks;
+    void *names[TPH_MAX_RANKS] = {0};
+    size_t lens[TPH_MAX_RANKS];
+    int node[TPH_MAX_RANKS];
+    uint64_t dl = fccl_deadline_ms(h->timeout_ms);
+    for (int r = 0; r < n; r++) {
+        if (tph_read(rfd, &l32, 4, dl) || !(names[r] = malloc(l32 ? l32 : 1)) ||
+            tph_read(rfd, names[r], l32, dl))
+            return 1;
+        lens[r] = l32;
+        node[r] = h->node_of ? h->node_of[r] : 0;
+    }
+    rc = tp_add_peers(tp, n, rank, (const void *const *)names, lens, node);
+    for (int r = 0; r < n; r++)
+        free(names[r]);
+    if (rc < 0) {
+        fprintf(stderr, "[rank %d] tp_add_peers: %s\n", rank,
+                fccl_last_error());
+        tp_close(tp);
+        return 1;
+    }
+    rc = fn(tp, rank, n, arg);
+    if (rc != 0)
+        fprintf(stderr, "[rank %d] body failed (%d): %s\n", rank, rc,
+                fccl_last_error());
+    tp_close(tp);
+    return rc != 0;
+}
+
+/* Parent side: gather blobs, broadcast them.  -1 if a child died. */
+static inline int tph_exchange(struct tp_harness *h, int *rfd, int *wfd,
+                               uint64_t dl)
+{
+    int n = h->nranks, rc = 0;
+    void *blob[TPH_MAX_RANKS] = {0};
+    uint32_t len[TPH_MAX_RANKS];
+    for (int r = 0; r < n && rc == 0; r++) {
+        double ms;
+        char desc[128];
+        if (tph_read(rfd[r], &len[r], 4, dl) || tph_read(rfd[r], &ms, 8, dl) ||
+            tph_read(rfd[r], desc, sizeof(desc), dl) ||
+            !(blob[r] = malloc(len[r] ? len[r] : 1)) ||
+            tph_read(rfd[r], blob[r], len[r], dl)) {
+            fprintf(stderr, "tp_harness: rank %d sent no name (tp_open "
+                    "failed or timed out)\n", r);
+            rc = -1;
+            break;
+        }
+        if (ms > h->open_ms_max)
+            h->open_ms_max = ms;
+        if (r == 0)
+            memcpy(h->desc, desc, sizeof(h->desc));
+    }
+    for (int c = 0; c < n && rc == 0; c++)
+        for (int r = 0; r < n && rc == 0; r++)
+            if (tph_write(wfd[c], &len[r], 4) ||
+                tph_write(wfd[c], blob[r], len[r]))
+                rc = -1;
+    for (int r = 0; r < n; r++)
+        free(blob[r]);
+    return rc;
+}
+
+/* Reap every child by `dl`; SIGKILL the rest.  0 if all exited 0. */
+static inline int tph_reap(int n, pid_t *pid, uint64_t dl)
+{
+    int left = n, bad = 0;
+    int done[TPH_MAX_RANKS] = {0};
+    while (left) {
+        for (int r = 0; r < n; r++) {
+            int st;
+            if (done[r] || waitpid(pid[r], &st, WNOHANG) != pid[r])
+                continue;
+            done[r] = 1;
+            left--;
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                bad++;
+                if (WIFSIGNALED(st))
+                    fprintf(stderr, "tp_harness: rank %d killed by signal "
+                            "%d\n", r, WTERMSIG(st));
+                else
+                    fprintf(stderr, "tp_harness: rank %d exited %d\n", r,
+                            WEXITSTATUS(st));
+            }
+        }
+        if (!left)
+            break;
+        if (fccl_now_ns() >= dl) {
+            for (int r = 0; r < n; r++)
+                if (!done[r]) {
+                    fprintf(stderr, "tp_harness: rank %d still running at "
+                            "the deadline: killed\n", r);
+                    kill(pid[r], SIGKILL);
+                    waitpid(pid[r], NULL, 0);
+                    done[r] = 1;
+                    bad++;
+                }
+            break;
+        }
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return bad ? -1 : 0;
+}
+
+/* Run fn on h->nranks fresh processes.  Blocks until all exit or the
+ * deadline; returns 0 only if every rank exited 0, -1 otherwise. */
+static inline int tp_harness_run(struct tp_harness *h, tp_harness_fn fn,
+                                 void *arg)
+{
+    int n = h->nranks;
+    if (n < 1 || n > TPH_MAX_RANKS)
+        return -1;
+    if (h->timeout_ms <= 0)
+        h->timeout_ms = 60000;
+    uint64_t dl = fccl_deadline_ms(h->timeout_ms);
+    pid_t pid[TPH_MAX_RANKS];
+    int up[TPH_MAX_RANKS][2], down[TPH_MAX_RANKS][2];
+    h->open_ms_max = 0;
+    h->desc[0] = '\0';
+    fflush(NULL);
+    for (int r = 0; r < n; r++) {
+        if (pipe(up[r]) || pipe(down[r]))
+            return -1;
+        pid[r] = fork();
+        if (pid[r] < 0)
+            return -1;
+        if (pid[r] == 0) {
+            for (int k = 0; k <= r; k++) {
+                if (k != r) {
+                    close(up[k][0]);
+                    close(down[k][1]);
+                }
+            }
+            close(up[r][0]);
+            close(down[r][1]);
+            tph_rank = r;
+            int rc = tph_child(h, r, up[r][1], down[r][0], fn, arg);
+            fflush(NULL);
+#if defined(__SANITIZE_ADDRESS__)
+            if (__lsan_do_recoverable_leak_check())
+                rc = 1;
+#endif
+            _exit(rc);
+        }
+        close(up[r][1]);
+        close(down[r][0]);
+    }
+    int rfd[TPH_MAX_RANKS], wfd[TPH_MAX_RANKS];
+    for (int r = 0; r < n; r++) {
+        rfd[r] = up[r][0];
+        wfd[r] = down[r][1];
+    }
+    int rc = tph_exchange(h, rfd, wfd, dl);
+    for (int r = 0; r < n; r++) {
+        close(rfd[r]);
+        close(wfd[r]);
+    }
+    /* A failed exchange leaves children blocked on their pipe: they see
+     * EOF now and exit; reap them without waiting for the deadline. */
+    int rrc = tph_reap(n, pid, rc ? fccl_deadline_ms(2000) : dl);
+    return rc || rrc ? -1 : 0;
+}
+
+#endif
