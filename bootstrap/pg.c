@@ -383,6 +383,7 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
                           : fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS);
     job_id(opts, boot.job, sizeof(boot.job));
 
+    uint64_t t0 = fccl_now_ns(), t_store, t_tp, t_xchg, t_world;
     struct tp_start ts = {.opts = {.provider = opts->provider,
                                    .need_network = need_network()}};
     pthread_t th;
@@ -390,8 +391,10 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     if (!threaded)
         tp_start_main(&ts);
     int src = open_store(opts);
+    t_store = fccl_now_ns();
     if (threaded)
         pthread_join(th, NULL);
+    t_tp = fccl_now_ns();
     boot.tp = ts.tp;
     if (ts.rc < 0) {
         rc = fccl_err(ts.rc, "init: rank %d: transport: %s", rank, ts.msg);
@@ -408,8 +411,10 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
         rc = make_record(boot.tp, &rec, &reclen);
     if (rc >= 0)
         rc = exchange_records(rec, reclen, vals, lens);
+    t_xchg = fccl_now_ns();
     if (rc >= 0)
         rc = build_world(vals, lens);
+    t_world = fccl_now_ns();
     for (int r = 0; vals && r < size; r++)
         free(vals[r]);
     free(vals);
@@ -427,9 +432,14 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     addr_key(key, sizeof(key), rank);
     fccl_store_delete(boot.store, key, NULL);
     boot.initialized = 1;
-    LOG_INFO("BOOT", "rank %d/%d up: %d node(s), local %d/%d, %s", rank, size,
-             boot.nnodes, boot.local_rank, boot.local_size,
-             tp_provider_desc(boot.tp));
+    uint64_t t_end = fccl_now_ns();
+    LOG_INFO("BOOT",
+             "rank %d/%d up: %d node(s), local %d/%d, %s; ms: store %.1f, "
+             "fabric %.1f (parallel), exchange %.1f, peers %.1f, barrier %.1f",
+             rank, size, boot.nnodes, boot.local_rank, boot.local_size,
+             tp_provider_desc(boot.tp), (double)(t_store - t0) / 1e6,
+             (double)(t_tp - t0) / 1e6, (double)(t_xchg - t_tp) / 1e6,
+             (double)(t_world - t_xchg) / 1e6, (double)(t_end - t_world) / 1e6);
     if (world)
         *world = boot.world;
     return FCCL_OK;

@@ -3,7 +3,7 @@
  * store/server.h: options (or a config file) -> store_server_create ->
  * "listening on HOST:PORT" on stdout -> run until SIGINT/SIGTERM -> free.
  * Exit codes: 0 after a signal, 1 if the server cannot start (e.g. the port
- * is taken), 2 on a usage error.
+ * is taken, or a TLS file does not load), 2 on a usage error.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -34,6 +34,11 @@ static void usage(FILE *f)
 "  --max-keys-per-request N    keys in one request (default 131072)\n"
 "  --max-connections N         open connections (default 65536)\n"
 "  --max-total-bytes N         stored keys + values (default 4GiB)\n"
+"  --tls-cert FILE             PEM certificate: accept TLS on the same port\n"
+"                              (a first byte 0x16 starts TLS)\n"
+"  --tls-key FILE              PEM private key of --tls-cert\n"
+"  --tls-ca FILE               require client certificates signed by this CA\n"
+"  --tls-required              refuse plaintext connections\n"
 "  --log-level LEVEL           error|warn|info|debug|trace (default info,\n"
 "                              or FCCL_LOG_LEVEL)\n"
 "  --config FILE               read options from FILE: 'key = value' lines\n"
@@ -76,8 +81,8 @@ static const char *option_value(int argc, char **argv, int *i, char *name,
 
 static int is_flag(const char *arg)
 {
-    static const char *const flags[] = {"wait-for-workers", "help",
-                                        "version"};
+    static const char *const flags[] = {"wait-for-workers", "tls-required",
+                                        "help", "version"};
     const char *a = arg + 2;
     size_t n = strcspn(a, "=");
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)

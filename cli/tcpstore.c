@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "fccl/store.h"
+#include "log.h"
 #include "net.h"
 
 enum {
@@ -355,8 +356,9 @@ static int set_dialect(struct cli *c, const char *v)
 static int set_timeout(struct cli *c, const char *v)
 {
     c->timeout_ms = fccl_parse_seconds_ms(v);
-    if (c->timeout_ms < 0)
-        return usage_error("bad timeout '%s' (seconds)", v);
+    /* It bounds the connect and every request too: 0 leaves no time. */
+    if (c->timeout_ms <= 0)
+        return usage_error("bad timeout '%s' (seconds, at least 0.001)", v);
     return 0;
 }
 
@@ -432,6 +434,9 @@ int main(int argc, char **argv)
 {
     struct cli c;
     memset(&c, 0, sizeof(c));
+    /* Failures are reported once, by main, on stderr. */
+    if (!getenv("FCCL_LOG_LEVEL"))
+        fccl_log_set_level(FCCL_LOG_ERROR);
     int rc = env_defaults(&c);
     if (rc != 0)
         return rc;
@@ -457,8 +462,7 @@ int main(int argc, char **argv)
     fccl_store_opts_t o;
     fccl_store_opts_init(&o);
     o.addr = c.addr;
-    /* 0 s would mean "the library default" to fccl_store_connect. */
-    o.timeout_ms = c.timeout_ms > 0 ? c.timeout_ms : 1;
+    o.timeout_ms = c.timeout_ms;
     o.dialect = c.legacy ? FCCL_DIALECT_LEGACY : FCCL_DIALECT_MODERN;
     o.raw_keys = c.raw_keys;
     fccl_store_t *s;

@@ -21,31 +21,30 @@ int coll_alltoall_linear(struct coll_run *run)
     size_t es = fccl_dtype_size(a->dtype);
     const unsigned char *src = coll_a2a_source(run);
     unsigned char *dst = a->recvbuf;
-    struct tp_req *reqs = cr_reqs(run, 2 * (size_t)n);
+    size_t k = n > 1 ? (size_t)n - 1 : 0;
+    struct tp_req *reqs = cr_reqs(run, 2 * k);
     if (!src || !reqs)
         return FCCL_ERR_NOMEM;
+    /* reqs[0..k): receives from me-1, me-2, ..; reqs[k..2k): sends */
     for (int i = 1; i < n; i++) {
         int from = (me - i + n) % n;
         int rc = cr_irecv(run, &v, from, 0, dst + coll_a2a_displ(a, 0, from) * es,
-                          coll_a2a_count(a, 0, from) * es, &reqs[i]);
+                          coll_a2a_count(a, 0, from) * es, &reqs[i - 1]);
         if (rc < 0)
             return rc;
     }
     for (int i = 1; i < n; i++) {
         int to = (me + i) % n;
         int rc = cr_isend(run, &v, to, 0, src + coll_a2a_displ(a, 1, to) * es,
-                          coll_a2a_count(a, 1, to) * es, &reqs[n + i]);
+                          coll_a2a_count(a, 1, to) * es, &reqs[k + (size_t)i - 1]);
         if (rc < 0)
             return rc;
     }
     memmove(dst + coll_a2a_displ(a, 0, me) * es,
             src + coll_a2a_displ(a, 1, me) * es, coll_a2a_count(a, 1, me) * es);
-    /* reqs[0] and reqs[n] are unused (zeroed) slots: wait the rest */
-    int rc = cr_wait(run, reqs + 1, (size_t)n - 1);
-    if (rc >= 0)
-        rc = cr_wait(run, reqs + n + 1, (size_t)n - 1);
+    int rc = cr_wait(run, reqs, 2 * k);
     for (int i = 1; rc >= 0 && i < n; i++)
-        rc = cr_check_len(run, &reqs[i],
+        rc = cr_check_len(run, &reqs[i - 1],
                           coll_a2a_count(a, 0, (me - i + n) % n) * es);
     return rc;
 }

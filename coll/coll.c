@@ -148,9 +148,17 @@ static size_t *idx_arrays(struct fccl_group *g, int k)
     return st->idx;
 }
 
+/* Last local checks (a bad FCCL_ALGO_<OP> is refused before the call
+ * takes a sequence number), then run or queue. */
 static int start(struct fccl_group *g, const struct coll_args *a,
                  fccl_request_t **req)
 {
+    if (g->async->forced[a->kind] == -2) {
+        struct coll_run probe = {.g = g, .st = g->async, .a = a};
+        int rc;
+        coll_select(&probe, &rc);
+        return rc;
+    }
     int rc = coll_group_check(g);
     return rc < 0 ? rc : coll_submit(g, a, req);
 }

@@ -10,7 +10,10 @@
  * req != NULL it starts the operation, stores a handle in *req and returns
  * at once; finish it with fccl_wait() or fccl_test().  Until then the call
  * borrows its buffers: do not touch them.  In-place: pass the same pointer
- * as send and recv buffer.
+ * as send and recv buffer.  For all_gather(_v) and gather the caller's block
+ * is then read from the start of the buffer (passing recvbuf + its offset,
+ * NCCL style, works too); reduce_scatter(_v) and scatter leave the result at
+ * the start of the buffer; all_to_all(_v, _v_c) works on a copy.
  *
  * All ranks of a group call its collectives in the same order.  Different
  * groups may be driven from different threads at once; one group is used

@@ -106,9 +106,9 @@ static int wait_fail(struct coll_run *run, int rc, struct tp_req *reqs,
         if (atomic_load(&reqs[i].state) == TP_REQ_DONE)
             continue;
         int gr = world_to_group(run->g, reqs[i].peer);
-        int w = snprintf(who + off, sizeof(who) - off, "%s%s rank %d (world %d)",
-                         named ? ", " : "", reqs[i].is_send ? "send to" : "from",
-                         gr, reqs[i].peer);
+        int w = snprintf(who + off, sizeof(who) - off, "%srank %d (world %d, %s)",
+                         named ? ", " : "", gr, reqs[i].peer,
+                         reqs[i].is_send ? "send" : "recv");
         if (w < 0 || (size_t)w >= sizeof(who) - off)
             break;
         off += (size_t)w;
@@ -164,8 +164,10 @@ int cr_check_len(struct coll_run *run, const struct tp_req *req, size_t want)
 void *cr_scratch(struct coll_run *run, size_t bytes)
 {
     struct coll_async *st = run->st;
-    if (bytes <= st->scratch_cap)
+    if (bytes <= st->scratch_cap && st->scratch)
         return st->scratch;
+    if (bytes < 65536)
+        bytes = 65536; /* never NULL, even for empty requests */
     size_t cap = (bytes + 65535) & ~(size_t)65535;
     void *p = NULL;
     if (posix_memalign(&p, SCRATCH_ALIGN, cap) != 0) {
@@ -182,7 +184,7 @@ void *cr_scratch(struct coll_run *run, size_t bytes)
 struct tp_req *cr_reqs(struct coll_run *run, size_t n)
 {
     struct coll_async *st = run->st;
-    if (n > st->reqs_cap) {
+    if (n > st->reqs_cap || !st->reqs) {
         size_t cap = n < 64 ? 64 : n;
         void *p = NULL;
         if (posix_memalign(&p, 64, cap * sizeof(struct tp_req)) != 0) {

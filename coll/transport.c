@@ -1,29 +1,21 @@
 /*
- * The transport's data path: peers, tagged posts, the progress engine and
- * waiting.  Endpoint setup is in transport_ep.c, registration in
- * transport_mr.c.
+ * The transport's engine: open/close, peers, the progress engine, waiting
+ * and cancelling.  Endpoint setup is in transport_ep.c, the wire protocol
+ * (requests -> tagged messages, chunking, retry queues) in
+ * transport_wire.c, registration in transport_mr.c.
  *
  * Matching.  A receive for (peer, tag) is a directed tagged receive: its
  * src_addr is the peer's fi_addr, so it matches only that peer's messages
- * with exactly that tag (ignore mask 0).  Every provider used here grants
- * FI_DIRECTED_RECV.  One that does not gets the sender's rank in the tag's
- * top 64 - TP_TAG_BITS bits instead, which limits it to 16 ranks.
- *
- * Chunking.  A message longer than the endpoint's max_msg_size (or
- * opts->max_chunk) travels as consecutive wire messages of that size with
- * the same tag; the next chunk is posted when the previous one completes.
- * Both sides chunk by their own length, so a chunked transfer needs the
- * receive to be exactly as long as the send (collectives always know the
- * size); a single-chunk receive may be longer than the message.  A chunked
- * message must be the only one in flight on its (peer, tag).
+ * with that tag.  Every provider used here grants FI_DIRECTED_RECV.  One
+ * that does not gets the sender's rank in the tag's top 64 - TP_TAG_BITS
+ * bits instead, which limits it to 16 ranks and to unchunked messages.
  *
  * Progress.  One lock guards every fi_* call (domains are opened with
  * FI_THREAD_DOMAIN).  Whichever thread waits takes it briefly (trylock, so
  * waiters never queue behind each other), reads every endpoint's CQ and
  * credits each completion to its request through the request's atomic
- * state.  Posts that meet -FI_EAGAIN drive progress and retry a few times,
- * then wait in a per-endpoint FIFO that every progress call drains, so
- * isend/irecv never block and per-tag order is kept.
+ * state.  isend/irecv never block (see the retry queues in
+ * transport_wire.c).
  *
  * Waiting.  Tight polling while completions flow (the 8-byte latency
  * path), sched_yield() after TP_SPIN_NS without a completion, and sleeps
@@ -44,7 +36,6 @@
 #include "transport_int.h"
 
 #define TP_SRC_MAX (1 << (64 - TP_TAG_BITS)) /* ranks without directed recv */
-#define TP_POST_TRIES 8         /* -FI_EAGAIN retries before queueing */
 #define TP_CQ_BATCH 16
 #define TP_SPIN_NS 50000ull     /* tight poll this long after progress */
 #define TP_YIELD_NS 1000000ull  /* then sched_yield() until this */
@@ -258,144 +249,8 @@ int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
 }
 
 /* ------------------------------------------------------------------ */
-/* Completion bookkeeping (all under tp->lock)                        */
+/* The progress engine (all under tp->lock)                           */
 /* ------------------------------------------------------------------ */
-
-static size_t chunk_limit(const struct fccl_tp *tp, const struct tp_ep *e)
-{
-    size_t lim = e->max_msg;
-    if (tp->max_chunk && tp->max_chunk < lim)
-        lim = tp->max_chunk;
-    return lim ? lim : 1;
-}
-
-static int is_chunked(const struct fccl_tp *tp, const struct tp_req *r)
-{
-    return r->total > chunk_limit(tp, &tp->eps[r->ep]);
-}
-
-static void finish(struct fccl_tp *tp, struct tp_req *r, int status)
-{
-    tp_mr_put(&tp->eps[r->ep], r->mr);
-    r->mr = NULL;
-    r->status = status;
-    atomic_store_explicit(&r->state, status ? TP_REQ_ERROR : TP_REQ_DONE,
-                          memory_order_release);
-}
-
-static void q_push(struct tp_req **head, struct tp_req **tail,
-                   struct tp_req *r, int front)
-{
-    r->queued = 1;
-    if (front) {
-        r->next = *head;
-        *head = r;
-        if (!*tail)
-            *tail = r;
-        return;
-    }
-    r->next = NULL;
-    if (*tail)
-        (*tail)->next = r;
-    else
-        *head = r;
-    *tail = r;
-}
-
-static int q_remove(struct tp_req **head, struct tp_req **tail,
-                    struct tp_req *r)
-{
-    struct tp_req *prev = NULL;
-    for (struct tp_req *q = *head; q; prev = q, q = q->next) {
-        if (q != r)
-            continue;
-        if (prev)
-            prev->next = q->next;
-        else
-            *head = q->next;
-        if (*tail == q)
-            *tail = prev;
-        r->next = NULL;
-        r->queued = 0;
-        return 1;
-    }
-    return 0;
-}
-
-/* One wire message for r's current chunk.  0 posted, 1 completed inline
- * (inject), -FI_EAGAIN, or another negative fi errno. */
-static ssize_t post_wire(struct fccl_tp *tp, struct tp_req *r)
-{
-    struct tp_ep *e = &tp->eps[r->ep];
-    fi_addr_t fa = tp->peers[r->peer].addr;
-    void *p = r->buf + r->off, *desc = tp_mr_desc(r->mr);
-    ssize_t rc;
-    if (is_chunked(tp, r))
-        atomic_fetch_add(&tp->st_chunks, 1);
-    if (!r->is_send)
-        return fi_trecv(e->ep, p, r->chunk, desc,
-                        e->directed ? fa : FI_ADDR_UNSPEC, r->tag, 0,
-                        r->fi_ctx);
-    if (r->chunk <= e->inject_size && r->chunk == r->total) {
-        rc = fi_tinject(e->ep, p, r->chunk, fa, r->tag);
-        return rc == 0 ? 1 : rc;
-    }
-    return fi_tsend(e->ep, p, r->chunk, desc, fa, r->tag, r->fi_ctx);
-}
-
-/* Outcome of a post attempt that was not -FI_EAGAIN.  A failure is
- * recorded in the request only: this may run in another thread's progress
- * call, so the thread-local message is left to the request's waiter. */
-static int posted(struct fccl_tp *tp, struct tp_req *r, ssize_t rc)
-{
-    if (rc == 0) {
-        tp->outstanding++;
-        return FCCL_OK;
-    }
-    if (rc == 1) {
-        r->off = r->len = r->total;
-        finish(tp, r, FCCL_OK);
-        return FCCL_OK;
-    }
-    LOG_DEBUG("FABRIC", "%s: rank %d: %s %zu B: %s", tp->eps[r->ep].prov,
-              r->peer, r->is_send ? "fi_tsend" : "fi_trecv", r->chunk,
-              tp_fi_strerror((int)rc));
-    r->fi_err = (int)-rc;
-    finish(tp, r, FCCL_ERR_FABRIC);
-    return FCCL_ERR_FABRIC;
-}
-
-static void drain_queue(struct fccl_tp *tp, struct tp_req **head,
-                        struct tp_req **tail)
-{
-    while (*head) {
-        struct tp_req *r = *head;
-        ssize_t rc = post_wire(tp, r);
-        if (rc == -FI_EAGAIN)
-            return;
-        q_remove(head, tail, r);
-        posted(tp, r, rc);
-    }
-}
-
-static void post_next_chunk(struct fccl_tp *tp, struct tp_req *r)
-{
-    struct tp_ep *e = &tp->eps[r->ep];
-    size_t lim = chunk_limit(tp, e);
-    r->chunk = r->total - r->off < lim ? r->total - r->off : lim;
-    ssize_t rc = post_wire(tp, r);
-    if (rc == -FI_EAGAIN) {
-        atomic_fetch_add(&tp->st_eagain, 1);
-        /* Front: this message already started, so it goes before any
-         * later message on the same tag. */
-        if (r->is_send)
-            q_push(&e->txq_head, &e->txq_tail, r, 1);
-        else
-            q_push(&e->rxq_head, &e->rxq_tail, r, 1);
-        return;
-    }
-    posted(tp, r, rc);
-}
 
 static int zombie_take(struct fccl_tp *tp, void *ctx)
 {
@@ -408,37 +263,7 @@ static int zombie_take(struct fccl_tp *tp, void *ctx)
     return 0;
 }
 
-static void on_success(struct fccl_tp *tp, struct tp_req *r, size_t len)
-{
-    tp->outstanding--;
-    size_t got = r->is_send ? r->chunk : len;
-    r->off += got;
-    /* A short chunk ends the message (the single-chunk short receive). */
-    if (r->off < r->total && got == r->chunk && is_chunked(tp, r)) {
-        post_next_chunk(tp, r);
-        return;
-    }
-    r->len = r->off;
-    finish(tp, r, FCCL_OK);
-}
-
-static int status_of_fi_err(int err)
-{
-    switch (err) {
-    case FI_ECANCELED:
-        return FCCL_ERR_ABORTED;
-    case FI_ETRUNC:
-        return FCCL_ERR_PROTOCOL;
-    case FI_ECONNRESET: case FI_ECONNREFUSED: case FI_ECONNABORTED:
-    case FI_ENOTCONN: case FI_EHOSTUNREACH: case FI_ENETUNREACH:
-    case FI_ETIMEDOUT: case FI_EIO: case FI_EADDRNOTAVAIL: case FI_EREMOTEIO:
-    case EPIPE: case FI_ESHUTDOWN:
-        return FCCL_ERR_PEER;
-    }
-    return FCCL_ERR_FABRIC;
-}
-
-static void on_error(struct fccl_tp *tp, struct tp_ep *e)
+static void read_error(struct fccl_tp *tp, struct tp_ep *e)
 {
     struct fi_cq_err_entry ee;
     memset(&ee, 0, sizeof(ee));
@@ -450,15 +275,8 @@ static void on_error(struct fccl_tp *tp, struct tp_ep *e)
         return;
     }
     struct tp_req *r = ee.op_context;
-    if (!r || (tp->nzombies && zombie_take(tp, r)))
-        return;
-    tp->outstanding--;
-    r->fi_err = ee.err < 0 ? -ee.err : ee.err; /* shm reports it negated */
-    r->olen = ee.olen;
-    r->len = r->off + ee.len;
-    LOG_DEBUG("FABRIC", "%s: rank %d %s failed: %s", e->prov, r->peer,
-              r->is_send ? "send" : "recv", tp_fi_strerror(ee.err));
-    finish(tp, r, status_of_fi_err(r->fi_err));
+    if (r && !(tp->nzombies && zombie_take(tp, r)))
+        tp_wire_on_err(tp, r, &ee);
 }
 
 /* Read one endpoint's CQ until empty (bounded); returns completions. */
@@ -469,7 +287,7 @@ static int progress_ep(struct fccl_tp *tp, struct tp_ep *e)
     for (int round = 0; round < 4; round++) {
         ssize_t n = fi_cq_read(e->cq, ent, TP_CQ_BATCH);
         if (n == -FI_EAVAIL) {
-            on_error(tp, e);
+            read_error(tp, e);
             total++;
             continue;
         }
@@ -482,18 +300,17 @@ static int progress_ep(struct fccl_tp *tp, struct tp_ep *e)
         for (ssize_t i = 0; i < n; i++) {
             struct tp_req *r = ent[i].op_context;
             if (r && !(tp->nzombies && zombie_take(tp, r)))
-                on_success(tp, r, ent[i].len);
+                tp_wire_on_cq(tp, r, ent[i].len, ent[i].tag);
         }
         total += (int)n;
         if (n < TP_CQ_BATCH)
             break;
     }
-    drain_queue(tp, &e->txq_head, &e->txq_tail);
-    drain_queue(tp, &e->rxq_head, &e->rxq_tail);
+    tp_wire_drain(tp, e);
     return total;
 }
 
-static int progress_locked(struct fccl_tp *tp)
+int tp_progress_locked(struct fccl_tp *tp)
 {
     int n = 0;
     for (int i = 0; i < tp->nep; i++)
@@ -508,7 +325,7 @@ static int progress_try(struct fccl_tp *tp)
 {
     if (pthread_mutex_trylock(&tp->lock) != 0)
         return 0;
-    int n = progress_locked(tp);
+    int n = tp_progress_locked(tp);
     pthread_mutex_unlock(&tp->lock);
     return n;
 }
@@ -518,26 +335,6 @@ static int progress_try(struct fccl_tp *tp)
 /* ------------------------------------------------------------------ */
 
 static int req_error(const struct fccl_tp *tp, const struct tp_req *r);
-
-static int submit(struct fccl_tp *tp, struct tp_req *r)
-{
-    struct tp_ep *e = &tp->eps[r->ep];
-    struct tp_req **head = r->is_send ? &e->txq_head : &e->rxq_head;
-    struct tp_req **tail = r->is_send ? &e->txq_tail : &e->rxq_tail;
-    if (!*head) {
-        for (int i = 0; i < TP_POST_TRIES; i++) {
-            ssize_t rc = post_wire(tp, r);
-            if (rc != -FI_EAGAIN)
-                return posted(tp, r, rc) < 0 ? req_error(tp, r) : FCCL_OK;
-            atomic_fetch_add(&tp->st_eagain, 1);
-            progress_locked(tp);
-            if (*head) /* progress queued a chunk continuation */
-                break;
-        }
-    }
-    q_push(head, tail, r, 0);
-    return FCCL_OK;
-}
 
 static int check_post(struct fccl_tp *tp, int peer, uint64_t tag,
                       const void *buf, size_t len, struct tp_req *req,
@@ -577,12 +374,10 @@ static int start(struct fccl_tp *tp, int peer, uint64_t tag, const void *buf,
     r->tag = e->directed ? tag : tag | (uint64_t)src << TP_TAG_BITS;
     r->buf = (unsigned char *)buf;
     r->total = len;
-    r->off = r->len = r->olen = 0;
-    size_t lim = chunk_limit(tp, e);
-    r->chunk = len < lim ? len : lim;
+    r->off = r->len = r->olen = r->chunk = 0;
     r->mr = NULL;
     r->next = NULL;
-    r->queued = r->fi_err = r->status = 0;
+    r->queued = r->fi_err = r->status = r->mode = 0;
     atomic_store_explicit(&r->state, TP_REQ_PENDING, memory_order_relaxed);
     pthread_mutex_lock(&tp->lock);
     if (tp->nzombies) /* reused memory of an abandoned request */
@@ -592,10 +387,10 @@ static int start(struct fccl_tp *tp, int peer, uint64_t tag, const void *buf,
     if (len && (e->mr_local || tp->always_register))
         rc = tp_mr_get(e, buf, len, &desc, &r->mr);
     if (rc < 0) {
-        finish(tp, r, rc);
+        tp_wire_finish(tp, r, rc);
         rc = fccl_err_wrap(rc, "rank %d", peer);
-    } else {
-        rc = submit(tp, r);
+    } else if ((rc = tp_wire_submit(tp, r)) == FCCL_ERR_FABRIC) {
+        rc = req_error(tp, r);
     }
     pthread_mutex_unlock(&tp->lock);
     return rc;
@@ -656,12 +451,8 @@ static int req_pending(const struct tp_req *r)
 static void cancel_locked(struct fccl_tp *tp, struct tp_req *r)
 {
     struct tp_ep *e = &tp->eps[r->ep];
-    if (r->queued) {
-        if (!q_remove(&e->txq_head, &e->txq_tail, r))
-            q_remove(&e->rxq_head, &e->rxq_tail, r);
-        finish(tp, r, FCCL_ERR_ABORTED);
+    if (tp_wire_unqueue(tp, r))
         return;
-    }
     int rc = fi_cancel(&e->ep->fid, r->fi_ctx);
     if (rc && rc != -FI_ENOENT)
         LOG_DEBUG("FABRIC", "%s: fi_cancel(rank %d): %s", e->prov, r->peer,
@@ -682,9 +473,12 @@ static void abandon_locked(struct fccl_tp *tp, struct tp_req *r)
     }
     tp->zombies[tp->nzombies++] = r;
     tp->outstanding--;
+    struct tp_ep *e = &tp->eps[r->ep];
+    if (e->big_owner == r)
+        e->big_stuck = 1; /* its completion will never come: see wire */
     LOG_WARN("FABRIC", "rank %d: %s of %zu B could not be cancelled; "
              "abandoned", r->peer, r->is_send ? "send" : "recv", r->total);
-    finish(tp, r, FCCL_ERR_ABORTED);
+    tp_wire_finish(tp, r, FCCL_ERR_ABORTED);
 }
 
 static void cancel_many(struct fccl_tp *tp, struct tp_req *reqs, size_t n)
@@ -698,7 +492,7 @@ static void cancel_many(struct fccl_tp *tp, struct tp_req *reqs, size_t n)
     for (;;) {
         size_t left = 0;
         pthread_mutex_lock(&tp->lock);
-        progress_locked(tp);
+        tp_progress_locked(tp);
         for (size_t i = 0; i < n; i++)
             left += req_pending(&reqs[i]);
         if (left && fccl_now_ns() >= deadline)
@@ -814,6 +608,9 @@ int tp_waitall(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
         }
         if (pend == n)
             return FCCL_OK;
+        /* Our own requests advancing counts as progress too: another
+         * thread may be the one reading the CQ. */
+        got |= pend != from;
         from = pend;
         if (abort && atomic_load(abort)) {
             cancel_many(tp, reqs, n);
@@ -849,7 +646,7 @@ void tp_close(struct fccl_tp *tp)
      * endpoint discards the rest (their requests are never completed). */
     uint64_t deadline = fccl_deadline_ms(TP_DRAIN_MS);
     while (tp->outstanding && fccl_now_ns() < deadline)
-        if (!progress_locked(tp))
+        if (!tp_progress_locked(tp))
             sched_yield();
     if (tp->outstanding)
         LOG_DEBUG("FABRIC", "closing with %zu operations in flight",

@@ -13,6 +13,29 @@
  * pending.  All calls are thread-safe: several threads may post and wait at
  * once (completions found by any thread are credited to their owners).
  * Waits yield the CPU when nothing completes (oversubscribed hosts).
+ *
+ * Details (coll/transport.c has the reasons):
+ * - Matching uses directed receive (FI_DIRECTED_RECV, granted by shm,
+ *   tcp;ofi_rxm, udp;ofi_rxd, sockets); a provider without it carries the
+ *   source rank in the tag bits above TP_TAG_BITS (then at most 16 ranks).
+ *   Two messages with the same (peer, tag) match receives in send order
+ *   (FI_ORDER_SAS is requested; a provider without it is logged).
+ * - A receive may be longer than the message (req->len tells the size),
+ *   except for messages above the provider's max_msg_size (or
+ *   opts.max_chunk): those are split into chunks and need the receive to be
+ *   exactly as long, and must be alone in flight on their (peer, tag).
+ *   A message longer than its receive fails it with FCCL_ERR_PROTOCOL.
+ * - isend/irecv never block: a post the provider refuses for lack of queue
+ *   entries (-FI_EAGAIN, or shm's -FI_ENOMEM) is queued and retried, in
+ *   order, by whichever thread drives progress.
+ * - Waiting polls tightly for 50 us after the last completion, then
+ *   sched_yield()s, then (after 1 ms idle) sleeps 20-500 us per round.
+ * - Environment: FCCL_PROVIDER / FI_PROVIDER force a provider ("tcp" also
+ *   selects "tcp;ofi_rxm"; "auto" or a FI_PROVIDER list means auto),
+ *   FCCL_NET_IFACE restricts network providers to one interface/domain.
+ *   At load time, unless already set, FI_OFI_RXM_MSG_RX_SIZE=256 (cheap
+ *   rxm endpoint open) and FI_OFI_RXM_ENABLE_DYN_RBUF=0 (a truncated
+ *   receive must not break the tcp connection, libfabric 1.17 bug).
  */
 #ifndef FCCL_COLL_TRANSPORT_H
 #define FCCL_COLL_TRANSPORT_H
@@ -44,6 +67,7 @@ struct tp_req {
     struct tp_req *next;   /* post-retry queue link */
     int fi_err;            /* libfabric errno of a failed completion */
     int queued;            /* waiting in the post-retry queue */
+    int mode;              /* single message, chunked or eager pieces */
     size_t olen;           /* bytes that did not fit (truncation) */
 };
 
@@ -67,7 +91,7 @@ struct tp_opts {
 /* Counters for tests and logs (tp_get_stats). */
 struct tp_stats {
     uint64_t mr_hits, mr_misses, mr_entries; /* registration cache */
-    uint64_t eagain;       /* posts that met -FI_EAGAIN */
+    uint64_t eagain;       /* posts refused for now (-FI_EAGAIN/-FI_ENOMEM) */
     uint64_t chunks;       /* wire messages posted for chunked requests */
     uint64_t completions;  /* CQ entries read */
 };
@@ -108,7 +132,10 @@ int tp_test(struct fccl_tp *tp, struct tp_req *req);
 int tp_waitall(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
                uint64_t deadline, const _Atomic int *abort);
 
-/* Cancel a pending request (used after timeouts and aborts). */
+/* Cancel a pending request (used after timeouts and aborts).  Blocks up to
+ * ~200 ms for the provider to hand it back; if it cannot (a send already
+ * on its way), the request is marked failed (FCCL_ERR_ABORTED) and a later
+ * completion is ignored, but the provider may still read its buffer. */
 void tp_cancel(struct fccl_tp *tp, struct tp_req *req);
 
 /* Cancel and drain pending operations (bounded), close every endpoint and

@@ -23,15 +23,23 @@
 #define TP_FI_VERSION FI_VERSION(1, 17)
 #define BLOB_MAGIC "FTP1"
 
-/* rxm over tcp posts FI_OFI_RXM_MSG_RX_SIZE bounce buffers of 16 KiB on a
- * shared receive context, 4096 by default: 64 MiB touched in fi_enable
- * (~37 ms and ~50 MB of RSS per process).  256 keeps unexpected eager
- * messages flowing (TCP back-pressures the rest) and brings the open down
- * to ~2 ms.  Set before main, while the process has one thread (setenv is
- * not safe against concurrent getenv), and only if the user has not. */
+/* libfabric defaults we change, only where the user has not set them.
+ * Set before main, while the process has one thread (setenv is not safe
+ * against a concurrent getenv), since providers read them at first use.
+ * - rxm over tcp posts FI_OFI_RXM_MSG_RX_SIZE bounce buffers of 16 KiB on
+ *   a shared receive context, 4096 by default: 64 MiB touched in fi_enable
+ *   (~37 ms and ~50 MB of RSS per process).  256 keeps unexpected eager
+ *   messages flowing (TCP back-pressures the rest); the open takes ~2 ms.
+ * - With rxm's dynamic receive buffers (tcp reads eager data straight into
+ *   the user's buffer), a truncated receive leaves the rest of the message
+ *   in the TCP stream and every later message from that peer is lost
+ *   (libfabric 1.17; ofiwg/libfabric#8274).  Without them rxm truncates
+ *   from its bounce buffer and the connection stays usable, for ~10% of
+ *   eager (<= 16 KiB) bandwidth on tcp. */
 __attribute__((constructor)) static void tp_env_defaults(void)
 {
     setenv("FI_OFI_RXM_MSG_RX_SIZE", "256", 0);
+    setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);
 }
 
 const char *tp_fi_strerror(int err)
@@ -96,22 +104,35 @@ static int net_score(const char *name)
     return 1;
 }
 
-/* Pick from fi_getinfo's list: forced = exact provider name; shm = the
- * shm provider; net = best scored non-shm, non-util provider. */
+/* "tcp" also names "tcp;ofi_rxm": the core provider under a utility
+ * layer, as FI_PROVIDER=tcp means to libfabric itself. */
+static int core_is(const char *name, const char *prov)
+{
+    size_t n = strlen(prov);
+    return strncmp(name, prov, n) == 0 && name[n] == ';';
+}
+
+/* Pick from fi_getinfo's list: forced = that provider (exact name first,
+ * else layered over that core); shm = the shm provider; net = best scored
+ * non-shm, non-util provider. */
 static struct fi_info *choose(struct fi_info *list, int kind,
                               const char *prov)
 {
     struct fi_info *best = NULL;
     int best_score = 0;
+    for (struct fi_info *i = list; prov && i; i = i->next) {
+        const char *name = i->fabric_attr->prov_name;
+        if (name && strcmp(name, prov) == 0)
+            return i;
+        if (name && !best && core_is(name, prov))
+            best = i;
+    }
+    if (prov)
+        return best;
     for (struct fi_info *i = list; i; i = i->next) {
         const char *name = i->fabric_attr->prov_name;
         if (!name)
             continue;
-        if (prov) {
-            if (strcmp(name, prov) == 0)
-                return i;
-            continue;
-        }
         if (kind == TP_EP_SHM) {
             if (strcmp(name, "shm") == 0)
                 return i;
@@ -187,6 +208,7 @@ static void note_info(struct tp_ep *e, int granted)
     e->max_msg = i->ep_attr->max_msg_size ? i->ep_attr->max_msg_size
                                           : (size_t)1 << 30;
     e->inject_size = i->tx_attr->inject_size;
+    e->hol_tx = strcmp(e->prov, "shm") == 0;
     if (!(granted & HINT_SAS))
         LOG_WARN("FABRIC", "%s: no send-after-send ordering: messages with "
                  "the same peer and tag may be matched out of order", e->prov);

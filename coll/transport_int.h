@@ -2,9 +2,10 @@
  * Private to coll/transport*.c: the transport's internal state.  These are
  * the only files that include libfabric headers.
  *
- *   transport_ep.c  provider choice, endpoint setup/teardown, name blobs
- *   transport_mr.c  memory-registration cache
- *   transport.c     peers, posting, the progress engine, waiting
+ *   transport_ep.c    provider choice, endpoint setup/teardown, name blobs
+ *   transport_mr.c    memory-registration cache
+ *   transport_wire.c  requests -> tagged messages, completions, retry queues
+ *   transport.c       open/close, peers, the progress engine, waiting
  */
 #ifndef FCCL_COLL_TRANSPORT_INT_H
 #define FCCL_COLL_TRANSPORT_INT_H
@@ -45,14 +46,19 @@ struct tp_ep {
     size_t max_msg;              /* one wire message at most (chunking) */
     size_t inject_size;
     struct tp_mr_cache *mrc;
-    /* post-retry queues (-FI_EAGAIN), FIFO so per-tag order holds */
-    struct tp_req *txq_head, *txq_tail, *rxq_head, *rxq_tail;
+    struct tp_req *rxq_head, *rxq_tail; /* receives waiting to be posted */
+    size_t txq_count;            /* sends queued on this ep's peers */
+    int hol_tx;                  /* large sends complete in post order
+                                    (shm): see transport_wire.c */
+    struct tp_req *big_owner;    /* the one large send in flight */
+    int big_stuck;               /* an abandoned large send never ends */
 };
 
 /* How to reach one peer. */
 struct tp_peer {
     int ep;          /* index into tp->eps */
     fi_addr_t addr;
+    struct tp_req *txq_head, *txq_tail; /* sends waiting to be posted */
 };
 
 struct fccl_tp {
@@ -83,6 +89,20 @@ int tp_blob_encode(const struct fccl_tp *tp, void *buf, size_t *len);
 int tp_blob_find(const void *blob, size_t len, int kind, const char *prov,
                  const unsigned char **addr, size_t *addrlen);
 const char *tp_fi_strerror(int err); /* err may be negative or positive */
+
+/* transport.c */
+int tp_progress_locked(struct fccl_tp *tp);
+
+/* transport_wire.c */
+size_t tp_chunk_limit(const struct fccl_tp *tp, const struct tp_ep *e);
+int tp_wire_submit(struct fccl_tp *tp, struct tp_req *r);
+void tp_wire_finish(struct fccl_tp *tp, struct tp_req *r, int status);
+int tp_wire_unqueue(struct fccl_tp *tp, struct tp_req *r);
+void tp_wire_drain(struct fccl_tp *tp, struct tp_ep *e);
+void tp_wire_on_cq(struct fccl_tp *tp, struct tp_req *r, size_t len,
+                   uint64_t tag);
+void tp_wire_on_err(struct fccl_tp *tp, struct tp_req *r,
+                    const struct fi_cq_err_entry *ee);
 
 /* transport_mr.c: descriptor for [buf, buf+len) on endpoint e, registering
  * on a miss; *entry is released with tp_mr_put when the op completes. */

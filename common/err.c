@@ -67,10 +67,9 @@ int fccl_err_wrap(int code, const char *fmt, ...)
     va_end(ap);
     memcpy(old, last_msg, sizeof(old));
     /* Build by hand: truncation of a long message is fine here. */
-    size_t pl = strnlen(prefix, sizeof(prefix));
+    _Static_assert(sizeof(prefix) + 3 < ERR_MSG_MAX, "prefix fits");
+    size_t pl = strnlen(prefix, sizeof(prefix) - 1);
     size_t ol = strnlen(old, sizeof(old) - 1);
-    if (pl + 2 >= sizeof(last_msg))
-        pl = sizeof(last_msg) - 3;
     memcpy(last_msg, prefix, pl);
     memcpy(last_msg + pl, ": ", 2);
     size_t room = sizeof(last_msg) - pl - 3;

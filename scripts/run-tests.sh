@@ -6,6 +6,7 @@ set -u
 BUILD=${1:-build}
 export FCCL_BIN="$PWD/$BUILD/bin" FCCL_TESTBIN="$PWD/$BUILD/tests"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 PER_TEST_TIMEOUT=${FCCL_TEST_TIMEOUT:-900}
 # Criterion runs a binary's tests in parallel; 2 jobs matches the 2 cores.

@@ -1,8 +1,8 @@
 /*
  * Store client, part 1: handles, the connection (connect with backoff,
  * reconnect, sticky failure), request encoding and buffered reply reads.
- * The operations themselves are in client_ops.c and client_multi.c, the
- * WAIT/CANCEL_WAIT protocol in client_wait.c.
+ * The WAIT protocol and the single-key operations are in client_ops.c,
+ * the multi-key ones, key listing and queues in client_multi.c.
  */
 #include <errno.h>
 #include <poll.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,8 @@
 
 #define BACKOFF_FIRST_US 1000
 #define BACKOFF_CAP_US 250000
+/* Longest a blocking recv sleeps before looking at its deadline again. */
+#define RECV_SLICE_MS 1000
 
 void fccl_store_opts_init(fccl_store_opts_t *opts)
 {
@@ -80,8 +83,12 @@ static int conn_open(struct store_conn *c, uint64_t deadline)
         attempts++;
         int fd = fccl_tcp_connect(c->host, c->port, deadline);
         if (fd >= 0) {
+            struct timeval tv = {RECV_SLICE_MS / 1000,
+                                 (RECV_SLICE_MS % 1000) * 1000};
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
             c->fd = fd;
             c->rpos = c->rlen = 0;
+            c->answered = 0;
             LOG_DEBUG("STORE", "connected to %s after %d attempt(s)",
                       c->addr, attempts);
             break;
@@ -330,9 +337,25 @@ void sc_end(struct sc_call *k)
     pthread_mutex_unlock(&k->c->mu);
 }
 
+/* A PyTorch <= 2.0 server reads VALIDATE as the start of a SET with a
+ * huge key, then resets the connection or never answers. */
+static void hint_dialect(const struct store_conn *c, int rc)
+{
+    if (c->dialect != DIALECT_MODERN || c->answered || c->fd < 0 ||
+        (rc != FCCL_ERR_CLOSED && rc != FCCL_ERR_TIMEOUT &&
+         rc != FCCL_ERR_IO))
+        return;
+    char msg[600];
+    snprintf(msg, sizeof(msg), "%s", fccl_last_error());
+    fccl_err(rc, "%s (no reply has come on this connection yet: if the "
+                 "server is PyTorch <= 2.0, use the legacy dialect)",
+             msg);
+}
+
 int sc_fail(struct sc_call *k, int rc)
 {
     struct store_conn *c = k->c;
+    hint_dialect(c, rc);
     fccl_err_wrap(rc, "store %s: %s%s%s", c->addr, k->op,
                   k->what[0] ? " " : "", k->what);
     if (rc != FCCL_ERR_TIMEOUT) {
@@ -433,19 +456,30 @@ static int wait_readable(int fd, uint64_t deadline)
 }
 
 /* One recv of up to cap bytes, waiting for data until the deadline.
- * Returns the byte count (> 0) or a status (the caller applies sc_fail). */
-static ssize_t recv_some(int fd, void *buf, size_t cap, uint64_t deadline)
+ * Returns the byte count (> 0) or a status (the caller applies sc_fail).
+ *
+ * While more than RECV_SLICE_MS remain, a plain blocking recv waits (the
+ * socket's SO_RCVTIMEO is that slice, so it wakes up to look at the
+ * deadline): one system call per reply.  Closer to the deadline, poll
+ * bounds the wait exactly. */
+static ssize_t recv_some(struct store_conn *c, void *buf, size_t cap,
+                         uint64_t deadline)
 {
     for (;;) {
-        ssize_t n = recv(fd, buf, cap, MSG_DONTWAIT);
-        if (n > 0)
+        int block = fccl_ms_left(deadline) > RECV_SLICE_MS;
+        ssize_t n = recv(c->fd, buf, cap, block ? 0 : MSG_DONTWAIT);
+        if (n > 0) {
+            c->answered = 1;
             return n;
+        }
         if (n == 0)
             return fccl_err(FCCL_ERR_CLOSED, "server closed the connection");
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int rc = wait_readable(fd, deadline);
+            if (block)
+                continue; /* a slice passed; look at the deadline again */
+            int rc = wait_readable(c->fd, deadline);
             if (rc < 0)
                 return rc;
             continue;
@@ -475,14 +509,14 @@ static int read_raw(struct store_conn *c, void *p, size_t n,
         c->rpos = c->rlen = 0;
         /* Big payloads go straight to the caller's memory. */
         if (n >= SC_RBUF / 2) {
-            ssize_t r = recv_some(c->fd, dst, n, deadline);
+            ssize_t r = recv_some(c, dst, n, deadline);
             if (r < 0)
                 return (int)r;
             dst += r;
             n -= (size_t)r;
             continue;
         }
-        ssize_t r = recv_some(c->fd, c->rbuf, SC_RBUF, deadline);
+        ssize_t r = recv_some(c, c->rbuf, SC_RBUF, deadline);
         if (r < 0)
             return (int)r;
         c->rlen = (size_t)r;

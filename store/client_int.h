@@ -46,6 +46,7 @@ struct store_conn {
     int broken;                /* sticky first error, 0 while healthy */
     char broken_msg[512];
     uint32_t nonce;            /* next PING nonce */
+    int answered;              /* a reply byte arrived on this socket */
     struct codec_buf out;      /* request encoding buffer, reused */
     size_t rpos, rlen;         /* unread reply bytes: rbuf[rpos..rlen) */
     uint8_t rbuf[SC_RBUF];

@@ -1,13 +1,15 @@
 /*
- * Store client, part 4: the multi-key operations, key listing and queues.
+ * Store client, part 3: the multi-key operations, key listing and queues.
  * The modern dialect has MULTI_GET/MULTI_SET; on the legacy one (PyTorch
  * 1.13 has neither) multi_get is one WAIT for all keys followed by N GETs
  * in one send, and multi_set is N SETs in one send.  As for get
  * (client_ops.c), the modern multi_get first sends CHECK+MULTI_GET in one
  * send, one round trip when every key exists.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "client_int.h"
 #include "clock.h"
@@ -292,6 +294,15 @@ static int pop_once(struct sc_call *k, const char *key, struct pop_out *p)
     return rc;
 }
 
+static void pause_ms(int ms, uint64_t deadline)
+{
+    int left = fccl_ms_left(deadline);
+    ms = ms < left ? ms : left;
+    struct timespec ts = {0, (long)ms * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
 /* A blocking pop is a client-side WAIT on the queue's key (satisfied while
  * the queue is non-empty) then QUEUE_POP; another consumer may take the
  * item in between, so it loops until the deadline. */
@@ -310,7 +321,7 @@ int fccl_store_queue_pop(fccl_store_t *s, const char *key, int block,
     struct pop_out p = {val, len, 0};
     uint64_t dl = sc_call_deadline(&k, timeout_ms);
     const char *keys[1] = {key};
-    for (;;) {
+    for (int lost = 0;; lost++) {
         CHECK_GOTO(pop_once(&k, key, &p), rc, done);
         if (p.got)
             break;
@@ -318,6 +329,15 @@ int fccl_store_queue_pop(fccl_store_t *s, const char *key, int block,
             rc = sc_soft(&k, FCCL_ERR_NOTFOUND, "queue is empty");
             break;
         }
+        /* The wait said "non-empty" but another consumer won (or a plain
+         * key of the same name satisfies the WAIT): back off, don't spin. */
+        if (lost > 0 && fccl_ms_left(dl) == 0) {
+            rc = sc_soft(&k, FCCL_ERR_TIMEOUT,
+                         "queue stayed empty until the deadline");
+            break;
+        }
+        if (lost > 0)
+            pause_ms(lost < 6 ? 1 << (lost - 1) : 50, dl);
         CHECK_GOTO(sc_put_op(&k, OP_WAIT), rc, done);
         sc_put_keys(&k, keys, 1);
         CHECK_GOTO(sc_flush(&k), rc, done);

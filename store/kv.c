@@ -115,6 +115,11 @@ void kv_free(struct kv *kv)
     memset(kv, 0, sizeof(*kv));
 }
 
+uint64_t kv_hash(const struct kv *kv, const uint8_t *p, uint64_t n)
+{
+    return siphash13(kv->seed, p, n);
+}
+
 static int key_eq(const struct kv_entry *e, uint64_t h, const uint8_t *key,
                   uint64_t klen)
 {

@@ -55,6 +55,10 @@ int kv_init(struct kv *kv, uint64_t max_bytes);
 /* Free every entry, value and queued item (waiters must be gone). */
 void kv_free(struct kv *kv);
 
+/* SipHash-1-3 of p[0..n) under the table's random seed (for other tables
+ * of client-chosen bytes that must not be made to collide). */
+uint64_t kv_hash(const struct kv *kv, const uint8_t *p, uint64_t n);
+
 /* The entry named key, or NULL. */
 struct kv_entry *kv_find(struct kv *kv, const uint8_t *key, uint64_t klen);
 /* The entry named key, created empty if missing; NULL when out of memory. */

@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 #include "err.h"
 #include "log.h"
 #include "net.h"
@@ -190,6 +189,8 @@ int store_server_create(const struct store_server_config *cfg,
         goto fail;
     }
     CHECK_GOTO(kv_init(&s->kv, cfg->max_total_bytes), rc, fail);
+    CHECK_GOTO(waiters_init(&s->ws, &s->kv), rc, fail);
+    CHECK_GOTO(store_tls_setup(s), rc, fail);
     CHECK_GOTO(open_listeners(s), rc, fail);
     CHECK_GOTO(add_events(s), rc, fail);
     LOG_INFO("STORE", "listening on %s (%d socket%s)", s->address, s->nlis,
@@ -315,6 +316,8 @@ void store_server_free(struct store_server *s)
             close(s->stop_pipe[i]);
     for (int i = 0; i < s->nlis; i++)
         evconnlistener_free(s->lis[i]);
+    store_tls_teardown(s);
+    waiters_free(&s->ws);
     kv_free(&s->kv);
     codec_buf_free(&s->out);
     if (s->base)

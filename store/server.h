@@ -35,6 +35,10 @@ struct store_server_config {
     uint64_t max_keys_per_req; /* keys in one request, default 131072 */
     uint64_t max_conns;        /* open connections, default 65536 */
     uint64_t max_total_bytes;  /* stored keys + values, default 4 GiB */
+    char tls_cert[512]; /* PEM certificate (chain): enables TLS */
+    char tls_key[512];  /* PEM private key of tls_cert */
+    char tls_ca[512];   /* PEM CA: clients must present a cert it signed */
+    int tls_required;   /* refuse plaintext connections */
     int log_level;      /* FCCL_LOG_*; -1 (default) = leave as it is */
     int handle_signals; /* SIGINT/SIGTERM end run(); for programs only */
 };

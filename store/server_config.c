@@ -111,6 +111,14 @@ static int set_size(uint64_t *dst, const char *key, const char *value)
     return FCCL_OK;
 }
 
+static int set_path(char *dst, size_t n, const char *key, const char *value)
+{
+    if (strlen(value) >= n)
+        return bad(key, value, "path too long");
+    memcpy(dst, value, strlen(value) + 1);
+    return FCCL_OK;
+}
+
 static int set_host(struct store_server_config *c, const char *value)
 {
     const char *h = value;
@@ -173,6 +181,16 @@ int store_server_config_set(struct store_server_config *c, const char *key,
         return set_size(&c->max_conns, key, value);
     if (strcmp(k, "max-total-bytes") == 0)
         return set_size(&c->max_total_bytes, key, value);
+    if (strcmp(k, "tls-cert") == 0)
+        return set_path(c->tls_cert, sizeof(c->tls_cert), key, value);
+    if (strcmp(k, "tls-key") == 0)
+        return set_path(c->tls_key, sizeof(c->tls_key), key, value);
+    if (strcmp(k, "tls-ca") == 0)
+        return set_path(c->tls_ca, sizeof(c->tls_ca), key, value);
+    if (strcmp(k, "tls-required") == 0)
+        return parse_bool(value, &c->tls_required) < 0
+                   ? bad(key, value, "expected true or false")
+                   : FCCL_OK;
     if (strcmp(k, "log-level") == 0) {
         int lvl = fccl_log_parse_level(value);
         if (lvl < 0)
@@ -207,6 +225,12 @@ int store_server_config_check(const struct store_server_config *c)
                         "wait-for-workers needs world-size > 0");
     if (c->timeout_ms < 0)
         return fccl_err(FCCL_ERR_INVALID, "timeout must be >= 0");
+    if (!c->tls_cert[0] != !c->tls_key[0])
+        return fccl_err(FCCL_ERR_INVALID,
+                        "tls-cert and tls-key go together");
+    if ((c->tls_ca[0] || c->tls_required) && !c->tls_cert[0])
+        return fccl_err(FCCL_ERR_INVALID,
+                        "tls-ca and tls-required need tls-cert and tls-key");
     return FCCL_OK;
 }
 

@@ -19,6 +19,12 @@
  * socket refuses goes to the bufferevent's output, and EV_WRITE is enabled
  * just then.  A client whose unsent replies pass OUT_HIGH is not read until
  * they drain to OUT_LOW.
+ *
+ * TLS (server_tls.c): when TLS is configured the first byte is peeked; a
+ * handshake record turns the connection over to a bufferevent_openssl,
+ * which then reads and writes for it (its input buffer is c->in, and
+ * replies go through its output), with the same parsing, batching and
+ * back-pressure.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -47,12 +53,29 @@
 
 enum drive { D_NEED, D_FULL, D_CLOSE };
 
-/* ---- output ---- */
-
 static struct evbuffer *conn_out(const struct store_conn *c)
 {
     return bufferevent_get_output(c->bev);
 }
+
+/* Reading on/off: our read event, or the TLS bufferevent's reading. */
+static void reads_on(struct store_conn *c)
+{
+    if (c->tls)
+        bufferevent_enable(c->bev, EV_READ);
+    else
+        event_add(c->rev, NULL);
+}
+
+static void reads_off(struct store_conn *c)
+{
+    if (c->tls)
+        bufferevent_disable(c->bev, EV_READ);
+    else
+        event_del(c->rev);
+}
+
+/* ---- output ---- */
 
 /* The peer is gone or we cannot keep its replies: drop output, shut the
  * socket so that the read event reports EOF, and free it from that event
@@ -67,7 +90,7 @@ static void conn_break(struct store_conn *c, int err)
     struct evbuffer *out = conn_out(c);
     evbuffer_drain(out, evbuffer_get_length(out));
     bufferevent_disable(c->bev, EV_WRITE);
-    event_add(c->rev, NULL);
+    reads_on(c);
 }
 
 /* Send now what the socket takes; buffer the rest behind EV_WRITE. */
@@ -76,7 +99,7 @@ static void conn_send(struct store_conn *c, const uint8_t *p, size_t n)
     struct evbuffer *out = conn_out(c);
     if (c->broken || n == 0)
         return;
-    if (evbuffer_get_length(out) == 0) {
+    if (!c->tls && evbuffer_get_length(out) == 0) {
         ssize_t k;
         do
             k = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -304,7 +327,7 @@ static ssize_t read_direct(struct store_conn *c, size_t want)
 static void conn_pause(struct store_conn *c)
 {
     c->paused = 1;
-    event_del(c->rev);
+    reads_off(c);
     bufferevent_setwatermark(c->bev, EV_WRITE, OUT_LOW, 0);
     LOG_DEBUG("STORE", "client %s is not reading its replies; pausing it",
               c->addr);
@@ -343,7 +366,7 @@ static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n)
         }
         size_t avail = evbuffer_get_length(c->in);
         if (d == D_NEED &&
-            (c->broken || c->need < avail + DIRECT_READ_MIN ||
+            (c->broken || c->tls || c->need < avail + DIRECT_READ_MIN ||
              read_direct(c, c->need - avail) <= 0))
             return; /* EOF and errors show up on the read event */
         d = D_NEED;
@@ -358,10 +381,69 @@ static void conn_linger(struct store_conn *c)
     waiters_cancel(&c->s->ws, &c->wait);
     release_big(c);
     c->closing = 1;
-    event_del(c->rev);
+    reads_off(c);
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
     bufferevent_set_timeouts(c->bev, NULL, &tv);
     bufferevent_enable(c->bev, EV_WRITE);
+}
+
+static void on_write(struct bufferevent *bev, void *arg);
+static void on_event(struct bufferevent *bev, short what, void *arg);
+
+/* TLS connections are read by their bufferevent_openssl. */
+static void on_tls_read(struct bufferevent *bev, void *arg)
+{
+    struct store_conn *c = arg;
+    if (c->broken || c->closing) {
+        struct evbuffer *in = bufferevent_get_input(bev);
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
+    conn_drive(c, NULL, 0);
+}
+
+/* The first byte was 0x16: hand the socket to OpenSSL.  The handshake
+ * bytes are still in the socket (we only peeked). */
+static void conn_to_tls(struct store_conn *c)
+{
+    struct bufferevent *tb = store_tls_bufferevent(c->s, c->fd);
+    if (!tb) {
+        log_close(c, "out of memory starting TLS");
+        store_conn_free(c);
+        return;
+    }
+    event_free(c->rev);
+    c->rev = NULL;
+    bufferevent_setfd(c->bev, -1); /* the plain one must not close fd */
+    bufferevent_free(c->bev);
+    evbuffer_free(c->in);
+    c->bev = tb;
+    c->in = bufferevent_get_input(tb);
+    c->tls = 1;
+    c->dialect = DIALECT_MODERN; /* TLS connections speak modern inside */
+    bufferevent_setcb(tb, on_tls_read, on_write, on_event, c);
+    bufferevent_enable(tb, EV_READ | EV_WRITE);
+    LOG_DEBUG("STORE", "client %s starts TLS", c->addr);
+}
+
+/* With TLS configured, look at the first byte before reading anything.
+ * Returns 1 if the connection was taken over (TLS) or closed. */
+static int first_byte(struct store_conn *c)
+{
+    int t = store_tls_peek(c->fd);
+    if (t < 0)
+        return 1; /* nothing yet: wait for the next event */
+    c->peeked = 1;
+    if (t == 1) {
+        conn_to_tls(c);
+        return 1;
+    }
+    if (c->s->cfg.tls_required) {
+        log_close(c, "plaintext connection refused (tls-required)");
+        store_conn_free(c);
+        return 1;
+    }
+    return 0;
 }
 
 static void on_readable(evutil_socket_t fd, short what, void *arg)
@@ -369,6 +451,8 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     struct store_conn *c = arg;
     struct store_server *s = c->s;
     (void)what;
+    if (s->tls && !c->peeked && first_byte(c))
+        return;
     ssize_t r;
     do
         r = read(fd, s->rbuf, sizeof(s->rbuf));
@@ -398,25 +482,38 @@ static void on_write(struct bufferevent *bev, void *arg)
         store_conn_free(c);
         return;
     }
-    if (left == 0)
+    if (left == 0 && !c->tls)
         bufferevent_disable(bev, EV_WRITE); /* we send directly again */
     if (c->paused && left <= OUT_LOW && !c->closing) {
         c->paused = 0;
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
-        event_add(c->rev, NULL);
+        reads_on(c);
         conn_drive(c, NULL, 0); /* requests may be waiting in c->in */
     }
 }
 
+/* Write errors and flush timeouts of any connection; for TLS ones also
+ * the handshake's end, EOF and TLS errors. */
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     struct store_conn *c = arg;
-    (void)bev;
+    if (what & BEV_EVENT_CONNECTED) {
+        LOG_DEBUG("STORE", "client %s: TLS handshake done", c->addr);
+        return;
+    }
+    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && !c->broken &&
+        !c->closing && evbuffer_get_length(conn_out(c))) {
+        conn_linger(c);
+        return;
+    }
     if (what & BEV_EVENT_TIMEOUT)
         LOG_WARN("STORE", "client %s: gave up flushing replies after "
                  "it closed", c->addr);
+    else if (c->tls && (what & BEV_EVENT_ERROR) && !c->broken)
+        LOG_WARN("STORE", "closing client %s: TLS: %s", c->addr,
+                 store_tls_conn_error(bev));
     else
-        LOG_DEBUG("STORE", "client %s: write failed", c->addr);
+        LOG_DEBUG("STORE", "client %s: connection ended", c->addr);
     store_conn_free(c);
 }
 
@@ -435,8 +532,10 @@ void store_conn_free(struct store_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     s->nconns--;
-    event_free(c->rev);
-    evbuffer_free(c->in);
+    if (c->rev)
+        event_free(c->rev);
+    if (!c->tls)
+        evbuffer_free(c->in); /* a TLS connection's is its bufferevent's */
     bufferevent_free(c->bev); /* closes the socket (BEV_OPT_CLOSE_ON_FREE) */
     free(c);
 }

@@ -37,6 +37,8 @@ struct store_conn {
     uint8_t paused;  /* reads stopped: replies pile up unread */
     uint8_t closing; /* EOF seen: flush what is queued, then free */
     uint8_t broken;  /* send failed: drop output, free at the next event */
+    uint8_t tls;     /* bev is a bufferevent_openssl; in is its input */
+    uint8_t peeked;  /* first byte looked at (TLS configured only) */
     char addr[64];   /* "HOST:PORT" of the client, for log lines */
 };
 
@@ -58,7 +60,8 @@ struct store_server {
     struct store_conn *cur; /* connection whose requests are being run */
     struct codec_buf out;   /* replies of `cur`, sent at the end of a batch */
     uint8_t rbuf[STORE_READ_CHUNK]; /* each read lands here first */
-    int64_t joined;
+    struct ssl_ctx_st *tls; /* SSL_CTX when TLS is configured */
+    _Atomic int64_t joined; /* read by store_server_joined from any thread */
     int join_armed;
     atomic_int running;
     int thread_started;
@@ -95,6 +98,20 @@ int store_listen_open(const char *host, int port, int fds[2], int *n,
 struct sockaddr;
 /* "IP:PORT" / "[IP6]:PORT" of a peer, for log lines. */
 void store_format_peer(const struct sockaddr *sa, char *out, size_t outlen);
+
+/* ---- server_tls.c ---- */
+
+/* Build the SSL_CTX from tls-cert/tls-key (and tls-ca) if configured.
+ * FCCL_OK or FCCL_ERR_AUTH naming the file and OpenSSL's reason. */
+int store_tls_setup(struct store_server *s);
+void store_tls_teardown(struct store_server *s);
+/* 1 if the next byte on fd is a TLS handshake record, 0 if not (or EOF),
+ * -1 if no byte is there yet. */
+int store_tls_peek(int fd);
+/* A server-side bufferevent_openssl on fd (closes fd when freed), or NULL. */
+struct bufferevent *store_tls_bufferevent(struct store_server *s, int fd);
+/* Why a TLS connection failed (OpenSSL's queue, else errno). */
+const char *store_tls_conn_error(struct bufferevent *bev);
 
 /* ---- server_ops.c ---- */
 

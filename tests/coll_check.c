@@ -144,22 +144,30 @@ static void *xmalloc(size_t n)
 }
 
 /* Finish an asynchronous call: wait, or poll with fccl_test. */
-static int finish(int rc, fccl_request_t **reqp, int async)
+static int finish_async(fccl_request_t *req, int async)
 {
-    if (rc < 0 || !async)
-        return rc;
-    fccl_request_t *req = *reqp; /* read after the call has filled it */
     if (async == 1)
         return fccl_wait(req, -1);
     uint64_t dl = fccl_deadline_ms(120000);
     for (;;) {
         int done = 0;
-        rc = fccl_test(req, &done);
+        int rc = fccl_test(req, &done);
         if (done || rc < 0)
             return rc;
         if (fccl_now_ns() > dl)
             return fccl_wait(req, -1);
     }
+}
+
+static int last_rc; /* status of the last failed call, for messages */
+
+static int finish(int rc, fccl_request_t **reqp, int async)
+{
+    if (rc >= 0 && async)
+        rc = finish_async(*reqp, async); /* read after the call filled it */
+    if (rc < 0)
+        last_rc = rc;
+    return rc;
 }
 
 #define REQ(c) ((c)->async ? &req : NULL)
@@ -628,11 +636,11 @@ static void run(struct rt *t, struct tc c)
     SH->ran[t->rank]++;
     if (bad < 0) {
         FAIL(t, &c, "failed: %s (%s)", fccl_last_error(),
-             fccl_strerror(bad));
+             fccl_strerror(last_rc));
         t->dead = 1;
     }
     if (bad)
-        t->fails++;
+        SH->fails[t->rank] = ++t->fails; /* visible even if we hang later */
 }
 
 #include "coll_check_cases.h"

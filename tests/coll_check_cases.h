@@ -296,7 +296,7 @@ static int args_mode(struct rt *t)
         INV(fccl_all_reduce(buf, out, 4, F32, FCCL_SUM, g3, NULL),
             "FCCL_ALGO_ALL_REDUCE=bogus", "FCCL_ALGO_ALL_REDUCE=bogus");
         INV(fccl_all_reduce(buf, out, 4, F32, FCCL_SUM, g3, NULL),
-            "FCCL_ALGO choices", "ring, rd");
+            "FCCL_ALGO choices", "rd, ring, rabenseifner, hier");
         if (g3->seq != 0) {
             fprintf(stderr, "[rank %d] refused call took a sequence number\n",
                     me);
@@ -374,10 +374,10 @@ static int groups_mode(struct rt *t)
         if (r % 2 == 0)
             even[ne++] = r;
     }
-    struct fccl_group *ga = make_group(t->tp, me, n, NULL, 5, NULL, 60000, "ga");
-    struct fccl_group *gb = make_group(t->tp, me, n, rev, 6, NULL, 60000, "gb");
+    struct fccl_group *ga = make_group(t->tp, me, n, NULL, 5, NULL, 20000, "ga");
+    struct fccl_group *gb = make_group(t->tp, me, n, rev, 6, NULL, 20000, "gb");
     struct fccl_group *gc = me % 2 == 0 ? make_group(t->tp, me, ne, even, 7, NULL,
-                                                     60000, "gc_even")
+                                                     20000, "gc_even")
                                         : NULL;
     struct thr th[3] = {{t, ga, 0, 40, 0}, {t, gb, 1, 40, 0}, {t, gc, 2, 40, 0}};
     pthread_t tid[3];

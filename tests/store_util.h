@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -78,10 +79,17 @@ static inline int su_server_start(struct su_server *s, char *const argv[],
     s->out_fd = -1;
     if (pipe(pfd) < 0)
         return -1;
+    pid_t parent = getpid();
     s->pid = fork();
     if (s->pid < 0)
         return -1;
     if (s->pid == 0) {
+        /* A test killed by its timeout must not leave servers behind.
+         * (Tied to the forking thread: start servers from the test's main
+         * thread.) */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
         dup2(pfd[1], 1);
         close(pfd[0]);
         close(pfd[1]);

@@ -232,6 +232,7 @@ Test(cli, usage_errors_exit_2)
     expect_err(run_env(NULL, 0, NULL, "--timeout", "abc", "--addr", srv.addr,
                        "get", "k", NULL),
                2, "abc");
+    expect_err(TS("--timeout", "0", "get", "k"), 2, "'0'");
     expect_err(run_env(NULL, 0, NULL, "--dialect", "ancient", "--addr",
                        srv.addr, "get", "k", NULL),
                2, "ancient");

@@ -27,7 +27,7 @@ static void start_server(void)
 static void stop_server(void) { su_server_stop(&srv); }
 
 TestSuite(client, .init = start_server, .fini = stop_server, .timeout = 30);
-TestSuite(client_conn, .timeout = 30);
+TestSuite(client_conn, .fini = stop_server, .timeout = 30);
 
 static fccl_store_t *open_store(const char *addr, fccl_dialect_t d, int raw,
                                 int64_t timeout_ms)
@@ -266,7 +266,7 @@ Test(client, queues_fifo_and_blocking_pop)
 {
     fccl_store_t *s = modern();
     for (int i = 0; i < 3; i++) {
-        char v[8];
+        char v[16];
         snprintf(v, sizeof(v), "v%d", i);
         cr_assert_eq(fccl_store_queue_push(s, "q", v, strlen(v)), FCCL_OK);
     }
@@ -277,7 +277,7 @@ Test(client, queues_fifo_and_blocking_pop)
         void *v;
         size_t len;
         cr_assert_eq(fccl_store_queue_pop(s, "q", 0, &v, &len, -1), FCCL_OK);
-        char want[8];
+        char want[16];
         snprintf(want, sizeof(want), "v%d", i);
         cr_assert(len == 2 && memcmp(v, want, 2) == 0, "FIFO order");
         free(v);
@@ -300,6 +300,57 @@ Test(client, queues_fifo_and_blocking_pop)
     pthread_join(th, NULL);
     cr_assert_eq(fccl_store_queue_len(s, "q", &n), FCCL_OK);
     cr_assert_eq(n, 0);
+    fccl_store_close(s);
+}
+
+struct consumer {
+    const char *addr;
+    char got[16];
+    int rc;
+};
+
+static void *consume(void *arg)
+{
+    struct consumer *c = arg;
+    fccl_store_t *s = open_store(c->addr, FCCL_DIALECT_MODERN, 0, 10000);
+    void *v = NULL;
+    size_t len = 0;
+    c->rc = fccl_store_queue_pop(s, "jobs", 1, &v, &len, 5000);
+    if (c->rc == FCCL_OK)
+        snprintf(c->got, sizeof(c->got), "%.*s", (int)len, (char *)v);
+    free(v);
+    fccl_store_close(s);
+    return NULL;
+}
+
+Test(client, competing_consumers_and_key_named_like_a_queue)
+{
+    struct consumer c[2] = {{srv.addr, "", -1}, {srv.addr, "", -1}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, consume, &c[i]);
+    su_sleep_ms(150);
+    fccl_store_t *s = modern();
+    cr_assert_eq(fccl_store_queue_push(s, "jobs", "j1", 2), FCCL_OK);
+    su_sleep_ms(100);
+    cr_assert_eq(fccl_store_queue_push(s, "jobs", "j2", 2), FCCL_OK);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(c[i].rc, FCCL_OK, "consumer %d: %d", i, c[i].rc);
+    }
+    cr_assert(strcmp(c[0].got, c[1].got) != 0, "both got %s", c[0].got);
+    cr_assert(!strcmp(c[0].got, "j1") || !strcmp(c[0].got, "j2"));
+    cr_assert(!strcmp(c[1].got, "j1") || !strcmp(c[1].got, "j2"));
+    /* A plain key of the queue's name satisfies every WAIT at once: the
+     * blocking pop must still end at its deadline, not spin forever. */
+    fccl_store_set(s, "jobs", "plain", 5);
+    void *v = NULL;
+    size_t len;
+    double t0 = su_now();
+    cr_assert_eq(fccl_store_queue_pop(s, "jobs", 1, &v, &len, 200),
+                 FCCL_ERR_TIMEOUT, "%s", fccl_last_error());
+    cr_assert(su_now() - t0 < 3, "took %.2f s", su_now() - t0);
+    expect_value(s, "jobs", "plain", 5);
     fccl_store_close(s);
 }
 
@@ -595,50 +646,55 @@ Test(client, bad_arguments)
     fccl_store_close(NULL);
 }
 
-struct late_server {
-    int port;
-    int delay_ms;
-    struct su_server s;
-    double listening_at;
-    int ok;
+struct early_client {
+    char addr[64];
+    fccl_store_t *s;
+    int rc;
+    double connected_at;
 };
 
-static void *start_late(void *arg)
+static void *connect_early(void *arg)
 {
-    struct late_server *l = arg;
-    su_sleep_ms(l->delay_ms);
-    char bin[512], port[16];
-    snprintf(port, sizeof(port), "%d", l->port);
-    char *argv[] = {(char *)su_bin("tcpstore-server", bin, sizeof(bin)),
-                    "--host", "127.0.0.1", "--port", port, NULL};
-    l->ok = su_server_start(&l->s, argv, 20) == 0;
-    l->listening_at = su_now();
+    struct early_client *e = arg;
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = e->addr;
+    o.timeout_ms = 15000;
+    e->rc = fccl_store_connect(&o, &e->s);
+    e->connected_at = su_now();
     return NULL;
 }
 
 Test(client_conn, connect_before_the_server_starts)
 {
-    struct late_server l = {.port = su_free_port(), .delay_ms = 400};
-    cr_assert_gt(l.port, 0);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", l.port);
+    int port = su_free_port();
+    cr_assert_gt(port, 0);
+    struct early_client e = {.rc = 1};
+    snprintf(e.addr, sizeof(e.addr), "127.0.0.1:%d", port);
     pthread_t th;
-    pthread_create(&th, NULL, start_late, &l);
     double t0 = su_now();
-    fccl_store_t *s = open_store(addr, FCCL_DIALECT_MODERN, 0, 15000);
-    double connected = su_now();
+    pthread_create(&th, NULL, connect_early, &e);
+    su_sleep_ms(400);
+    /* The server starts from this (main) thread: see su_server_start. */
+    char bin[512], ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    char *argv[] = {(char *)su_bin("tcpstore-server", bin, sizeof(bin)),
+                    "--host", "127.0.0.1", "--port", ps, NULL};
+    cr_assert_eq(su_server_start(&srv, argv, 20), 0,
+                 "server did not start on port %d", port);
+    double listening_at = su_now();
     pthread_join(th, NULL);
-    cr_assert(l.ok, "server did not start on port %d", l.port);
-    cr_assert(connected - t0 >= 0.35, "connected before the server started");
+    cr_assert_eq(e.rc, FCCL_OK, "%s", fccl_last_error());
+    cr_assert(e.connected_at - t0 >= 0.35,
+              "connected before the server started");
     /* Backoff is capped at 250 ms (+50 % jitter): PyTorch's 1 s retry would
      * miss this. */
-    cr_assert(connected - l.listening_at < 0.5,
+    cr_assert(e.connected_at - listening_at < 0.5,
               "connected %.3f s after the server was up",
-              connected - l.listening_at);
-    cr_assert_eq(fccl_store_set(s, "k", "v", 1), FCCL_OK);
-    expect_value(s, "k", "v", 1);
-    fccl_store_close(s);
-    su_server_stop(&l.s);
+              e.connected_at - listening_at);
+    cr_assert_eq(fccl_store_set(e.s, "k", "v", 1), FCCL_OK);
+    expect_value(e.s, "k", "v", 1);
+    fccl_store_close(e.s);
 }
 
 Test(client_conn, connect_gives_up_at_the_timeout)

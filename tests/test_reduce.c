@@ -20,6 +20,14 @@
 
 #define N 1037 /* not a multiple of any block size: exercises the tails */
 
+/* In long loops, report only failures: one Criterion event per check would
+ * flood its runner (millions of passing asserts). */
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            cr_assert_fail(__VA_ARGS__);                                       \
+    } while (0)
+
 static uint64_t lcg(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -186,17 +194,17 @@ static void check_all(fccl_dtype_t dt, fccl_redop_t op, size_t n)
     /* out of place, then both in-place forms */
     coll_reduce(d, a, b, n, dt, op);
     for (size_t i = 0; i < n; i++)
-        cr_assert(memcmp(d + i * es, ref + i * es, es) == 0,
+        CHECK(memcmp(d + i * es, ref + i * es, es) == 0,
                   "%s %s element %zu of %zu differs", fccl_dtype_name(dt),
                   fccl_redop_name(op), i, n);
     unsigned char *a2 = malloc(n * es + 1);
     memcpy(a2, a, n * es);
     coll_reduce(a2, a2, b, n, dt, op);
-    cr_assert(memcmp(a2, ref, n * es) == 0, "%s %s in-place (dst==a)",
+    CHECK(memcmp(a2, ref, n * es) == 0, "%s %s in-place (dst==a)",
               fccl_dtype_name(dt), fccl_redop_name(op));
     memcpy(a2, b, n * es);
     coll_reduce(a2, a, a2, n, dt, op);
-    cr_assert(memcmp(a2, ref, n * es) == 0, "%s %s in-place (dst==b)",
+    CHECK(memcmp(a2, ref, n * es) == 0, "%s %s in-place (dst==b)",
               fccl_dtype_name(dt), fccl_redop_name(op));
     free(a);
     free(b);
@@ -267,12 +275,12 @@ Test(reduce, half_conversions_exhaustive, .timeout = 30)
     for (uint32_t h = 0; h < 65536; h++) {
         float f = coll_half_to_float((uint16_t)h), r = ref_h2f((uint16_t)h);
         if (isnan(r)) {
-            cr_assert(isnan(f), "half %04x should be NaN", h);
-            cr_assert(isnan(coll_half_to_float(coll_float_to_half(f))));
+            CHECK(isnan(f), "half %04x should be NaN", h);
+            CHECK(isnan(coll_half_to_float(coll_float_to_half(f))));
             continue;
         }
-        cr_assert(fbits(f) == fbits(r), "half %04x -> %a, want %a", h, f, r);
-        cr_assert(coll_float_to_half(f) == h, "round trip of half %04x", h);
+        CHECK(fbits(f) == fbits(r), "half %04x -> %a, want %a", h, f, r);
+        CHECK(coll_float_to_half(f) == h, "round trip of half %04x", h);
         /* the midpoint to the next half up and its float neighbours */
         if ((h & 0x7fff) >= 0x7bff)
             continue;
@@ -281,7 +289,7 @@ Test(reduce, half_conversions_exhaustive, .timeout = 30)
         float probes[3] = {mid, nextafterf(mid, -INFINITY),
                            nextafterf(mid, INFINITY)};
         for (int k = 0; k < 3; k++)
-            cr_assert(coll_float_to_half(probes[k]) == ref_f2h(probes[k]),
+            CHECK(coll_float_to_half(probes[k]) == ref_f2h(probes[k]),
                       "float %a -> half %04x, want %04x", probes[k],
                       coll_float_to_half(probes[k]), ref_f2h(probes[k]));
     }
@@ -294,7 +302,7 @@ Test(reduce, half_conversions_exhaustive, .timeout = 30)
         float f = bitsf((uint32_t)lcg(&s));
         if (isnan(f))
             continue;
-        cr_assert(coll_float_to_half(f) == ref_f2h(f), "random float %a", f);
+        CHECK(coll_float_to_half(f) == ref_f2h(f), "random float %a", f);
     }
 }
 
@@ -302,20 +310,20 @@ Test(reduce, bf16_conversions_exhaustive, .timeout = 30)
 {
     for (uint32_t h = 0; h < 65536; h++) {
         float f = coll_bf16_to_float((uint16_t)h);
-        cr_assert(fbits(f) == h << 16);
+        CHECK(fbits(f) == h << 16);
         if (isnan(f)) {
-            cr_assert(isnan(coll_bf16_to_float(coll_float_to_bf16(f))),
+            CHECK(isnan(coll_bf16_to_float(coll_float_to_bf16(f))),
                       "NaN %04x must stay NaN", h);
             continue;
         }
-        cr_assert(coll_float_to_bf16(f) == h, "round trip of bf16 %04x", h);
+        CHECK(coll_float_to_bf16(f) == h, "round trip of bf16 %04x", h);
     }
     uint64_t s = 11;
     for (int i = 0; i < 2000000; i++) {
         float f = bitsf((uint32_t)lcg(&s));
         if (isnan(f))
             continue;
-        cr_assert(coll_float_to_bf16(f) == ref_f2bf(f), "random float %a", f);
+        CHECK(coll_float_to_bf16(f) == ref_f2bf(f), "random float %a", f);
     }
     /* ties: 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to even (1) */
     cr_expect(coll_float_to_bf16(1.0f + 0x1p-8f) == 0x3f80);
@@ -408,10 +416,21 @@ Test(dtype, names_sizes_parse, .timeout = 10)
     cr_expect(fccl_redop_parse("xor") == -1);
 }
 
+static double secs_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + (t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
 Test(reduce, throughput_not_a_bottleneck, .timeout = 30)
 {
-    /* 16 MiB of float32: the kernel must run at memory speed, far above
-     * any transport (>= 1 GB/s even on a loaded CI core). */
+#if defined(__SANITIZE_ADDRESS__)
+    cr_skip_test("instrumented build: speed is meaningless");
+#endif
+    /* 16 MiB of float32 summed in place must run at memory speed: at least
+     * a third of what memcpy moves over the same buffers (measured right
+     * before, so a loaded machine slows both alike). */
     size_t n = 4u << 20;
     float *a = malloc(n * 4), *b = malloc(n * 4);
     for (size_t i = 0; i < n; i++) {
@@ -419,15 +438,25 @@ Test(reduce, throughput_not_a_bottleneck, .timeout = 30)
         b[i] = 1.0f;
     }
     coll_reduce(a, a, b, n, FCCL_FLOAT32, FCCL_SUM); /* warm */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int k = 0; k < 8; k++)
-        coll_reduce(a, a, b, n, FCCL_FLOAT32, FCCL_SUM);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-    double gbs = 8.0 * (double)n * 4 / s / 1e9;
-    cr_expect(a[5] == 5.0f + 9.0f);
-    cr_expect(gbs > 1.0, "float32 sum kernel at %.2f GB/s", gbs);
+    double best_copy = 1e9, best_red = 1e9;
+    for (int rep = 0; rep < 5; rep++) {
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        memcpy(b, a, n * 4); /* reads 1, writes 1 vector */
+        double c = secs_since(&t0);
+        for (size_t i = 0; i < n; i++)
+            b[i] = 1.0f;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        coll_reduce(a, a, b, n, FCCL_FLOAT32, FCCL_SUM); /* reads 2, writes 1 */
+        double r = secs_since(&t0);
+        best_copy = c < best_copy ? c : best_copy;
+        best_red = r < best_red ? r : best_red;
+    }
+    double copy_gbs = 2.0 * (double)n * 4 / best_copy / 1e9;
+    double red_gbs = 3.0 * (double)n * 4 / best_red / 1e9;
+    cr_expect(a[5] == 5.0f + 6.0f, "a[5] = %g", a[5]);
+    cr_expect(red_gbs > copy_gbs / 3, "sum kernel %.2f GB/s vs memcpy %.2f GB/s",
+              red_gbs, copy_gbs);
     free(a);
     free(b);
 }

@@ -468,6 +468,70 @@ Test(server, wait_rechecks_deleted_keys)
     codec_buf_free(&B);
 }
 
+/* A queue that was non-empty when the scan passed it, then popped empty,
+ * no longer satisfies the wait. */
+Test(server, wait_rechecks_drained_queues)
+{
+    buf_init();
+    int a = cli_modern(S.port), b = cli_modern(S.port);
+    f_keys(&B, M, OP_WAIT, 2, (const char *[]){"/qq", "/xx"});
+    cli_send(a, &B);
+    cr_assert_eq(cli_numkeys(a, M), 0);
+    f_kv(&B, M, OP_QUEUE_PUSH, "/qq", "1", 1);
+    f_key(&B, M, OP_QUEUE_POP, "/qq");
+    cli_send(b, &B);
+    cli_expect_i64(b, 1);
+    cli_expect_cstr(b, "1");
+    f_set(&B, M, "/xx", "x");
+    cli_send(b, &B);
+    cr_assert_eq(cli_numkeys(b, M), 1);
+    cli_expect_silence(a, 100);
+    f_kv(&B, M, OP_QUEUE_PUSH, "/qq", "2", 1);
+    cli_send(b, &B);
+    cli_expect_u8(a, REPLY_STOP_WAITING);
+    close(a);
+    close(b);
+    codec_buf_free(&B);
+}
+
+/* Every rank waits on every rank's key; keys arrive one by one: each wait
+ * answers exactly once, after the last key. */
+Test(server, rendezvous_wait_on_all_keys)
+{
+    enum { N = 64 };
+    buf_init();
+    int fd[N];
+    char names[N][16];
+    const char *keys[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "/r/%d", i);
+        keys[i] = names[i];
+    }
+    for (int i = 0; i < N; i++) {
+        fd[i] = (i & 1) ? cli_modern(S.port) : cli_connect(S.port);
+        enum store_dialect d = (i & 1) ? M : L;
+        f_set(&B, d, keys[i], keys[i]);
+        f_keys(&B, d, OP_WAIT, N, keys);
+        cli_send(fd[i], &B);
+        if (i + 1 == N) /* its own SET completed every wait, its own too */
+            cli_expect_u8(fd[i], REPLY_STOP_WAITING);
+        cr_assert_eq(cli_numkeys(fd[i], d), i + 1);
+        cli_expect_silence(fd[i], 0);
+    }
+    for (int i = 0; i < N; i++) {
+        enum store_dialect d = (i & 1) ? M : L;
+        if (i + 1 < N)
+            cli_expect_u8(fd[i], REPLY_STOP_WAITING);
+        f_keys(&B, d, OP_MULTI_GET, N, keys);
+        cli_send(fd[i], &B);
+        for (int j = 0; j < N; j++)
+            cli_expect_cstr(fd[i], keys[j]);
+        cli_expect_silence(fd[i], 0);
+        close(fd[i]);
+    }
+    codec_buf_free(&B);
+}
+
 Test(server, queue_push_wakes_one_waiter)
 {
     buf_init();
@@ -560,15 +624,19 @@ Test(server, empty_value_reply_is_immediate)
     int fd = cli_modern(S.port);
     f_set(&B, M, "/e", "");
     cli_send(fd, &B);
-    for (int i = 0; i < 20; i++) {
+    uint64_t us[21];
+    for (int i = 0; i < 21; i++) {
         f_key(&B, M, OP_GET, "/e");
         cli_send(fd, &B);
         uint64_t t0 = fccl_now_ns();
         cli_expect_str(fd, "", 0);
-        uint64_t us = (fccl_now_ns() - t0) / 1000;
-        cr_assert_lt(us, 100000, "empty GET took %llu us",
-                     (unsigned long long)us);
+        us[i] = (fccl_now_ns() - t0) / 1000;
     }
+    /* The median, so that a loaded machine's hiccup is not a stall. */
+    int below = 0;
+    for (int i = 0; i < 21; i++)
+        below += us[i] < 50000;
+    cr_assert_geq(below, 11, "most empty GETs took 50 ms or more");
     close(fd);
     codec_buf_free(&B);
 }

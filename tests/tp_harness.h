@@ -18,7 +18,10 @@
  * all 0 unless h->node_of is set), runs `fn`, closes the transport and
  * exits 0 only if fn returned 0.  The parent waits for all children until
  * h->timeout_ms (default 60 s), SIGKILLs them all on timeout, and returns 0
- * only if every child exited 0.  It reports failures on stderr.
+ * only if every child exited 0.  It reports failures on stderr.  Children
+ * also die with their parent (PR_SET_PDEATHSIG) and by alarm() shortly
+ * after the deadline, so a killed test leaves no rank spinning; the shm
+ * segments of ranks that exited without tp_close are removed.
  *
  * The body runs in a child process, so Criterion asserts must not be used
  * there: use TPH_CHECK (prints rank, line, condition and fccl_last_error,
@@ -30,12 +33,14 @@
 #define FCCL_TESTS_TP_HARNESS_H
 
 #include <errno.h>
+#include <glob.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -139,7 +144,7 @@ static inline int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
     }
     char *blob = malloc(len);
     uint32_t l32 = (uint32_t)len;
-    char desc[128];
+    char desc[128] = {0};
     snprintf(desc, sizeof(desc), "%s", tp_provider_desc(tp));
     if (!blob || tp_local_name(tp, blob, &len) < 0 ||
         tph_write(wfd, &l32, 4) || tph_write(wfd, &ms, sizeof(ms)) ||
@@ -209,6 +214,19 @@ static inline int tph_exchange(struct tp_harness *h, int *rfd, int *wfd,
     return rc;
 }
 
+/* shm names its segment /dev/shm/<pid>:...; a rank that died without
+ * tp_close leaves it behind. */
+static inline void tph_unlink_shm(pid_t pid)
+{
+    char pat[64];
+    glob_t g;
+    snprintf(pat, sizeof(pat), "/dev/shm/%d:*", (int)pid);
+    if (glob(pat, 0, NULL, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            unlink(g.gl_pathv[i]);
+    globfree(&g);
+}
+
 /* Reap every child by `dl`; SIGKILL the rest.  0 if all exited 0. */
 static inline int tph_reap(int n, pid_t *pid, uint64_t dl)
 {
@@ -248,6 +266,8 @@ static inline int tph_reap(int n, pid_t *pid, uint64_t dl)
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
+    for (int r = 0; r < n; r++)
+        tph_unlink_shm(pid[r]);
     return bad ? -1 : 0;
 }
 
@@ -267,6 +287,7 @@ static inline int tp_harness_run(struct tp_harness *h, tp_harness_fn fn,
     h->open_ms_max = 0;
     h->desc[0] = '\0';
     fflush(NULL);
+    pid_t parent = getpid();
     for (int r = 0; r < n; r++) {
         if (pipe(up[r]) || pipe(down[r]))
             return -1;
@@ -274,6 +295,10 @@ static inline int tp_harness_run(struct tp_harness *h, tp_harness_fn fn,
         if (pid[r] < 0)
             return -1;
         if (pid[r] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent)
+                _exit(1);
+            alarm((unsigned)(h->timeout_ms / 1000 + 10));
             for (int k = 0; k <= r; k++) {
                 if (k != r) {
                     close(up[k][0]);
