@@ -61,12 +61,22 @@ start() {
     exit 1
 }
 
-run() { # LABEL CMD...: run, keep csv lines (relabelled), echo the table
-    local label=$1
-    shift
+# CPU seconds (user + system) a process has used so far.
+cpu_s() { awk -v t="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / t }' "/proc/$1/stat"; }
+
+run() { # LABEL SERVER_PID CMD...: run, keep csv lines, echo the table, and
+        # record the server's CPU time over the run
+    local label=$1 spid=$2
+    shift 2
     echo "\$ $*"
+    local c0
+    c0=$(cpu_s "$spid")
     "$@" --label "$label" 2>&1 | tee -a "$OUT/log" | grep -v '^csv,' || true
+    local c1
+    c1=$(cpu_s "$spid")
     grep "^csv,$label," "$OUT/log" >>"$CSV"
+    echo "cpu,$label,$(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }')" >>"$CSV"
+    echo "   (server CPU over the run: $(awk -v a="$c0" -v b="$c1" 'BEGIN { printf "%.2f", b - a }') s)"
 }
 
 hdr() { printf '\n== %s\n' "$*"; }
@@ -76,15 +86,19 @@ echo "build: $BUILD; N=$N N1=$N1 PY_N=$PY_N RDZV=$RDZV RDZV_PT=$RDZV_PT"
 
 start ours "$BIN/tcpstore-server" --host 127.0.0.1 --port 0 --log-level error
 OURS=$ADDR
+OURS_PID=${pids[-1]}
 start pytorch $PY tests/py/pt_server.py
 PT=$ADDR
+PT_PID=${pids[-1]}
 
-hdr "(a) tcpstore-bench, 100-byte values"
+hdr "(a) tcpstore-bench, 100-byte values, one op per run (server CPU measured)"
 for c in 1 50; do
     n=$([ "$c" = 1 ] && echo "$N1" || echo "$N")
-    run "ours-modern-c$c" "$BIN/tcpstore-bench" --addr "$OURS" -c "$c" -t set,get,add -d 100 -n "$n"
-    run "ours-legacy-c$c" "$BIN/tcpstore-bench" --addr "$OURS" --dialect legacy -c "$c" -t set,get,add -d 100 -n "$n"
-    run "pytorch-legacy-c$c" timeout "$PT_TIMEOUT" "$BIN/tcpstore-bench" --addr "$PT" --dialect legacy -c "$c" -t set,get,add -d 100 -n "$n"
+    for op in set get add; do
+        run "ours-modern-c$c-$op" "$OURS_PID" "$BIN/tcpstore-bench" --addr "$OURS" -c "$c" -t $op -d 100 -n "$n"
+        run "ours-legacy-c$c-$op" "$OURS_PID" "$BIN/tcpstore-bench" --addr "$OURS" --dialect legacy -c "$c" -t $op -d 100 -n "$n"
+        run "pytorch-legacy-c$c-$op" "$PT_PID" timeout "$PT_TIMEOUT" "$BIN/tcpstore-bench" --addr "$PT" --dialect legacy -c "$c" -t $op -d 100 -n "$n"
+    done
 done
 
 hdr "(b) PyTorch 1.13's Python client (1 and 8 processes)"
@@ -116,35 +130,42 @@ sockperf pp --tcp -i 127.0.0.1 -p "$SP" -t 5 -m 100 --full-rtt 2>&1 | sed 's/\x1
 RTT50=$(sed -n 's/.*percentile 50.000 = *\([0-9.]*\).*/\1/p' "$OUT/sockperf.txt")
 
 hdr "(e) rendezvous: set a 64-byte address, ADD a counter, fetch all"
-run "rdzv-ours-multi" "$BIN/tcpstore-bench" --addr "$OURS" --rendezvous "$RDZV"
-run "rdzv-ours-plain" "$BIN/tcpstore-bench" --addr "$OURS" --rendezvous "$RDZV" --plain
-run "rdzv-ours-legacy-plain" "$BIN/tcpstore-bench" --addr "$OURS" --dialect legacy --rendezvous "$RDZV" --plain
-run "rdzv-pytorch-plain" timeout "$PT_TIMEOUT" "$BIN/tcpstore-bench" --addr "$PT" --dialect legacy --rendezvous "$RDZV_PT" --plain
+run "rdzv-ours-multi" "$OURS_PID" "$BIN/tcpstore-bench" --addr "$OURS" --rendezvous "$RDZV"
+run "rdzv-ours-plain" "$OURS_PID" "$BIN/tcpstore-bench" --addr "$OURS" --rendezvous "$RDZV" --plain
+run "rdzv-ours-legacy-plain" "$OURS_PID" "$BIN/tcpstore-bench" --addr "$OURS" --dialect legacy --rendezvous "$RDZV" --plain
+run "rdzv-pytorch-plain" "$PT_PID" timeout "$PT_TIMEOUT" "$BIN/tcpstore-bench" --addr "$PT" --dialect legacy --rendezvous "$RDZV_PT" --plain
 
 hdr "summary"
 # csv: label,addr,dialect,clients,bytes,op,requests,seconds,ops,p50,p99
-ops() { awk -F, -v l="$1" -v o="$2" '$2==l && $7==o {print $10}' "$CSV"; }
-p50() { awk -F, -v l="$1" -v o="$2" '$2==l && $7==o {print $11}' "$CSV"; }
+# cpu: label,server_cpu_s
+col() { awk -F, -v l="$1" -v c="$2" '$1=="csv" && $2==l {print $c}' "$CSV"; }
+cpu() { awk -F, -v l="$1" '$1=="cpu" && $2==l {print $3}' "$CSV"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-rsec() { awk -F, -v l="$1" '$2==l {print $8}' "$CSV"; }
-printf '%-28s %12s %12s %8s\n' "50 clients, ops/s" "ours" "pytorch" "ratio"
-for op in set get add; do
-    o=$(ops ours-modern-c50 $op) p=$(ops pytorch-legacy-c50 $op)
-    printf '%-28s %12s %12s %8s\n' "$op (ours modern)" "$o" "$p" "$(ratio "$o" "$p")"
-    o=$(ops ours-legacy-c50 $op)
-    printf '%-28s %12s %12s %8s\n' "$op (ours, legacy dialect)" "$o" "$p" "$(ratio "$o" "$p")"
+us_op() { awk -v c="$(cpu "$1")" -v n="$(col "$1" 8)" 'BEGIN { if (n > 0) printf "%.1f", c * 1e6 / n; else print "n/a" }'; }
+printf '%-26s %10s %10s %6s | %s\n' "ops/s (c clients)" "ours" "pytorch" "ratio" \
+    "server CPU us/op: ours pytorch ratio"
+for c in 1 50; do
+    for op in set get add; do
+        for d in modern legacy; do
+            o=$(col "ours-$d-c$c-$op" 10) p=$(col "pytorch-legacy-c$c-$op" 10)
+            uo=$(us_op "ours-$d-c$c-$op") up=$(us_op "pytorch-legacy-c$c-$op")
+            printf '%-26s %10s %10s %6s | %6s %6s %6s\n' "$op c=$c (ours $d)" "$o" "$p" \
+                "$(ratio "$o" "$p")" "$uo" "$up" "$(ratio "$up" "$uo")"
+        done
+    done
 done
 rset=$(sed -n 's/^SET: \([0-9.]*\).*/\1/p' "$OUT/redis.txt")
 rget=$(sed -n 's/^GET: \([0-9.]*\).*/\1/p' "$OUT/redis.txt")
-printf '%-28s %12s %12s %8s\n' "set vs redis-benchmark" "$(ops ours-modern-c50 set)" "$rset" "$(ratio "$(ops ours-modern-c50 set)" "$rset")"
-printf '%-28s %12s %12s %8s\n' "get vs redis-benchmark" "$(ops ours-modern-c50 get)" "$rget" "$(ratio "$(ops ours-modern-c50 get)" "$rget")"
+printf 'redis-benchmark c=50: SET %s GET %s; ours modern c=50: set %s get %s (get ratio %s)\n' \
+    "$rset" "$rget" "$(col ours-modern-c50-set 10)" "$(col ours-modern-c50-get 10)" \
+    "$(ratio "$(col ours-modern-c50-get 10)" "$rget")"
 for op in get add; do
     printf '1-client %s p50 %s us; loopback RTT p50 %s us; ratio %s\n' "$op" \
-        "$(p50 ours-modern-c1 $op)" "$RTT50" "$(ratio "$(p50 ours-modern-c1 $op)" "$RTT50")"
+        "$(col ours-modern-c1-$op 11)" "$RTT50" "$(ratio "$(col ours-modern-c1-$op 11)" "$RTT50")"
 done
-m=$(rsec rdzv-ours-multi) pl=$(rsec rdzv-ours-plain) pt=$(rsec rdzv-pytorch-plain)
 printf 'rendezvous %d ranks: ours MULTI_GET %s s, ours plain %s s, ours legacy plain %s s\n' \
-    "$RDZV" "$m" "$pl" "$(rsec rdzv-ours-legacy-plain)"
+    "$RDZV" "$(col rdzv-ours-multi 8)" "$(col rdzv-ours-plain 8)" "$(col rdzv-ours-legacy-plain 8)"
+pt=$(col rdzv-pytorch-plain 8)
 if [ -n "$pt" ]; then
     ext=$(awk -v t="$pt" -v a="$RDZV_PT" -v b="$RDZV" 'BEGIN { printf "%.1f", t * (b / a) * (b / a) }')
     printf 'rendezvous pytorch plain: %d ranks %s s measured; %d ranks extrapolated (x N^2) %s s\n' \

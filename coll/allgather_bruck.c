@@ -16,19 +16,21 @@
 #include "coll_internal.h"
 
 int coll_bruck_all_gather(struct coll_run *run, const struct coll_view *v,
-                          void *buf, const struct coll_layout *l)
+                          void *buf, const struct coll_layout *l,
+                          const void *own)
 {
     int n = v->n, me = v->me;
-    if (n == 1)
+    unsigned char *b8 = buf;
+    size_t total = lay_range_bytes(l, 0, n), have = lay_bytes(l, me);
+    if (n == 1 || total == 0) {
+        if (own)
+            memcpy(b8 + lay_boff(l, me), own, have);
         return FCCL_OK;
-    size_t total = lay_range_bytes(l, 0, n);
-    if (total == 0)
-        return FCCL_OK;
-    unsigned char *tmp = cr_scratch(run, total), *b8 = buf;
+    }
+    unsigned char *tmp = cr_scratch(run, total);
     if (!tmp)
         return FCCL_ERR_NOMEM;
-    size_t have = lay_bytes(l, me);
-    memcpy(tmp, b8 + lay_boff(l, me), have);
+    memcpy(tmp, own ? own : b8 + lay_boff(l, me), have);
     uint32_t step = 0;
     for (int d = 1; d < n; d *= 2, step++) {
         int cnt = d < n - d ? d : n - d;
@@ -57,8 +59,6 @@ int coll_allgather_bruck(struct coll_run *run)
     struct coll_layout l = {a->counts ? LAY_V : LAY_EVEN, v.n,
                             fccl_dtype_size(a->dtype), a->count, a->counts,
                             a->displs};
-    unsigned char *mine = (unsigned char *)a->recvbuf + lay_boff(&l, v.me);
-    if (mine != a->sendbuf)
-        memmove(mine, a->sendbuf, lay_bytes(&l, v.me));
-    return coll_bruck_all_gather(run, &v, a->recvbuf, &l);
+    const void *own = coll_allgather_own(a, &l, v.me);
+    return coll_bruck_all_gather(run, &v, a->recvbuf, &l, own);
 }

@@ -68,14 +68,16 @@ static size_t ag_count_sends(const struct coll_layout *l, int me, size_t chunk)
 }
 
 int coll_ring_all_gather(struct coll_run *run, const struct coll_view *v,
-                         void *buf, const struct coll_layout *l)
+                         void *buf, const struct coll_layout *l,
+                         const void *own)
 {
     int n = v->n, me = v->me;
-    if (n == 1)
+    if (n == 1 || lay_range_bytes(l, 0, n) == 0) {
+        if (own)
+            memcpy((unsigned char *)buf + lay_boff(l, me), own, lay_bytes(l, me));
         return FCCL_OK;
+    }
     size_t total = lay_range_bytes(l, 0, n);
-    if (total == 0)
-        return FCCL_OK;
     size_t budget = run->nsteps > (uint32_t)n + 1 ? run->nsteps - (size_t)n : 1;
     struct ag_state s = {.run = run, .v = v, .buf = buf};
     s.chunk = cr_chunk(run, l->esize, total, budget);
@@ -90,11 +92,22 @@ int coll_ring_all_gather(struct coll_run *run, const struct coll_view *v,
     int rc = FCCL_OK;
     for (int j = 0; j < AG_WINDOW && rc >= 0; j++)
         rc = ag_post_recv(&s);
-    /* step 0: my own block */
-    struct chunk_it own = chunk_it_make(l, me, 1, s.chunk);
+    /* step 0: my own block, straight from where the caller has it; its
+     * local copy runs while the first chunks are on their way */
+    const unsigned char *src = own ? own : s.buf + lay_boff(l, me);
+    struct chunk_it oit = chunk_it_make(l, me, 1, s.chunk);
     struct chunk_item c;
-    while (rc >= 0 && chunk_it_next(&own, &c))
-        rc = ag_send(&s, c.off, c.len);
+    while (rc >= 0 && chunk_it_next(&oit, &c)) {
+        int rs = cr_isend(run, v, (me + 1) % n, (uint32_t)s.nsent,
+                          src + (c.off - lay_boff(l, me)), c.len,
+                          &s.sreq[s.nsent]);
+        if (rs < 0)
+            rc = rs;
+        else
+            s.nsent++;
+    }
+    if (rc >= 0 && own)
+        memcpy(s.buf + lay_boff(l, me), own, lay_bytes(l, me));
     for (size_t k = 0; rc >= 0 && k < s.nposted; k++) {
         int j = (int)(k % AG_WINDOW);
         struct chunk_item got = s.item[j];
@@ -111,8 +124,24 @@ int coll_ring_all_gather(struct coll_run *run, const struct coll_view *v,
     return rc < 0 ? rc : FCCL_OK;
 }
 
-/* all_gather / all_gather_v entry: my block goes to its place first
- * (memmove: in-place callers pass the same buffer). */
+const void *coll_allgather_own(const struct coll_args *a,
+                               const struct coll_layout *l, int me)
+{
+    unsigned char *out = a->recvbuf, *mine = out + lay_boff(l, me);
+    const unsigned char *in = a->sendbuf;
+    size_t len = lay_bytes(l, me), total = lay_range_bytes(l, 0, l->n);
+    if (in == mine || len == 0)
+        return NULL;
+    if (in < out + total && out < in + len) {
+        /* in place with my block at the start: move it before anything
+         * lands there */
+        memmove(mine, in, len);
+        return NULL;
+    }
+    return in;
+}
+
+/* all_gather / all_gather_v entry. */
 int coll_allgather_ring(struct coll_run *run)
 {
     const struct coll_args *a = run->a;
@@ -120,8 +149,6 @@ int coll_allgather_ring(struct coll_run *run)
     struct coll_layout l = {a->counts ? LAY_V : LAY_EVEN, v.n,
                             fccl_dtype_size(a->dtype), a->count, a->counts,
                             a->displs};
-    unsigned char *mine = (unsigned char *)a->recvbuf + lay_boff(&l, v.me);
-    if (mine != a->sendbuf)
-        memmove(mine, a->sendbuf, lay_bytes(&l, v.me));
-    return coll_ring_all_gather(run, &v, a->recvbuf, &l);
+    const void *own = coll_allgather_own(a, &l, v.me);
+    return coll_ring_all_gather(run, &v, a->recvbuf, &l, own);
 }

@@ -30,7 +30,7 @@ int coll_ring_all_reduce(struct coll_run *run, const struct coll_view *v,
     if (rc < 0)
         return rc;
     saved = cr_steps_push(run, half, run->nsteps - half);
-    rc = coll_ring_all_gather(run, v, dst, &l);
+    rc = coll_ring_all_gather(run, v, dst, &l, NULL);
     cr_steps_pop(run, saved);
     return rc;
 }

@@ -82,7 +82,7 @@ int coll_bcast_scatter_ag(struct coll_run *run)
     cr_steps_pop(run, saved);
     if (rc >= 0) {
         saved = cr_steps_push(run, STEP_AG, run->nsteps - STEP_AG);
-        rc = coll_ring_all_gather(run, &rv, a->recvbuf, &l);
+        rc = coll_ring_all_gather(run, &rv, a->recvbuf, &l, NULL);
         cr_steps_pop(run, saved);
     }
     free(map);

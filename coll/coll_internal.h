@@ -311,13 +311,21 @@ int coll_ring_reduce_scatter(struct coll_run *run, const struct coll_view *v,
                              const void *src, void *acc, void *dst,
                              const struct coll_layout *l, fccl_dtype_t dt,
                              fccl_redop_t op);
-/* Ring all-gather over v (allgather_ring.c): buf holds my block in place;
- * afterwards it holds every block. */
+/* Ring all-gather over v (allgather_ring.c): afterwards buf holds every
+ * block.  My block is read from `own` (and copied to its place while the
+ * transfers run) or, with own == NULL, is already in place in buf. */
 int coll_ring_all_gather(struct coll_run *run, const struct coll_view *v,
-                         void *buf, const struct coll_layout *l);
+                         void *buf, const struct coll_layout *l,
+                         const void *own);
 /* Bruck all-gather (allgather_bruck.c), same contract, log(n) rounds. */
 int coll_bruck_all_gather(struct coll_run *run, const struct coll_view *v,
-                          void *buf, const struct coll_layout *l);
+                          void *buf, const struct coll_layout *l,
+                          const void *own);
+/* Where the all_gather entry points find my block: the send buffer, or
+ * NULL when it is already in place (a block at the start of an in-place
+ * buffer is first moved to its slot). */
+const void *coll_allgather_own(const struct coll_args *a,
+                               const struct coll_layout *l, int me);
 /* Binomial-tree broadcast of len bytes from virtual rank root, pipelined
  * in chunks (bcast_binomial.c). */
 int coll_binomial_bcast(struct coll_run *run, const struct coll_view *v,

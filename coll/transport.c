@@ -240,8 +240,11 @@ int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
     if (rc == FCCL_OK) {
         tp->nranks = nranks;
         tp->my_rank = my_rank;
-    } else {
+        rc = tp_wire_start(tp);
+    }
+    if (rc < 0) {
         tp->peers = NULL;
+        tp->nranks = 0;
         free(peers);
     }
     pthread_mutex_unlock(&tp->lock);
@@ -274,9 +277,9 @@ static void read_error(struct fccl_tp *tp, struct tp_ep *e)
                      tp_fi_strerror((int)rc));
         return;
     }
-    struct tp_req *r = ee.op_context;
-    if (r && !(tp->nzombies && zombie_take(tp, r)))
-        tp_wire_on_err(tp, r, &ee);
+    void *ctx = ee.op_context;
+    if (ctx && !(tp->nzombies && zombie_take(tp, ctx)))
+        tp_wire_on_err(tp, e, ctx, &ee);
 }
 
 /* Read one endpoint's CQ until empty (bounded); returns completions. */
@@ -298,9 +301,9 @@ static int progress_ep(struct fccl_tp *tp, struct tp_ep *e)
             break;
         }
         for (ssize_t i = 0; i < n; i++) {
-            struct tp_req *r = ent[i].op_context;
-            if (r && !(tp->nzombies && zombie_take(tp, r)))
-                tp_wire_on_cq(tp, r, ent[i].len, ent[i].tag);
+            void *ctx = ent[i].op_context;
+            if (ctx && !(tp->nzombies && zombie_take(tp, ctx)))
+                tp_wire_on_cq(tp, e, ctx, ent[i].len, ent[i].tag);
         }
         total += (int)n;
         if (n < TP_CQ_BATCH)
@@ -377,7 +380,8 @@ static int start(struct fccl_tp *tp, int peer, uint64_t tag, const void *buf,
     r->off = r->len = r->olen = r->chunk = 0;
     r->mr = NULL;
     r->next = NULL;
-    r->queued = r->fi_err = r->status = r->mode = 0;
+    r->queued = r->fi_err = r->status = r->mode = r->phase = r->in_rv = 0;
+    r->rnext = NULL;
     atomic_store_explicit(&r->state, TP_REQ_PENDING, memory_order_relaxed);
     pthread_mutex_lock(&tp->lock);
     if (tp->nzombies) /* reused memory of an abandoned request */
@@ -473,9 +477,6 @@ static void abandon_locked(struct fccl_tp *tp, struct tp_req *r)
     }
     tp->zombies[tp->nzombies++] = r;
     tp->outstanding--;
-    struct tp_ep *e = &tp->eps[r->ep];
-    if (e->big_owner == r)
-        e->big_stuck = 1; /* its completion will never come: see wire */
     LOG_WARN("FABRIC", "rank %d: %s of %zu B could not be cancelled; "
              "abandoned", r->peer, r->is_send ? "send" : "recv", r->total);
     tp_wire_finish(tp, r, FCCL_ERR_ABORTED);
@@ -653,6 +654,8 @@ void tp_close(struct fccl_tp *tp)
                   tp->outstanding);
     for (int i = tp->nep - 1; i >= 0; i--)
         tp_ep_close(&tp->eps[i]);
+    if (tp->peers)
+        tp_wire_stop(tp);
     pthread_mutex_unlock(&tp->lock);
     pthread_mutex_destroy(&tp->lock);
     free(tp->peers);

@@ -14,17 +14,25 @@
  * once (completions found by any thread are credited to their owners).
  * Waits yield the CPU when nothing completes (oversubscribed hosts).
  *
- * Details (coll/transport.c has the reasons):
+ * Details (coll/transport*.c have the reasons):
  * - Matching uses directed receive (FI_DIRECTED_RECV, granted by shm,
- *   tcp;ofi_rxm, udp;ofi_rxd, sockets); a provider without it carries the
- *   source rank in the tag bits above TP_TAG_BITS (then at most 16 ranks).
- *   Two messages with the same (peer, tag) match receives in send order
- *   (FI_ORDER_SAS is requested; a provider without it is logged).
- * - A receive may be longer than the message (req->len tells the size),
- *   except for messages above the provider's max_msg_size (or
- *   opts.max_chunk): those are split into chunks and need the receive to be
- *   exactly as long, and must be alone in flight on their (peer, tag).
- *   A message longer than its receive fails it with FCCL_ERR_PROTOCOL.
+ *   tcp;ofi_rxm, udp;ofi_rxd, sockets) with exact tags; a provider without
+ *   it carries the source rank in the tag bits above TP_TAG_BITS (then at
+ *   most 16 ranks, no chunking).  Two messages with the same (peer, tag)
+ *   match receives in send order (FI_ORDER_SAS is requested; a provider
+ *   without it is logged).
+ * - A receive may be longer than its message (req->len tells the size),
+ *   except: above the provider's max_msg_size (or opts.max_chunk) both
+ *   sides split into chunks, so the lengths must match (a message ending
+ *   in a partial chunk also works), and a chunked message must be alone
+ *   in flight on its (peer, tag); on shm, a receive above 4 KiB for a
+ *   message of at most 4 KiB leaves a stray clear-to-send behind (harmless
+ *   but kept until tp_close).  A message longer than its receive fails it
+ *   with FCCL_ERR_PROTOCOL (on shm above 4 KiB: the send times out).
+ * - shm sends above 4 KiB wait for the receiver's clear-to-send (one small
+ *   message), because shm completes large sends in post order and one
+ *   unmatched send would otherwise hold back unrelated ones (deadlock
+ *   between groups driven from different threads).
  * - isend/irecv never block: a post the provider refuses for lack of queue
  *   entries (-FI_EAGAIN, or shm's -FI_ENOMEM) is queued and retried, in
  *   order, by whichever thread drives progress.
@@ -67,7 +75,10 @@ struct tp_req {
     struct tp_req *next;   /* post-retry queue link */
     int fi_err;            /* libfabric errno of a failed completion */
     int queued;            /* waiting in the post-retry queue */
-    int mode;              /* single message, chunked or eager pieces */
+    int mode;              /* single message or chunked */
+    int phase;             /* rendezvous step (shm: wait for clear-to-send) */
+    int in_rv;             /* on its peer's rendezvous-order list */
+    struct tp_req *rnext;  /* that list's link */
     size_t olen;           /* bytes that did not fit (truncation) */
 };
 

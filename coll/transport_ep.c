@@ -208,7 +208,7 @@ static void note_info(struct tp_ep *e, int granted)
     e->max_msg = i->ep_attr->max_msg_size ? i->ep_attr->max_msg_size
                                           : (size_t)1 << 30;
     e->inject_size = i->tx_attr->inject_size;
-    e->hol_tx = strcmp(e->prov, "shm") == 0;
+    e->rndv = strcmp(e->prov, "shm") == 0;
     if (!(granted & HINT_SAS))
         LOG_WARN("FABRIC", "%s: no send-after-send ordering: messages with "
                  "the same peer and tag may be matched out of order", e->prov);

@@ -23,10 +23,24 @@
 #define TP_MAX_EPS 2
 #define TP_PROV_MAX 64
 #define TP_ADDR_MAX 256
+#define TP_CTS_SLOTS 8 /* receives kept posted for clear-to-send messages */
 
 enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2 };
 
 struct tp_mr_cache; /* transport_mr.c */
+
+/* A receive kept posted for any peer's clear-to-send (transport_wire.c). */
+struct tp_cts_slot {
+    struct fi_context2 ctx;
+    uint64_t msg[2]; /* sender's rank, tag */
+    int posted;
+};
+
+/* A clear-to-send that came before its send was posted. */
+struct tp_early_cts {
+    uint64_t tag;
+    struct tp_early_cts *next;
+};
 
 /* One opened libfabric endpoint with its own fabric/domain/CQ/AV. */
 struct tp_ep {
@@ -47,11 +61,13 @@ struct tp_ep {
     size_t inject_size;
     struct tp_mr_cache *mrc;
     struct tp_req *rxq_head, *rxq_tail; /* receives waiting to be posted */
+    struct tp_req *ctsq_head, *ctsq_tail; /* posted receives whose
+                                             clear-to-send waits */
     size_t txq_count;            /* sends queued on this ep's peers */
-    int hol_tx;                  /* large sends complete in post order
+    int rndv;                    /* large sends wait for clear-to-send
                                     (shm): see transport_wire.c */
-    struct tp_req *big_owner;    /* the one large send in flight */
-    int big_stuck;               /* an abandoned large send never ends */
+    struct tp_cts_slot cts[TP_CTS_SLOTS];
+    int cts_unposted;            /* slots to post again (busy) */
 };
 
 /* How to reach one peer. */
@@ -59,6 +75,10 @@ struct tp_peer {
     int ep;          /* index into tp->eps */
     fi_addr_t addr;
     struct tp_req *txq_head, *txq_tail; /* sends waiting to be posted */
+    struct tp_req *rv_head;      /* sends waiting for clear-to-send, and
+                                    later sends held behind them (same
+                                    tag), in post order */
+    struct tp_early_cts *early;  /* clear-to-sends not yet claimed */
 };
 
 struct fccl_tp {
@@ -99,9 +119,11 @@ int tp_wire_submit(struct fccl_tp *tp, struct tp_req *r);
 void tp_wire_finish(struct fccl_tp *tp, struct tp_req *r, int status);
 int tp_wire_unqueue(struct fccl_tp *tp, struct tp_req *r);
 void tp_wire_drain(struct fccl_tp *tp, struct tp_ep *e);
-void tp_wire_on_cq(struct fccl_tp *tp, struct tp_req *r, size_t len,
-                   uint64_t tag);
-void tp_wire_on_err(struct fccl_tp *tp, struct tp_req *r,
+int tp_wire_start(struct fccl_tp *tp);
+void tp_wire_stop(struct fccl_tp *tp);
+void tp_wire_on_cq(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
+                   size_t len, uint64_t tag);
+void tp_wire_on_err(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
                     const struct fi_cq_err_entry *ee);
 
 /* transport_mr.c: descriptor for [buf, buf+len) on endpoint e, registering

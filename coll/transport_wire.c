@@ -3,26 +3,38 @@
  * how completions are credited, and the retry queues.  All functions run
  * under tp->lock.
  *
- * One request is usually one tagged message.  It becomes several when
- *  - it is longer than the endpoint's max_msg_size (or opts.max_chunk):
- *    "chunked", each chunk posted when the previous one completed; or
- *  - it is an shm send above the inject size while another such send is
- *    still unmatched: "eager", fi_tinject pieces of the inject size.
- *    Why: shm reports the completions of its large (CMA/SAR) sends in the
- *    order they were posted, so one unmatched large send holds back the
- *    completion of every later one from the process, to any peer.  With
- *    groups driven from several threads that closes a wait cycle (thread A
- *    waits for a send that is done but unreported; the peer that would
- *    match the older send waits on thread A's group).  So at most one
- *    large shm send per endpoint is in flight; the others travel as
- *    injected pieces, which complete at once and never wait for a reply.
- * Pieces carry TP_CHUNK_BIT in the tag's reserved bits, the final one also
- * TP_LAST_BIT.  A receive always matches with those two bits ignored and
- * posts (the rest of) its buffer; a completion with CHUNK but not LAST
- * asks for the next piece.  So the receiver never needs to know how the
- * sender split the message, and a receive may always be longer than the
- * message.  Pieces of two messages on the same (peer, tag) could mix: such
- * a pair must not be in flight at once (collective tags never are).
+ * Clear-to-send on shm.  shm reports the completions of its large sends
+ * (above the 4 KiB inject size: CMA or SAR) in the order they were posted,
+ * so one large send that the peer has not matched yet holds back the
+ * completion of every later large send of the process, to any peer.  With
+ * groups driven from several threads that closes a wait cycle: thread A
+ * waits for a send that is done but unreported, while the peer that would
+ * match the older send waits on thread A's group.  (Sending such messages
+ * as injected pieces instead floods shm's unexpected-message pool, which
+ * libfabric 1.17 does not survive.)  So on shm a large send first waits
+ * for a clear-to-send: the receiver, once its receive is posted, injects
+ * a 16-byte message (its rank and the tag) tagged exactly TP_CTS_BIT;
+ * only then is the data sent, so it is matched on arrival and its
+ * completion follows promptly.  Clear-to-sends land in TP_CTS_SLOTS
+ * receives kept posted for any source (so a send never needs a receive
+ * entry of its own, which could starve behind data receives), and are
+ * paired in software with the first send waiting on that (peer, tag), or
+ * kept until it is posted.  Cost: one small message per message above
+ * 4 KiB.  No receive uses an ignore mask: shm 1.17 does not apply one
+ * correctly to messages that arrived before the receive.  Per-tag order: a later send on the same (peer, tag) is
+ * held until the waiting one has gone (it must not overtake it); sends on
+ * other tags are not held.  Both sides decide by their own length, so a
+ * receive above
+ * 4 KiB for a message of at most 4 KiB leaves a stray clear-to-send
+ * behind; fccl always receives exact sizes.
+ *
+ * Chunking.  A message longer than the endpoint's max_msg_size (or
+ * opts.max_chunk) travels as chunks of that size, each posted when the
+ * previous one completed, tagged TP_CHUNK_BIT | tag.  The receiver splits
+ * its buffer the same way, so a chunked transfer needs the receive to be
+ * as long as the message (a short final chunk also ends it early).
+ * Chunks of two messages on one (peer, tag) would mix: a chunked message
+ * must be alone in flight on its (peer, tag) (collective tags always are).
  *
  * Retry queues: a post refused for lack of queue entries (-FI_EAGAIN, or
  * -FI_ENOMEM from shm's receive queue) waits in a FIFO: per peer for
@@ -31,17 +43,21 @@
  * order; progress drains them.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "err.h"
 #include "log.h"
 #include "transport_int.h"
 
-#define TP_CHUNK_BIT (1ull << 63)
-#define TP_LAST_BIT (1ull << 62)
+#define TP_CTS_BIT (1ull << 63)
+#define TP_CHUNK_BIT (1ull << 62)
 #define TP_POST_TRIES 8 /* busy retries (with progress) before queueing */
 
-enum { MODE_SINGLE = 0, MODE_CHUNKED, MODE_EAGER };
+enum { MODE_SINGLE = 0, MODE_CHUNKED };
+/* Request phases: a send waits for clear-to-send, then sends data; a
+ * receive posts its buffer, then tells the sender to go. */
+enum { PH_DATA = 0, PH_WAIT_CTS, PH_SEND_CTS, PH_HELD };
 
 size_t tp_chunk_limit(const struct fccl_tp *tp, const struct tp_ep *e)
 {
@@ -58,12 +74,22 @@ static int busy(ssize_t rc)
     return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
 }
 
+/* Does a message of this length on e use the clear-to-send handshake? */
+static int needs_cts(const struct tp_ep *e, size_t len)
+{
+    return e->rndv && e->directed && len > e->inject_size;
+}
+
+static void rv_release(struct fccl_tp *tp, int peer, uint64_t tag);
+static void rv_remove(struct fccl_tp *tp, struct tp_req *r);
+
 void tp_wire_finish(struct fccl_tp *tp, struct tp_req *r, int status)
 {
-    struct tp_ep *e = &tp->eps[r->ep];
-    if (e->big_owner == r)
-        e->big_owner = NULL;
-    tp_mr_put(e, r->mr);
+    if (r->in_rv) {
+        rv_remove(tp, r);
+        rv_release(tp, r->peer, r->tag);
+    }
+    tp_mr_put(&tp->eps[r->ep], r->mr);
     r->mr = NULL;
     r->status = status;
     atomic_store_explicit(&r->state, status ? TP_REQ_ERROR : TP_REQ_DONE,
@@ -74,16 +100,22 @@ void tp_wire_finish(struct fccl_tp *tp, struct tp_req *r, int status)
 /* Retry queues                                                       */
 /* ------------------------------------------------------------------ */
 
+/* A clear-to-send waits in its own queue: it needs no receive entry, so
+ * it must not stand behind receives that wait for one. */
 static struct tp_req **q_head(struct fccl_tp *tp, struct tp_req *r)
 {
-    return r->is_send ? &tp->peers[r->peer].txq_head
-                      : &tp->eps[r->ep].rxq_head;
+    if (r->is_send)
+        return &tp->peers[r->peer].txq_head;
+    return r->phase == PH_SEND_CTS ? &tp->eps[r->ep].ctsq_head
+                                   : &tp->eps[r->ep].rxq_head;
 }
 
 static struct tp_req **q_tail(struct fccl_tp *tp, struct tp_req *r)
 {
-    return r->is_send ? &tp->peers[r->peer].txq_tail
-                      : &tp->eps[r->ep].rxq_tail;
+    if (r->is_send)
+        return &tp->peers[r->peer].txq_tail;
+    return r->phase == PH_SEND_CTS ? &tp->eps[r->ep].ctsq_tail
+                                   : &tp->eps[r->ep].rxq_tail;
 }
 
 static void q_push(struct fccl_tp *tp, struct tp_req *r, int front)
@@ -128,11 +160,22 @@ static void q_pop(struct fccl_tp *tp, struct tp_req *r)
     }
 }
 
+/* Drop r from its retry queue.  1 if r was not in the provider (now
+ * finished as aborted); a receive queued just for its clear-to-send is
+ * posted, so the caller must cancel it in the provider too (0). */
 int tp_wire_unqueue(struct fccl_tp *tp, struct tp_req *r)
 {
+    if (r->phase == PH_HELD || r->phase == PH_WAIT_CTS) {
+        if (r->queued)
+            q_pop(tp, r);
+        tp_wire_finish(tp, r, FCCL_ERR_ABORTED);
+        return 1;
+    }
     if (!r->queued)
         return 0;
     q_pop(tp, r);
+    if (r->phase == PH_SEND_CTS)
+        return 0;
     tp_wire_finish(tp, r, FCCL_ERR_ABORTED);
     return 1;
 }
@@ -144,50 +187,35 @@ int tp_wire_unqueue(struct fccl_tp *tp, struct tp_req *r)
 static ssize_t post_recv(struct fccl_tp *tp, struct tp_ep *e,
                          struct tp_req *r, fi_addr_t fa)
 {
-    r->chunk = min_sz(r->total - r->off, tp_chunk_limit(tp, e));
-    uint64_t ignore = e->directed ? TP_CHUNK_BIT | TP_LAST_BIT : 0;
-    return fi_trecv(e->ep, r->buf + r->off, r->chunk, tp_mr_desc(r->mr),
-                    e->directed ? fa : FI_ADDR_UNSPEC, r->tag, ignore,
-                    r->fi_ctx);
-}
-
-/* Inject pieces until done (1) or the provider pushes back (busy). */
-static ssize_t post_eager(struct fccl_tp *tp, struct tp_ep *e,
-                          struct tp_req *r, fi_addr_t fa)
-{
-    while (r->off < r->total) {
-        size_t n = min_sz(e->inject_size, r->total - r->off);
-        uint64_t tag = r->tag | TP_CHUNK_BIT |
-                       (r->off + n == r->total ? TP_LAST_BIT : 0);
-        ssize_t rc = fi_tinject(e->ep, r->buf + r->off, n, fa, tag);
-        if (rc) {
-            LOG_TRACE("FABRIC", "rank %d: eager piece at %zu of %zu: %s",
-                      r->peer, r->off, r->total, tp_fi_strerror((int)rc));
-            return rc;
-        }
-        r->off += n;
-        atomic_fetch_add(&tp->st_chunks, 1);
+    if (r->phase == PH_SEND_CTS) {
+        uint64_t msg[2] = {(uint64_t)tp->my_rank, r->tag};
+        ssize_t rc = fi_tinject(e->ep, msg, sizeof(msg), fa, TP_CTS_BIT);
+        return rc == 0 ? 2 : rc; /* phase changes once off its queue */
     }
-    return 1;
+    size_t lim = tp_chunk_limit(tp, e);
+    uint64_t tag = r->tag | (r->total > lim ? TP_CHUNK_BIT : 0);
+    r->chunk = min_sz(r->total - r->off, lim);
+    return fi_trecv(e->ep, r->buf + r->off, r->chunk, tp_mr_desc(r->mr),
+                    e->directed ? fa : FI_ADDR_UNSPEC, tag, 0, r->fi_ctx);
 }
 
-/* Post r's next wire message(s): 0 posted, 1 completed inline, or a
- * negative fi errno (busy() ones are retried later). */
+/* Post r's next wire message: 0 posted, 1 completed inline (inject), 2
+ * clear-to-send injected (no new operation), or a negative fi errno
+ * (busy() ones are retried later). */
 static ssize_t post_wire(struct fccl_tp *tp, struct tp_req *r)
 {
     struct tp_ep *e = &tp->eps[r->ep];
     fi_addr_t fa = tp->peers[r->peer].addr;
     if (!r->is_send)
         return post_recv(tp, e, r, fa);
-    if (r->mode == MODE_EAGER)
-        return post_eager(tp, e, r, fa);
     if (r->mode == MODE_CHUNKED) {
         r->chunk = min_sz(r->total - r->off, tp_chunk_limit(tp, e));
-        uint64_t tag = r->tag | TP_CHUNK_BIT |
-                       (r->off + r->chunk == r->total ? TP_LAST_BIT : 0);
-        atomic_fetch_add(&tp->st_chunks, 1);
-        return fi_tsend(e->ep, r->buf + r->off, r->chunk, tp_mr_desc(r->mr),
-                        fa, tag, r->fi_ctx);
+        ssize_t rc = fi_tsend(e->ep, r->buf + r->off, r->chunk,
+                              tp_mr_desc(r->mr), fa, r->tag | TP_CHUNK_BIT,
+                              r->fi_ctx);
+        if (rc == 0)
+            atomic_fetch_add(&tp->st_chunks, 1);
+        return rc;
     }
     r->chunk = r->total;
     if (r->total <= e->inject_size) {
@@ -198,26 +226,48 @@ static ssize_t post_wire(struct fccl_tp *tp, struct tp_req *r)
                     r->fi_ctx);
 }
 
+static void post_failed(struct fccl_tp *tp, struct tp_req *r, ssize_t rc)
+{
+    LOG_DEBUG("FABRIC", "%s: rank %d: %s %zu B: %s", tp->eps[r->ep].prov,
+              r->peer, r->is_send ? "send" : "recv", r->total,
+              tp_fi_strerror((int)rc));
+    r->fi_err = (int)-rc;
+    tp_wire_finish(tp, r, FCCL_ERR_FABRIC);
+}
+
 /* Outcome of a post that was not busy().  A failure is recorded in the
  * request only: this may run in another thread's progress call, so the
- * thread-local message is left to the request's waiter. */
+ * thread-local message is left to the request's waiter.  A receive that
+ * owes a clear-to-send stays (or goes) at the back of its queue. */
 static int posted(struct fccl_tp *tp, struct tp_req *r, ssize_t rc)
 {
-    if (rc == 0) {
-        tp->outstanding++;
-        return FCCL_OK;
+    if (rc < 0) {
+        post_failed(tp, r, rc);
+        return FCCL_ERR_FABRIC;
     }
     if (rc == 1) {
         r->off = r->len = r->total;
         tp_wire_finish(tp, r, FCCL_OK);
         return FCCL_OK;
     }
-    LOG_DEBUG("FABRIC", "%s: rank %d: %s %zu B: %s", tp->eps[r->ep].prov,
-              r->peer, r->is_send ? "send" : "recv", r->chunk,
-              tp_fi_strerror((int)rc));
-    r->fi_err = (int)-rc;
-    tp_wire_finish(tp, r, FCCL_ERR_FABRIC);
-    return FCCL_ERR_FABRIC;
+    if (rc == 2) { /* clear-to-send went out */
+        r->phase = PH_DATA;
+        return FCCL_OK;
+    }
+    tp->outstanding++;
+    if (!r->is_send && r->off == 0 && needs_cts(&tp->eps[r->ep], r->total)) {
+        r->phase = PH_SEND_CTS;
+        ssize_t c = post_wire(tp, r);
+        if (busy(c)) {
+            q_push(tp, r, 0);
+            return FCCL_OK;
+        }
+        r->phase = PH_DATA;
+        if (c < 0)
+            LOG_WARN("FABRIC", "rank %d: clear-to-send: %s", r->peer,
+                     tp_fi_strerror((int)c));
+    }
+    return FCCL_OK;
 }
 
 /* Post again, or go to the front of the queue (the message has started,
@@ -245,8 +295,13 @@ static void drain(struct fccl_tp *tp, struct tp_req **head)
     }
 }
 
+static void post_cts_slots(struct tp_ep *e);
+
 void tp_wire_drain(struct fccl_tp *tp, struct tp_ep *e)
 {
+    if (e->cts_unposted)
+        post_cts_slots(e);
+    drain(tp, &e->ctsq_head);
     drain(tp, &e->rxq_head);
     if (!e->txq_count)
         return;
@@ -256,37 +311,219 @@ void tp_wire_drain(struct fccl_tp *tp, struct tp_ep *e)
 }
 
 /* ------------------------------------------------------------------ */
+/* Rendezvous order (per peer, see the top of the file)               */
+/* ------------------------------------------------------------------ */
+
+static int rv_has_tag(const struct tp_peer *p, uint64_t tag)
+{
+    for (const struct tp_req *q = p->rv_head; q; q = q->rnext)
+        if (q->tag == tag)
+            return 1;
+    return 0;
+}
+
+static void rv_append(struct fccl_tp *tp, struct tp_req *r)
+{
+    struct tp_req **pp = &tp->peers[r->peer].rv_head;
+    while (*pp)
+        pp = &(*pp)->rnext;
+    r->rnext = NULL;
+    r->in_rv = 1;
+    *pp = r;
+}
+
+static void rv_remove(struct fccl_tp *tp, struct tp_req *r)
+{
+    for (struct tp_req **pp = &tp->peers[r->peer].rv_head; *pp;
+         pp = &(*pp)->rnext) {
+        if (*pp == r) {
+            *pp = r->rnext;
+            break;
+        }
+    }
+    r->rnext = NULL;
+    r->in_rv = 0;
+}
+
+/* Claim a clear-to-send that arrived before its send. */
+static int early_take(struct tp_peer *p, uint64_t tag)
+{
+    for (struct tp_early_cts **pp = &p->early; *pp; pp = &(*pp)->next) {
+        if ((*pp)->tag == tag) {
+            struct tp_early_cts *c = *pp;
+            *pp = c->next;
+            free(c);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Post r now, or behind what is already queued for its peer. */
+static void post_or_queue(struct fccl_tp *tp, struct tp_req *r)
+{
+    if (*q_head(tp, r)) {
+        q_push(tp, r, 0);
+        return;
+    }
+    ssize_t rc = post_wire(tp, r);
+    if (busy(rc))
+        q_push(tp, r, 0);
+    else
+        posted(tp, r, rc);
+}
+
+/* The first same-tag entry left the list: start the held ones in order,
+ * up to the next one that must wait for its own clear-to-send. */
+static void rv_release(struct fccl_tp *tp, int peer, uint64_t tag)
+{
+    struct tp_req *q = tp->peers[peer].rv_head;
+    while (q) {
+        struct tp_req *nx = q->rnext;
+        if (q->tag != tag) {
+            q = nx;
+            continue;
+        }
+        if (q->phase != PH_HELD)
+            return;
+        if (needs_cts(&tp->eps[q->ep], q->total) &&
+            !early_take(&tp->peers[peer], tag)) {
+            q->phase = PH_WAIT_CTS; /* stays first on the list */
+            return;
+        }
+        rv_remove(tp, q);
+        q->phase = PH_DATA;
+        post_or_queue(tp, q);
+        q = nx;
+    }
+}
+
+/* ------------------------------------------------------------------ */
 /* Completions                                                        */
 /* ------------------------------------------------------------------ */
 
-void tp_wire_on_cq(struct fccl_tp *tp, struct tp_req *r, size_t len,
-                   uint64_t tag)
+/* (Re)post the clear-to-send receives; keep count of the refused ones. */
+static void post_cts_slots(struct tp_ep *e)
 {
-    tp->outstanding--;
-    if (r->is_send) {
-        r->off += r->chunk;
-        if (r->mode == MODE_CHUNKED && r->off < r->total) {
-            continue_req(tp, r);
-            return;
-        }
-        r->len = r->off;
-        tp_wire_finish(tp, r, FCCL_OK);
+    e->cts_unposted = 0;
+    for (int i = 0; i < TP_CTS_SLOTS; i++) {
+        struct tp_cts_slot *c = &e->cts[i];
+        if (c->posted)
+            continue;
+        ssize_t rc = fi_trecv(e->ep, c->msg, sizeof(c->msg), NULL,
+                              FI_ADDR_UNSPEC, TP_CTS_BIT, 0, &c->ctx);
+        if (rc == 0)
+            c->posted = 1;
+        else
+            e->cts_unposted++;
+    }
+}
+
+int tp_wire_start(struct fccl_tp *tp)
+{
+    for (int i = 0; i < tp->nep; i++) {
+        struct tp_ep *e = &tp->eps[i];
+        if (!e->rndv || !e->directed)
+            continue;
+        for (int k = 0; k < TP_CTS_SLOTS; k++)
+            e->cts[k].posted = 0;
+        post_cts_slots(e);
+        if (e->cts_unposted == TP_CTS_SLOTS)
+            return fccl_err(FCCL_ERR_FABRIC, "transport: %s: cannot post "
+                            "clear-to-send receives", e->prov);
+    }
+    return FCCL_OK;
+}
+
+void tp_wire_stop(struct fccl_tp *tp)
+{
+    for (int p = 0; p < tp->nranks; p++)
+        while (tp->peers[p].early)
+            early_take(&tp->peers[p], tp->peers[p].early->tag);
+}
+
+static struct tp_cts_slot *cts_slot(struct tp_ep *e, void *ctx)
+{
+    if (!e->rndv || (char *)ctx < (char *)e->cts ||
+        (char *)ctx >= (char *)(e->cts + TP_CTS_SLOTS))
+        return NULL;
+    return (struct tp_cts_slot *)ctx;
+}
+
+/* The receiver of (peer, tag) is ready: start the first send waiting for
+ * it, or keep the news for the send still to come. */
+static void on_cts(struct fccl_tp *tp, struct tp_ep *e,
+                   struct tp_cts_slot *c)
+{
+    uint64_t peer = c->msg[0], tag = c->msg[1];
+    c->posted = 0;
+    post_cts_slots(e);
+    if (peer >= (uint64_t)tp->nranks) {
+        LOG_WARN("FABRIC", "%s: clear-to-send from unknown rank %llu",
+                 e->prov, (unsigned long long)peer);
         return;
     }
-    r->off += len;
-    int more = (tag & TP_CHUNK_BIT) && !(tag & TP_LAST_BIT);
-    LOG_TRACE("FABRIC", "rank %d: recv piece %zu B tag 0x%llx, %zu of %zu",
-              r->peer, len, (unsigned long long)tag, r->off, r->total);
-    if (more && r->off < r->total) {
+    struct tp_peer *p = &tp->peers[peer];
+    for (struct tp_req *r = p->rv_head; r; r = r->rnext) {
+        if (r->tag != tag)
+            continue;
+        if (r->phase != PH_WAIT_CTS)
+            break;
+        r->phase = PH_DATA;
+        rv_remove(tp, r);
+        post_or_queue(tp, r);
+        rv_release(tp, (int)peer, tag);
+        return;
+    }
+    struct tp_early_cts *n = malloc(sizeof(*n));
+    if (!n) {
+        LOG_ERROR("FABRIC", "rank %llu: clear-to-send lost (out of memory)",
+                  (unsigned long long)peer);
+        return;
+    }
+    n->tag = tag;
+    n->next = NULL;
+    struct tp_early_cts **pp = &p->early;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = n;
+}
+
+static void send_done(struct fccl_tp *tp, struct tp_req *r)
+{
+    r->off += r->chunk;
+    if (r->mode == MODE_CHUNKED && r->off < r->total) {
         continue_req(tp, r);
         return;
     }
     r->len = r->off;
-    if (more) { /* the sender has more than fits */
-        r->fi_err = FI_ETRUNC;
-        tp_wire_finish(tp, r, FCCL_ERR_PROTOCOL);
+    tp_wire_finish(tp, r, FCCL_OK);
+}
+
+void tp_wire_on_cq(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
+                   size_t len, uint64_t tag)
+{
+    struct tp_cts_slot *c = cts_slot(e, ctx);
+    if (c) {
+        on_cts(tp, e, c);
         return;
     }
+    struct tp_req *r = ctx;
+    tp->outstanding--;
+    if (r->is_send) {
+        send_done(tp, r);
+        return;
+    }
+    (void)tag;
+    r->off += len;
+    /* Chunked: a full chunk short of the end asks for the next one. */
+    if (len == r->chunk && r->off < r->total) {
+        continue_req(tp, r);
+        return;
+    }
+    r->len = r->off;
+    if (r->queued) /* its clear-to-send was never sent: moot now */
+        q_pop(tp, r);
     tp_wire_finish(tp, r, FCCL_OK);
 }
 
@@ -306,13 +543,22 @@ static int status_of_fi_err(int err)
     return FCCL_ERR_FABRIC;
 }
 
-void tp_wire_on_err(struct fccl_tp *tp, struct tp_req *r,
+void tp_wire_on_err(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
                     const struct fi_cq_err_entry *ee)
 {
+    struct tp_cts_slot *c = cts_slot(e, ctx);
+    if (c) { /* cancelled at close, or a malformed clear-to-send */
+        c->posted = 0;
+        if (ee->err != FI_ECANCELED && ee->err != -FI_ECANCELED)
+            post_cts_slots(e);
+        return;
+    }
+    struct tp_req *r = ctx;
     tp->outstanding--;
+    if (r->queued)
+        q_pop(tp, r);
     r->fi_err = ee->err < 0 ? -ee->err : ee->err; /* shm reports it negated */
-    /* The overflow is exact only for a single message (not every
-     * provider reports it; 0 = unknown). */
+    /* The overflow is exact only for a single message (0 = unknown). */
     r->olen = ee->tag & TP_CHUNK_BIT ? 0 : ee->olen;
     r->len = r->off + ee->len;
     LOG_DEBUG("FABRIC", "%s: rank %d %s failed: %s", tp->eps[r->ep].prov,
@@ -325,35 +571,37 @@ void tp_wire_on_err(struct fccl_tp *tp, struct tp_req *r,
 /* Starting a request                                                 */
 /* ------------------------------------------------------------------ */
 
-/* How a send travels (see the top of the file). */
-static int send_mode(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r)
+static int plan_send(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r)
 {
-    int big = e->hol_tx && r->total > e->inject_size && e->inject_size;
-    if (big && e->directed && (e->big_owner || e->big_stuck))
-        return MODE_EAGER;
-    int mode = MODE_SINGLE;
+    r->mode = MODE_SINGLE;
     if (r->total > tp_chunk_limit(tp, e)) {
         if (!e->directed)
             return fccl_err(FCCL_ERR_INVALID, "tp_isend: rank %d: %zu B "
                             "exceeds %s's %zu B message limit", r->peer,
                             r->total, e->prov, tp_chunk_limit(tp, e));
-        mode = MODE_CHUNKED; /* its chunks go one at a time */
+        r->mode = MODE_CHUNKED;
     }
-    if (big)
-        e->big_owner = r;
-    return mode;
+    struct tp_peer *p = &tp->peers[r->peer];
+    r->phase = PH_DATA;
+    if (p->rv_head && rv_has_tag(p, r->tag))
+        r->phase = PH_HELD; /* must not overtake a same-tag send */
+    else if (needs_cts(e, r->total) && !early_take(p, r->tag))
+        r->phase = PH_WAIT_CTS;
+    if (r->phase != PH_DATA)
+        rv_append(tp, r);
+    return FCCL_OK;
 }
 
 int tp_wire_submit(struct fccl_tp *tp, struct tp_req *r)
 {
-    struct tp_ep *e = &tp->eps[r->ep];
     if (r->is_send) {
-        int mode = send_mode(tp, e, r);
-        if (mode < 0) {
-            tp_wire_finish(tp, r, mode);
-            return mode;
+        int rc = plan_send(tp, &tp->eps[r->ep], r);
+        if (rc < 0) {
+            tp_wire_finish(tp, r, rc);
+            return rc;
         }
-        r->mode = mode;
+        if (r->phase != PH_DATA) /* held, or waiting for clear-to-send */
+            return FCCL_OK;
     }
     if (!*q_head(tp, r)) {
         for (int i = 0; i < TP_POST_TRIES; i++) {

@@ -129,10 +129,14 @@ static inline int pu_count(const char *out, const char *needle)
  * code under test). */
 static inline void pu_sha1(const char *s, char hex[41])
 {
-    char cmd[512], *out = NULL;
-    snprintf(cmd, sizeof(cmd), "printf %%s \"%s\" | sha1sum", s);
+    size_t len = strlen(s) + 32;
+    char *cmd = malloc(len), *out = NULL;
+    snprintf(cmd, len, "printf %%s \"%s\" | sha1sum", s);
     pu_run(cmd, 10, &out);
-    snprintf(hex, 41, "%.40s", out ? out : "");
+    free(cmd);
+    memset(hex, 0, 41);
+    if (out && strlen(out) >= 40)
+        memcpy(hex, out, 40);
     free(out);
 }
 
