@@ -19,6 +19,11 @@
 #                loading libfabric costs N processes (pre-main)
 #   floor-shm    N concurrent "fabric_floor shm": load + fi_getinfo + open
 #                and enable an shm endpoint, the libfabric floor of a job
+#   fccl-noksyms, floor-noksyms: fccl and floor-shm with an LD_PRELOAD shim
+#                (built here) that turns libfabric's fopen("/proc/kallsyms")
+#                into /dev/null: an experiment measuring what the two
+#                kallsyms scans inside the first fi_getinfo cost (they look
+#                for kernel peer-memory/dmabuf symbols; nothing here uses them)
 # (torchrun also gets "--redirects 2 --tee 2": torch 1.13 crashes on its own
 # "0" defaults under Python 3.11.)  Then, once per N, each system's -v run
 # for the inside view (last rank's arrival -> init done, per-phase times),
@@ -33,7 +38,7 @@ set -u
 BUILD=${1:-build}
 NS=${NS:-2 8 32 64}
 RUNS=${RUNS:-3}
-SYSTEMS=${SYSTEMS:-fccl torchrun torchrun-mi gloo-spawn ompi mpich floor-noop floor-shm}
+SYSTEMS=${SYSTEMS:-fccl torchrun torchrun-mi gloo-spawn ompi mpich floor-noop floor-shm fccl-noksyms floor-noksyms}
 TIMEOUT=${TIMEOUT:-300}
 OUT=${OUT:-$BUILD/bench/bootstrap-results}
 PY=/usr/bin/python3
@@ -59,6 +64,28 @@ EOF
     chmod +x "$OUT/floor.sh"
 }
 
+# The kallsyms experiment's shim: fopen("/proc/kallsyms") opens /dev/null.
+write_shim() {
+    cat >"$OUT/nokallsyms.c" <<'EOF'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+static FILE *(*real_fopen)(const char *, const char *);
+FILE *fopen(const char *path, const char *mode)
+{
+    if (!real_fopen)
+        real_fopen = (FILE *(*)(const char *, const char *))dlsym(RTLD_NEXT, "fopen");
+    if (path && strcmp(path, "/proc/kallsyms") == 0)
+        path = "/dev/null";
+    return real_fopen(path, mode);
+}
+FILE *fopen64(const char *path, const char *mode) { return fopen(path, mode); }
+EOF
+    cc -O2 -shared -fPIC -o "$OUT/nokallsyms.so" "$OUT/nokallsyms.c" -ldl ||
+        die "cannot build the kallsyms shim"
+}
+
 build_mpi() {
     mpicc.openmpi -O2 -o "$OUT/mpi_init_barrier.openmpi" \
         "$HERE/mpi_init_barrier.c" || die "mpicc.openmpi failed"
@@ -82,6 +109,9 @@ cmd_for() {
     mpich) echo "mpirun.mpich -n $n $OUT/mpi_init_barrier.mpich $extra" ;;
     floor-noop) echo "$OUT/floor.sh $n --noop" ;;
     floor-shm) echo "$OUT/floor.sh $n shm" ;;
+    fccl-noksyms) echo "env LD_PRELOAD=$OUT/nokallsyms.so" \
+        "$BUILD/bin/fccl-run -n $n $BUILD/bench/init_barrier $extra" ;;
+    floor-noksyms) echo "env LD_PRELOAD=$OUT/nokallsyms.so $OUT/floor.sh $n shm" ;;
     *) die "unknown system $sys" ;;
     esac
 }
@@ -164,6 +194,7 @@ inside_view() {
     for n in $NS; do
         for sys in $SYSTEMS; do
             case $sys in torchrun | floor-*) continue ;; esac
+            [ "$sys" = fccl-noksyms ] && [ "$n" -lt 32 ] && continue
             local log="$OUT/$sys-n$n-verbose.log" line
             # shellcheck disable=SC2046
             wall "$log" $(cmd_for "$sys" "$n" -v) >/dev/null
@@ -321,6 +352,7 @@ machine() {
     die "build $BUILD first (make BUILD=$BUILD all)"
 build_mpi
 write_floor
+write_shim
 echo "## Bootstrap run ($(machine))"
 echo
 echo "### Launcher wall time, init + barrier + finalize (median of $RUNS)"

@@ -81,6 +81,8 @@ static void usage(FILE *f)
             "  --fake-nodes K      testing: pretend the ranks are spread over "
             "K hosts\n"
             "  --no-prefix         do not prefix output lines with \"[RANK] \"\n"
+            "\nRanks also get FCCL_JOB_ID (unique per launch) and, unless set,\n"
+            "FCCL_NET_IFACE=lo (all ranks are local).\n"
             "  -h, --help          this text\n\n"
             "Exit status: 0 when every rank exits 0; else the first failing "
             "rank's\nstatus (128 + N if killed by signal N); 2 on usage "
@@ -420,6 +422,9 @@ int main(int argc, char **argv)
     }
     if (L.provider)
         setenv("FCCL_PROVIDER", L.provider, 1);
+    /* Every rank is on this machine: keep network providers on loopback
+     * rather than whatever interface they would pick first. */
+    setenv("FCCL_NET_IFACE", "lo", 0);
     if (L.fake_nodes)
         setenv("FCCL_FAKE_NODES", L.fake_nodes, 1);
     L.ranks = calloc((size_t)L.n, sizeof(*L.ranks));

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "err.h"
@@ -218,6 +219,29 @@ static void note_info(struct tp_ep *e, int granted)
               (unsigned)i->domain_attr->mr_mode, e->max_msg, e->inject_size);
 }
 
+/* shm names its segment /dev/shm/<pid>:<ep>:<domain> after this process,
+ * and fi_enable fails with EBUSY if that file exists.  A file with our pid
+ * can only be left by a dead process that had the same pid and exited
+ * without closing its endpoint (names within one process are unique), so
+ * it is stale: remove it. */
+static void clear_stale_shm(struct tp_ep *e)
+{
+    char name[TP_ADDR_MAX + 1], path[TP_ADDR_MAX + 16];
+    size_t len = TP_ADDR_MAX;
+    if (strcmp(e->prov, "shm") != 0 || fi_getname(&e->ep->fid, name, &len))
+        return;
+    name[len < TP_ADDR_MAX ? len : TP_ADDR_MAX] = '\0';
+    const char *p = strstr(name, "://");
+    p = p ? p + 3 : name;
+    char *end;
+    long pid = strtol(p, &end, 10);
+    if (pid != (long)getpid() || *end != ':' || strchr(p, '/'))
+        return;
+    snprintf(path, sizeof(path), "/dev/shm/%s", p);
+    if (unlink(path) == 0)
+        LOG_INFO("FABRIC", "removed stale shm segment %s", path);
+}
+
 static int open_objects(struct tp_ep *e)
 {
     struct fi_cq_attr cqa = {.format = FI_CQ_FORMAT_TAGGED,
@@ -231,6 +255,7 @@ static int open_objects(struct tp_ep *e)
     FI_CHECK(fi_ep_bind(e->ep, &e->av->fid, 0), "fi_ep_bind(av)");
     FI_CHECK(fi_ep_bind(e->ep, &e->cq->fid, FI_TRANSMIT | FI_RECV),
              "fi_ep_bind(cq)");
+    clear_stale_shm(e);
     FI_CHECK(fi_enable(e->ep), "fi_enable");
     e->addrlen = sizeof(e->addr);
     FI_CHECK(fi_getname(&e->ep->fid, e->addr, &e->addrlen), "fi_getname");

@@ -860,6 +860,34 @@ Test(transport, single_process_checks, .timeout = 60)
     tp_close(tp);
 }
 
+/* A dead process with our pid that never closed its shm endpoint left
+ * /dev/shm/<pid>:0:0 behind; tp_open must still work (it would fail with
+ * EBUSY).  Forked, so the planted name matches the opener's pid. */
+Test(transport, stale_shm_segment, .timeout = 30)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char path[64];
+        snprintf(path, sizeof(path), "/dev/shm/%d:0:0", (int)getpid());
+        FILE *f = fopen(path, "w");
+        if (!f || fputs("stale", f) < 0 || fclose(f))
+            _exit(2);
+        struct tp_opts o = {.provider = "shm"};
+        struct fccl_tp *tp = NULL;
+        int rc = tp_open(&o, &tp);
+        if (rc)
+            fprintf(stderr, "tp_open: %s\n", fccl_last_error());
+        tp_close(tp);
+        unlink(path);
+        _exit(rc ? 1 : 0);
+    }
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status 0x%x", st);
+}
+
 /* ---------------------------------------------------------------- */
 /* Latency and bandwidth (reported; loosely bounded).                */
 
