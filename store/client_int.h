@@ -129,4 +129,13 @@ uint64_t sc_call_deadline(const struct sc_call *k, int64_t timeout_ms);
 void sc_describe_keys(const struct sc_call *k, const char *const *keys,
                       size_t n, char *out, size_t outlen);
 
+/* Validate a key list: FCCL_ERR_INVALID naming `op` if the list or a key
+ * is NULL. */
+int sc_check_keys(const char *op, const char *const *keys, size_t n);
+
+/* One request of `op` with a single key whose reply is an i64 (DELETE_KEY,
+ * QUEUE_LEN): a whole call, begin to end. */
+int sc_key_i64(fccl_store_t *s, enum store_op op, const char *name,
+               const char *key, int64_t *out);
+
 #endif

@@ -18,17 +18,6 @@
 /* A key listing longer than this is taken as a corrupt reply. */
 #define LIST_MAX_KEYS ((uint64_t)1 << 26)
 
-static int check_key_list(const char *op, const char *const *keys, size_t n)
-{
-    if (n && !keys)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: NULL key list", op);
-    for (size_t i = 0; i < n; i++)
-        if (!keys[i])
-            return fccl_err(FCCL_ERR_INVALID, "store %s: key %zu is NULL",
-                            op, i);
-    return FCCL_OK;
-}
-
 struct values_out {
     void **vals;
     size_t *lens;
@@ -92,7 +81,7 @@ static int fetch_if_present(struct sc_call *k, const char *const *keys,
 int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
                          void **vals, size_t *lens, int64_t timeout_ms)
 {
-    int rc = check_key_list("MULTI_GET", keys, n);
+    int rc = sc_check_keys("MULTI_GET", keys, n);
     if (rc < 0)
         return rc;
     if (n && (!vals || !lens))
@@ -130,7 +119,7 @@ int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
                          const void *const *vals, const size_t *lens,
                          size_t n)
 {
-    int rc = check_key_list("MULTI_SET", keys, n);
+    int rc = sc_check_keys("MULTI_SET", keys, n);
     if (rc < 0)
         return rc;
     if (n && (!vals || !lens))
@@ -253,21 +242,10 @@ int fccl_store_queue_push(fccl_store_t *s, const char *key, const void *val,
 
 int fccl_store_queue_len(fccl_store_t *s, const char *key, int64_t *n)
 {
-    if (!key)
-        return fccl_err(FCCL_ERR_INVALID, "store QUEUE_LEN: NULL key");
-    struct sc_call k;
-    int rc = sc_begin(&k, s, "QUEUE_LEN", key);
-    if (rc < 0)
-        return rc;
     int64_t v = 0;
-    CHECK_GOTO(sc_put_op(&k, OP_QUEUE_LEN), rc, done);
-    sc_put_key(&k, key);
-    CHECK_GOTO(sc_flush(&k), rc, done);
-    CHECK_GOTO(sc_read_i64(&k, &v, k.io_deadline), rc, done);
-    if (n)
+    int rc = sc_key_i64(s, OP_QUEUE_LEN, "QUEUE_LEN", key, &v);
+    if (rc >= 0 && n)
         *n = v;
-done:
-    sc_end(&k);
     return rc;
 }
 

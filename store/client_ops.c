@@ -296,7 +296,7 @@ done:
     return rc;
 }
 
-static int check_keys(const char *op, const char *const *keys, size_t n)
+int sc_check_keys(const char *op, const char *const *keys, size_t n)
 {
     if (n && !keys)
         return fccl_err(FCCL_ERR_INVALID, "store %s: NULL key list", op);
@@ -310,7 +310,7 @@ static int check_keys(const char *op, const char *const *keys, size_t n)
 int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
                      int *all_present)
 {
-    int rc = check_keys("CHECK", keys, n);
+    int rc = sc_check_keys("CHECK", keys, n);
     if (rc < 0)
         return rc;
     if (!all_present)
@@ -335,7 +335,7 @@ done:
 int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
                     int64_t timeout_ms)
 {
-    int rc = check_keys("WAIT", keys, n);
+    int rc = sc_check_keys("WAIT", keys, n);
     if (rc < 0)
         return rc;
     if (n == 0 && s)
@@ -352,23 +352,32 @@ done:
     return rc;
 }
 
-int fccl_store_delete(fccl_store_t *s, const char *key, int *deleted)
+int sc_key_i64(fccl_store_t *s, enum store_op op, const char *name,
+               const char *key, int64_t *out)
 {
     if (!key)
-        return null_key("DELETE_KEY", key);
+        return null_key(name, key);
     struct sc_call k;
-    int rc = sc_begin(&k, s, "DELETE_KEY", key);
+    int rc = sc_begin(&k, s, name, key);
     if (rc < 0)
         return rc;
     int64_t v = 0;
-    CHECK_GOTO(sc_put_op(&k, OP_DELETE_KEY), rc, done);
+    CHECK_GOTO(sc_put_op(&k, op), rc, done);
     sc_put_key(&k, key);
     CHECK_GOTO(sc_flush(&k), rc, done);
     CHECK_GOTO(sc_read_i64(&k, &v, k.io_deadline), rc, done);
-    if (deleted)
-        *deleted = v > 0;
+    *out = v;
 done:
     sc_end(&k);
+    return rc;
+}
+
+int fccl_store_delete(fccl_store_t *s, const char *key, int *deleted)
+{
+    int64_t v = 0;
+    int rc = sc_key_i64(s, OP_DELETE_KEY, "DELETE_KEY", key, &v);
+    if (rc >= 0 && deleted)
+        *deleted = v > 0;
     return rc;
 }
 
