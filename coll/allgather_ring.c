@@ -20,7 +20,7 @@
 
 #include "coll_internal.h"
 
-#define AG_WINDOW 16
+#define AG_WINDOW COLL_WINDOW
 
 struct ag_state {
     struct coll_run *run;
@@ -47,11 +47,11 @@ static int ag_post_recv(struct ag_state *s)
     return 1;
 }
 
-static int ag_send(struct ag_state *s, size_t off, size_t len)
+static int ag_send(struct ag_state *s, const unsigned char *p, size_t len)
 {
     int right = (s->v->me + 1) % s->v->n;
-    int rc = cr_isend(s->run, s->v, right, (uint32_t)s->nsent, s->buf + off,
-                      len, &s->sreq[s->nsent]);
+    int rc = cr_isend(s->run, s->v, right, (uint32_t)s->nsent, p, len,
+                      &s->sreq[s->nsent]);
     if (rc == FCCL_OK)
         s->nsent++;
     return rc;
@@ -97,16 +97,15 @@ int coll_ring_all_gather(struct coll_run *run, const struct coll_view *v,
     const unsigned char *src = own ? own : s.buf + lay_boff(l, me);
     struct chunk_it oit = chunk_it_make(l, me, 1, s.chunk);
     struct chunk_item c;
+    int copied = own == NULL;
     while (rc >= 0 && chunk_it_next(&oit, &c)) {
-        int rs = cr_isend(run, v, (me + 1) % n, (uint32_t)s.nsent,
-                          src + (c.off - lay_boff(l, me)), c.len,
-                          &s.sreq[s.nsent]);
-        if (rs < 0)
-            rc = rs;
-        else
-            s.nsent++;
+        if (!copied && s.nsent == COLL_WINDOW) {
+            memcpy(s.buf + lay_boff(l, me), own, lay_bytes(l, me));
+            copied = 1;
+        }
+        rc = ag_send(&s, src + (c.off - lay_boff(l, me)), c.len);
     }
-    if (rc >= 0 && own)
+    if (rc >= 0 && !copied)
         memcpy(s.buf + lay_boff(l, me), own, lay_bytes(l, me));
     for (size_t k = 0; rc >= 0 && k < s.nposted; k++) {
         int j = (int)(k % AG_WINDOW);
@@ -115,7 +114,7 @@ int coll_ring_all_gather(struct coll_run *run, const struct coll_view *v,
         if (rc >= 0)
             rc = cr_check_len(run, &s.rreq[j], got.len);
         if (rc >= 0 && got.step < n - 2)
-            rc = ag_send(&s, got.off, got.len);
+            rc = ag_send(&s, s.buf + got.off, got.len);
         if (rc >= 0)
             rc = ag_post_recv(&s);
     }

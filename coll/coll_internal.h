@@ -190,6 +190,11 @@ size_t cr_chunk(const struct coll_run *run, size_t esize, size_t total,
  * message) in g->err / g->errmsg.  Returns code. */
 int coll_fail(struct fccl_group *g, int code);
 
+/* Pipelined algorithms keep at most this many receives posted ahead per
+ * link: enough to overlap transfer and reduction, few enough not to pile
+ * up clear-to-send traffic in the transport. */
+#define COLL_WINDOW 8
+
 /* ---- block layouts: how a vector splits into n blocks ---- */
 
 enum lay_mode { LAY_EVEN, LAY_SPLIT, LAY_V };

@@ -4,9 +4,11 @@
  * Each operation has a table {id, name, description, fn}; FCCL_ALGO_<OP>
  * (e.g. FCCL_ALGO_ALL_REDUCE=ring) or fccl_set_algo() forces an entry by
  * name, otherwise the selector picks one from the message size, the rank
- * count and the topology.  The thresholds were measured on shm with 2-8
- * ranks on one host (see the bench/ notes); every rank computes the same
- * choice from the same arguments, which the algorithms rely on.
+ * count and the topology.  The thresholds come from fccl-bench runs on shm
+ * with 2 and 4 ranks on a 2-core host (oversubscription makes every extra
+ * round expensive, which favours recursive doubling up to ~1 MiB); every
+ * rank computes the same choice from the same arguments, which the
+ * algorithms rely on.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,13 +214,14 @@ static int auto_allreduce(const struct coll_run *run)
 {
     const struct fccl_group *g = run->g;
     size_t bytes = run->a->count * fccl_dtype_size(run->a->dtype);
+    int n = g->size;
     if (multi_host(g) && bytes > 16384)
-        return 3;
-    if (bytes <= 16384 || g->size == 1)
-        return 0;
-    if (bytes <= 512 * 1024)
-        return 2;
-    return 1;
+        return 3; /* hier: only leaders cross hosts */
+    if (n == 1 || bytes <= (n <= 4 ? (size_t)1 << 20 : (size_t)256 << 10))
+        return 0; /* rd */
+    if (n > 4 && bytes <= (size_t)2 << 20)
+        return 2; /* rabenseifner */
+    return 1;     /* ring */
 }
 
 static int auto_choice(const struct coll_run *run)
@@ -231,7 +234,8 @@ static int auto_choice(const struct coll_run *run)
     case COLL_BCAST: return n > 2 && bytes >= 512 * 1024 ? 1 : 0;
     case COLL_ALLGATHER: return total_bytes(a, n) <= 64 * 1024 ? 1 : 0;
     case COLL_ALLTOALL:
-        return n <= 4 || bytes * (size_t)n <= 256 * 1024 ? 1 : 0;
+        /* all at once while the host absorbs it; pairwise beyond */
+        return n <= 8 || bytes * (size_t)n <= ((size_t)1 << 20) ? 1 : 0;
     default: return 0;
     }
 }
