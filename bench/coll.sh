@@ -7,6 +7,7 @@
 # all_gather and all_to_all (OPS).  Systems (SYSTEMS):
 #   fccl-shm   fccl-run -n N --provider shm  $BUILD/bin/fccl-bench
 #   fccl-tcp   fccl-run -n N --provider "tcp;ofi_rxm" ... (reference)
+#   fccl-shm-inplace  fccl-bench -i (in place; not in the default list)
 #   ompi       mpirun.openmpi --mca btl self,vader (its shared memory path)
 #   ompi-ofi   mpirun.openmpi --mca pml cm --mca mtl ofi (Open MPI's default
 #              provider filter excludes shm, tcp and udp, so it picks "net")
@@ -20,6 +21,8 @@
 # median of PINGS runs), single-core memcpy (bench/memcpy_bw.c), and an
 # fccl-bench -c pass that checks every result.
 #
+# COMPACT_ONLY=1 prints only the one-table-per-op summary (0: only the
+# full per-size tables; default both).
 # Environment: NPS, OPS, SYSTEMS, MAXB (64M), ITERS (20), WARMUP (5),
 # REPEAT (3: whole sweeps, interleaved; tables show the median of the
 # repetitions), PINGS (5), TIMEOUT (seconds per sweep, 900), OUT (raw logs, default
@@ -60,6 +63,8 @@ cmd_for() {
     case $sys in
     fccl-shm) echo "$BUILD/bin/fccl-run -n $n --provider shm" \
         "$BUILD/bin/fccl-bench -o $op -d float32 -r sum $SWEEP $extra" ;;
+    fccl-shm-inplace) echo "$BUILD/bin/fccl-run -n $n --provider shm" \
+        "$BUILD/bin/fccl-bench -o $op -d float32 -r sum -i $SWEEP $extra" ;;
     fccl-tcp) echo "$BUILD/bin/fccl-run -n $n --provider tcp;ofi_rxm" \
         "$BUILD/bin/fccl-bench -o $op -d float32 -r sum $SWEEP $extra" ;;
     ompi) echo "$ompi --mca btl self,vader $OUT/mpi_coll.openmpi -o $op" \
@@ -140,6 +145,24 @@ check_pass() {
     done
 }
 
+# The shm provider's own point-to-point rate (fi_pingpong -S SIZE): the
+# ceiling for anything built on libfabric shm.  Prints "SIZE usec/xfer MB/s".
+pingbw() {
+    local sz port
+    for sz in 1048576 67108864; do
+        port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+        timeout 60 fi_pingpong -B "$port" -p shm -e rdm -S "$sz" -I 20 \
+            >"$OUT/pingbw-server-$sz.log" 2>&1 &
+        local spid=$!
+        sleep 0.3
+        timeout 60 fi_pingpong -P "$port" -p shm -e rdm -S "$sz" -I 20 localhost \
+            >"$OUT/pingbw-$sz.log" 2>&1
+        wait "$spid"
+        awk -v s="$sz" 'NR == 2 { printf "%s B: %s us one-way, %.2f GB/s\n", s, $7, s / $7 / 1e3 }' \
+            "$OUT/pingbw-$sz.log"
+    done
+}
+
 pingpong() {
     local i port
     for i in $(seq 1 "$PINGS"); do
@@ -157,7 +180,7 @@ pingpong() {
 
 summarize() {
     cat >"$OUT/summary.py" <<'PYEOF'
-import collections, statistics, sys
+import collections, os, statistics, sys
 tsv, pp_path, memcpy_path, systems = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split()
 # (sys, np, op) -> size -> [(time, avg, busbw) per repetition]
 R = collections.defaultdict(lambda: collections.defaultdict(list))
@@ -199,6 +222,36 @@ def size_name(b):
             return "%d %s" % (b // div, unit)
     return "%d B" % b
 
+def compact(op, n):
+    """One row per system: latency at small sizes, busbw at large ones."""
+    cols = [(8, 0, "8 B us"), (1024, 0, "1 KiB us"), (65536, 0, "64 KiB us"),
+            (1 << 20, 2, "1 MiB GB/s"), (16 << 20, 2, "16 MiB GB/s"),
+            (64 << 20, 2, "64 MiB GB/s")]
+    print("#### %s, %d ranks: median time (us) or busbw (GB/s); last columns "
+          "ours/theirs\n" % (op, n))
+    print("| system | " + " | ".join(c[2] for c in cols) +
+          " | 64 MiB b2b GB/s | ours/this 8 B time | 1 MiB bw | 64 MiB bw |")
+    print("|---|" + "---:|" * (len(cols) + 4))
+    def b2b(s):
+        v = D.get((s, n, op), {}).get(64 << 20)
+        return v[2] * v[0] / v[1] if v and v[1] > 0 else None
+    for s in systems:
+        vals = [get(s, n, op, size, i) for size, i, _ in cols]
+        rat = [ratio(get(ours, n, op, 8, 0), get(s, n, op, 8, 0)),
+               ratio(get(ours, n, op, 1 << 20, 2), get(s, n, op, 1 << 20, 2)),
+               ratio(get(ours, n, op, 64 << 20, 2), get(s, n, op, 64 << 20, 2))]
+        print("| %s | " % s + " | ".join(fmt(v, 2 if i == 0 else 3) for v, (_, i, _) in
+                                         zip(vals, cols)) +
+              " | %s | " % fmt(b2b(s), 3) + " | ".join(rat) + " |")
+    print()
+
+if os.environ.get("COMPACT_ONLY") != "0":
+    for op in ops:
+        for n in nps:
+            compact(op, n)
+if os.environ.get("COMPACT_ONLY") == "1":
+    ops = []
+
 for op in ops:
     for n in nps:
         for idx, what in ((0, "time (us): barrier then op, slowest rank, median"),
@@ -232,12 +285,18 @@ print("fi_pingpong shm 8 B one-way latency: runs %s us, median %.2f us; "
 print("| check | np | ours | reference | ratio | met |")
 print("|---|---:|---:|---:|---:|---|")
 def row(name, n, o, ref, want_ratio, higher_better=True):
+    """want_ratio None: informational, no pass/fail."""
     if o is None or ref is None or ref == 0:
         print("| %s | %d | %s | %s | - | ? |" % (name, n, fmt(o), fmt(ref)))
         return
     r = o / ref
-    ok = r >= want_ratio if higher_better else r <= want_ratio
-    print("| %s | %d | %.3f | %.3f | %.2f | %s |" % (name, n, o, ref, r, "yes" if ok else "NO"))
+    if want_ratio is None:
+        met = "-"
+    elif (r >= want_ratio) if higher_better else (r <= want_ratio):
+        met = "yes"
+    else:
+        met = "NO"
+    print("| %s | %d | %.3f | %.3f | %.2f | %s |" % (name, n, o, ref, r, met))
 big = 64 << 20
 for n in nps:
     o = get(ours, n, "all_reduce", big, 2)
@@ -245,7 +304,7 @@ for n in nps:
                      ("ompi", "ompi-ofi", "ompi-ofi-tcp")) if v is not None], default=None)
     row("all_reduce 64 MiB busbw >= 1.0x Open MPI best", n, o, ompi_best, 1.0)
     row("all_reduce 64 MiB busbw >= 2x Gloo", n, o, get("gloo", n, "all_reduce", big, 2), 2.0)
-    row("all_reduce 64 MiB busbw / memcpy (fraction)", n, o, memcpy, 0.0)
+    row("all_reduce 64 MiB busbw / memcpy (fraction)", n, o, memcpy, None)
     lat = get(ours, n, "all_reduce", 8, 0)
     row("all_reduce 8 B time <= 2x fi_pingpong one-way (us)", n, lat, pp_med, 2.0, False)
     for p in ("mpich", "gloo", "ompi"):
@@ -281,6 +340,9 @@ MEMCPY="$BUILD/bench/memcpy_bw"
     MEMCPY="$OUT/memcpy_bw"; }
 "$MEMCPY" 64 10 >"$OUT/memcpy.txt" 2>&1
 pingpong >"$OUT/pingpong.txt"
+echo "fi_pingpong -p shm -e rdm -S SIZE -I 20 (one-way time per message, rate):"
+pingbw | sed 's/^/- /'
+echo
 run_sweeps
 echo "Failed sweeps: $(tr '\n' ';' <"$OUT/status.txt") (none if empty)."
 echo "Ratios are ours/theirs: below 1 is better for times, above 1 for busbw."

@@ -192,9 +192,9 @@ Test(bootstrap, rank_killed_during_init, .timeout = 120)
     snprintf(cmd, sizeof(cmd),
              "export FCCL_PROVIDER=shm FCCL_TIMEOUT=4 MASTER_ADDR=127.0.0.1 "
              "MASTER_PORT=%d WORLD_SIZE=3 FCCL_JOB_ID=killed; "
-             "RANK=0 %s/boot_check suicide 20 2 & pa=$!; "
-             "RANK=1 %s/boot_check suicide 20 2 & pb=$!; "
-             "RANK=2 %s/boot_check suicide 20 2 & pc=$!; "
+             "RANK=0 %s/boot_check suicide 1 2 & pa=$!; "
+             "RANK=1 %s/boot_check suicide 1 2 & pb=$!; "
+             "RANK=2 %s/boot_check suicide 1 2 & pc=$!; "
              "wait $pa; a=$?; wait $pb; b=$?; wait $pc; c=$?; echo codes $a $b $c",
              port, PU_TESTBIN, PU_TESTBIN, PU_TESTBIN);
     double t0 = pu_now();
