@@ -317,6 +317,8 @@ static void handle_signals(struct launcher *L)
     reap(L);
 }
 
+/* Wait up to 200 ms (less before a pending SIGKILL) and handle whatever is
+ * ready.  Returns 0, or -1 if poll itself failed. */
 static int poll_once(struct launcher *L, struct pollfd *pfd, int *owner)
 {
     int k = 0;
@@ -345,7 +347,7 @@ static int poll_once(struct launcher *L, struct pollfd *pfd, int *owner)
         else
             drain_stream(L, owner[i] / 2, &L->ranks[owner[i] / 2].io[owner[i] % 2]);
     }
-    return k - 1; /* open streams */
+    return 0;
 }
 
 static int open_streams(const struct launcher *L)

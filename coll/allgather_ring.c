@@ -145,9 +145,7 @@ int coll_allgather_ring(struct coll_run *run)
 {
     const struct coll_args *a = run->a;
     struct coll_view v = view_of_group(run->g);
-    struct coll_layout l = {a->counts ? LAY_V : LAY_EVEN, v.n,
-                            fccl_dtype_size(a->dtype), a->count, a->counts,
-                            a->displs};
+    struct coll_layout l = lay_of_args(a, v.n);
     const void *own = coll_allgather_own(a, &l, v.me);
     return coll_ring_all_gather(run, &v, a->recvbuf, &l, own);
 }

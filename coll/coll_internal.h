@@ -241,6 +241,16 @@ static inline size_t lay_boff(const struct coll_layout *l, int i)
 {
     return lay_off(l, i) * l->esize;
 }
+
+/* The blocks of an even or _v call (all_gather, reduce_scatter) as the
+ * call's arguments describe them, over n ranks. */
+static inline struct coll_layout lay_of_args(const struct coll_args *a, int n)
+{
+    struct coll_layout l = {a->counts ? LAY_V : LAY_EVEN, n,
+                            fccl_dtype_size(a->dtype), a->count, a->counts,
+                            a->displs};
+    return l;
+}
 /* Total bytes of blocks [first, first+k) in ring order (mod n). */
 size_t lay_range_bytes(const struct coll_layout *l, int first, int k);
 

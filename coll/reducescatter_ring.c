@@ -180,9 +180,7 @@ int coll_reducescatter_ring(struct coll_run *run)
 {
     const struct coll_args *a = run->a;
     struct coll_view v = view_of_group(run->g);
-    struct coll_layout l = {a->counts ? LAY_V : LAY_EVEN, v.n,
-                            fccl_dtype_size(a->dtype), a->count, a->counts,
-                            a->displs};
+    struct coll_layout l = lay_of_args(a, v.n);
     return coll_ring_reduce_scatter(run, &v, a->sendbuf, NULL, a->recvbuf, &l,
                                     a->dtype, a->op);
 }
