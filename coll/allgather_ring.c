@@ -80,7 +80,7 @@ int coll_ring_all_gather(struct coll_run *run, const struct coll_view *v,
     size_t total = lay_range_bytes(l, 0, n);
     size_t budget = run->nsteps > (uint32_t)n + 1 ? run->nsteps - (size_t)n : 1;
     struct ag_state s = {.run = run, .v = v, .buf = buf};
-    s.chunk = cr_chunk(run, l->esize, total, budget);
+    s.chunk = cr_chunk(run, v, l->esize, total, budget);
     size_t nsend = ag_count_sends(l, me, s.chunk);
     struct tp_req *reqs = cr_reqs(run, AG_WINDOW + nsend);
     if (!reqs)

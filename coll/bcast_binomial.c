@@ -77,7 +77,7 @@ int coll_binomial_bcast(struct coll_run *run, const struct coll_view *v,
         return FCCL_OK;
     struct bb b = {.run = run, .v = v, .buf = buf, .bytes = len};
     bb_tree(&b, n, (v->me - root + n) % n, root);
-    b.chunk = cr_chunk(run, 1, len, run->nsteps);
+    b.chunk = cr_chunk(run, v, 1, len, run->nsteps);
     b.nchunks = (len + b.chunk - 1) / b.chunk;
     struct tp_req *reqs = cr_reqs(run, BB_WINDOW + b.nchunks * (size_t)b.nchild);
     if (!reqs)

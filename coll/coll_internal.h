@@ -182,9 +182,12 @@ struct tp_req *cr_reqs(struct coll_run *run, size_t n);
 /* Cancel whatever is still pending in run->reqs (error paths). */
 void cr_cancel_pending(struct coll_run *run);
 /* Pipeline chunk size in bytes for elements of esize bytes, enlarged so
- * that `total` bytes need at most `max_chunks` chunks. */
-size_t cr_chunk(const struct coll_run *run, size_t esize, size_t total,
-                size_t max_chunks);
+ * that `total` bytes need at most `max_chunks` chunks.  Between two ranks
+ * on one host it is `total` (unless FCCL_CHUNK_BYTES is set): nothing is
+ * forwarded there, and the receiver copies each message itself (CMA), so
+ * chunks would only add per-message costs. */
+size_t cr_chunk(const struct coll_run *run, const struct coll_view *v,
+                size_t esize, size_t total, size_t max_chunks);
 
 /* Fail the group: keep the first fatal error (code and this thread's
  * message) in g->err / g->errmsg.  Returns code. */

@@ -210,10 +210,14 @@ void cr_cancel_pending(struct coll_run *run)
     run->nreqs = 0;
 }
 
-size_t cr_chunk(const struct coll_run *run, size_t esize, size_t total,
-                size_t max_chunks)
+size_t cr_chunk(const struct coll_run *run, const struct coll_view *v,
+                size_t esize, size_t total, size_t max_chunks)
 {
     size_t c = run->st->chunk ? run->st->chunk : CHUNK_DEFAULT;
+    if (!run->st->chunk && v->n == 2 &&
+        tp_peer_is_local(run->g->tp,
+                         run->g->world[view_grank(v, 1 - v->me)]))
+        c = total > esize ? total : esize;
     size_t el = c / esize, total_el = total / esize;
     if (el == 0)
         el = 1;

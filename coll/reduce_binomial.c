@@ -106,7 +106,7 @@ int coll_binomial_reduce(struct coll_run *run, const struct coll_view *v,
         return FCCL_OK;
     }
     rb_tree(&b, n, vr, root);
-    b.chunk = cr_chunk(run, fccl_dtype_size(dt), b.bytes, run->nsteps);
+    b.chunk = cr_chunk(run, v, fccl_dtype_size(dt), b.bytes, run->nsteps);
     b.nchunks = (b.bytes + b.chunk - 1) / b.chunk;
     /* scratch: two chunk slots per child | my partial (inner nodes) */
     size_t slots = 2 * (size_t)b.nchild * b.chunk;

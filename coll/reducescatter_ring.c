@@ -135,7 +135,7 @@ int coll_ring_reduce_scatter(struct coll_run *run, const struct coll_view *v,
     size_t budget = run->nsteps > (uint32_t)n + 1 ? run->nsteps - (size_t)n : 1;
     struct rs_state s = {.run = run, .v = v, .l = l, .src = s8, .dt = dt,
                          .op = op};
-    s.chunk = cr_chunk(run, l->esize, total, budget);
+    s.chunk = cr_chunk(run, v, l->esize, total, budget);
     size_t nsend = rs_count_sends(l, me, s.chunk);
     /* scratch: slots | accumulator (if none given) | my block (if the
      * output overlaps the input and must wait for the sends to finish) */

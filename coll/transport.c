@@ -106,6 +106,7 @@ int tp_open(const struct tp_opts *opts, struct fccl_tp **out)
     tp->always_register = o->always_register;
     tp->max_chunk = o->max_chunk;
     tp->my_rank = -1;
+    tp_cma_init(tp);
     const char *iface = o->net_iface ? o->net_iface : getenv("FCCL_NET_IFACE");
     const char *prov = forced_provider(o);
     uint64_t t0 = fccl_now_ns();
@@ -251,6 +252,13 @@ int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
     return rc;
 }
 
+int tp_peer_is_local(const struct fccl_tp *tp, int peer)
+{
+    if (!tp || !tp->peers || peer < 0 || peer >= tp->nranks)
+        return 0;
+    return tp->eps[tp->peers[peer].ep].kind == TP_EP_SHM;
+}
+
 /* ------------------------------------------------------------------ */
 /* The progress engine (all under tp->lock)                           */
 /* ------------------------------------------------------------------ */
@@ -303,7 +311,7 @@ static int progress_ep(struct fccl_tp *tp, struct tp_ep *e)
         for (ssize_t i = 0; i < n; i++) {
             void *ctx = ent[i].op_context;
             if (ctx && !(tp->nzombies && zombie_take(tp, ctx)))
-                tp_wire_on_cq(tp, e, ctx, ent[i].len, ent[i].tag);
+                tp_wire_on_cq(tp, e, &ent[i]);
         }
         total += (int)n;
         if (n < TP_CQ_BATCH)
@@ -381,6 +389,7 @@ static int start(struct fccl_tp *tp, int peer, uint64_t tag, const void *buf,
     r->mr = NULL;
     r->next = NULL;
     r->queued = r->fi_err = r->status = r->mode = r->phase = r->in_rv = 0;
+    r->cma = 0;
     r->rnext = NULL;
     atomic_store_explicit(&r->state, TP_REQ_PENDING, memory_order_relaxed);
     pthread_mutex_lock(&tp->lock);
@@ -423,6 +432,11 @@ static int req_error(const struct fccl_tp *tp, const struct tp_req *r)
     const char *prov = tp->eps[r->ep].prov;
     switch (r->status) {
     case FCCL_ERR_PROTOCOL:
+        if (r->is_send)
+            return fccl_err(r->status, "rank %d: its receive is shorter than "
+                            "the %zu B message (tag 0x%llx, %s)", r->peer,
+                            r->total, (unsigned long long)
+                            (r->tag & ((1ull << TP_TAG_BITS) - 1)), prov);
         if (r->olen) /* not every provider reports the overflow */
             return fccl_err(r->status, "rank %d: message of %zu B does not "
                             "fit the %zu B receive (tag 0x%llx, %s)", r->peer,
@@ -676,4 +690,5 @@ void tp_get_stats(struct fccl_tp *tp, struct tp_stats *st)
     st->eagain = atomic_load(&tp->st_eagain);
     st->chunks = atomic_load(&tp->st_chunks);
     st->completions = atomic_load(&tp->st_completions);
+    st->cma = atomic_load(&tp->st_cma);
 }

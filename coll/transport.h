@@ -32,7 +32,10 @@
  * - shm sends above 4 KiB wait for the receiver's clear-to-send (one small
  *   message), because shm completes large sends in post order and one
  *   unmatched send would otherwise hold back unrelated ones (deadlock
- *   between groups driven from different threads).
+ *   between groups driven from different threads).  Then, if the peer may
+ *   read our memory, it copies the payload itself with process_vm_readv
+ *   (one copy, outside shm's locks) and says FIN; FCCL_CMA=0 leaves every
+ *   copy to shm.
  * - isend/irecv never block: a post the provider refuses for lack of queue
  *   entries (-FI_EAGAIN, or shm's -FI_ENOMEM) is queued and retried, in
  *   order, by whichever thread drives progress.
@@ -80,6 +83,7 @@ struct tp_req {
     int in_rv;             /* on its peer's rendezvous-order list */
     struct tp_req *rnext;  /* that list's link */
     size_t olen;           /* bytes that did not fit (truncation) */
+    int cma;               /* send: payload read by the peer via CMA */
 };
 
 struct tp_opts {
@@ -105,6 +109,7 @@ struct tp_stats {
     uint64_t eagain;       /* posts refused for now (-FI_EAGAIN/-FI_ENOMEM) */
     uint64_t chunks;       /* wire messages posted for chunked requests */
     uint64_t completions;  /* CQ entries read */
+    uint64_t cma;          /* messages received by CMA (single copy) */
 };
 
 /* Open the endpoints (fabric, domain, endpoint, CQ, AV).  Can run before the
@@ -142,6 +147,10 @@ int tp_test(struct fccl_tp *tp, struct tp_req *req);
  * cancelled before return so their buffers are free again. */
 int tp_waitall(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
                uint64_t deadline, const _Atomic int *abort);
+
+/* 1 if messages to peer go through the shared-memory endpoint (the peer
+ * is on this host), 0 otherwise.  The same answer on both sides. */
+int tp_peer_is_local(const struct fccl_tp *tp, int peer);
 
 /* Cancel a pending request (used after timeouts and aborts).  Blocks up to
  * ~200 ms for the provider to hand it back; if it cannot (a send already

@@ -5,6 +5,7 @@
  *   transport_ep.c    provider choice, endpoint setup/teardown, name blobs
  *   transport_mr.c    memory-registration cache
  *   transport_wire.c  requests -> tagged messages, completions, retry queues
+ *   transport_cma.c   single-copy transfers between local processes
  *   transport.c       open/close, peers, the progress engine, waiting
  */
 #ifndef FCCL_COLL_TRANSPORT_INT_H
@@ -23,17 +24,36 @@
 #define TP_MAX_EPS 2
 #define TP_PROV_MAX 64
 #define TP_ADDR_MAX 256
-#define TP_CTS_SLOTS 8 /* receives kept posted for clear-to-send messages */
+#define TP_CTS_SLOTS 16 /* receives kept posted for control messages */
+#define TP_CTL_WORDS 6  /* control message: rank, kind, 4 arguments */
+#define TP_CMA_RTS 0x434d41ull /* remote CQ data of a CMA descriptor */
+
+/* Control messages (tag TP_CTS_BIT, any source; transport_wire.c). */
+enum { TP_CTL_CTS = 1, TP_CTL_FIN, TP_CTL_PROBE, TP_CTL_PROBE_ACK };
+/* Request phases: a send waits for clear-to-send, then sends data (or a
+ * CMA descriptor, then waits for FIN); a receive posts its buffer, then
+ * tells the sender to go. */
+enum { TP_PH_DATA = 0, TP_PH_WAIT_CTS, TP_PH_SEND_CTS, TP_PH_HELD,
+       TP_PH_WAIT_FIN };
+/* May this process read a peer's memory (transport_cma.c)? */
+enum { TP_CMA_UNKNOWN = 0, TP_CMA_PROBING, TP_CMA_YES, TP_CMA_NO };
 
 enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2 };
 
 struct tp_mr_cache; /* transport_mr.c */
 
-/* A receive kept posted for any peer's clear-to-send (transport_wire.c). */
+/* A receive kept posted for any peer's control message. */
 struct tp_cts_slot {
     struct fi_context2 ctx;
-    uint64_t msg[2]; /* sender's rank, tag */
+    uint64_t msg[TP_CTL_WORDS];
     int posted;
+};
+
+/* A control message the provider refused for now. */
+struct tp_ctl {
+    uint64_t msg[TP_CTL_WORDS];
+    int peer;
+    struct tp_ctl *next;
 };
 
 /* A clear-to-send that came before its send was posted. */
@@ -68,6 +88,7 @@ struct tp_ep {
                                     (shm): see transport_wire.c */
     struct tp_cts_slot cts[TP_CTS_SLOTS];
     int cts_unposted;            /* slots to post again (busy) */
+    struct tp_ctl *ctlq_head, *ctlq_tail; /* control messages to retry */
 };
 
 /* How to reach one peer. */
@@ -79,6 +100,9 @@ struct tp_peer {
                                     later sends held behind them (same
                                     tag), in post order */
     struct tp_early_cts *early;  /* clear-to-sends not yet claimed */
+    struct tp_req *fin_head;     /* CMA sends waiting for FIN */
+    int cma;                     /* TP_CMA_*: do we send to it by CMA */
+    int pid;                     /* its pid, once it may read us */
 };
 
 struct fccl_tp {
@@ -96,7 +120,9 @@ struct fccl_tp {
     void **zombies;          /* contexts abandoned after a failed cancel */
     size_t nzombies, zcap;
     size_t outstanding;      /* operations inside the provider */
-    _Atomic uint64_t st_eagain, st_chunks, st_completions;
+    int cma_ok, pid;         /* CMA works in this process (FCCL_CMA) */
+    uint64_t pidns, cma_magic;
+    _Atomic uint64_t st_eagain, st_chunks, st_completions, st_cma;
 };
 
 /* transport_ep.c */
@@ -121,10 +147,25 @@ int tp_wire_unqueue(struct fccl_tp *tp, struct tp_req *r);
 void tp_wire_drain(struct fccl_tp *tp, struct tp_ep *e);
 int tp_wire_start(struct fccl_tp *tp);
 void tp_wire_stop(struct fccl_tp *tp);
-void tp_wire_on_cq(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
-                   size_t len, uint64_t tag);
+void tp_wire_on_cq(struct fccl_tp *tp, struct tp_ep *e,
+                   const struct fi_cq_tagged_entry *ent);
 void tp_wire_on_err(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
                     const struct fi_cq_err_entry *ee);
+
+/* Send control message `kind` with arguments a..d to peer (queued and
+ * retried if the provider is busy). */
+void tp_ctl_send(struct fccl_tp *tp, int peer, int kind, uint64_t a,
+                 uint64_t b, uint64_t c, uint64_t d);
+
+/* transport_cma.c */
+void tp_cma_init(struct fccl_tp *tp);
+int tp_cma_plan(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r);
+ssize_t tp_cma_post(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r,
+                    fi_addr_t fa);
+void tp_cma_wait_fin(struct fccl_tp *tp, struct tp_req *r);
+void tp_cma_forget(struct fccl_tp *tp, struct tp_req *r);
+void tp_cma_on_rts(struct fccl_tp *tp, struct tp_req *r);
+void tp_cma_on_ctl(struct fccl_tp *tp, int peer, const uint64_t *msg);
 
 /* transport_mr.c: descriptor for [buf, buf+len) on endpoint e, registering
  * on a miss; *entry is released with tp_mr_put when the op completes. */

@@ -13,11 +13,12 @@
  * as injected pieces instead floods shm's unexpected-message pool, which
  * libfabric 1.17 does not survive.)  So on shm a large send first waits
  * for a clear-to-send: the receiver, once its receive is posted, injects
- * a 16-byte message (its rank and the tag) tagged exactly TP_CTS_BIT;
- * only then is the data sent, so it is matched on arrival and its
- * completion follows promptly.  Clear-to-sends land in TP_CTS_SLOTS
- * receives kept posted for any source (so a send never needs a receive
- * entry of its own, which could starve behind data receives), and are
+ * a control message (its rank, TP_CTL_CTS and the tag) tagged exactly
+ * TP_CTS_BIT; only then is the data (or its CMA descriptor, see
+ * transport_cma.c) sent, so it is matched on arrival and its completion
+ * follows promptly.  Control messages land in TP_CTS_SLOTS receives kept
+ * posted for any source (so a send never needs a receive entry of its
+ * own, which could starve behind data receives); clear-to-sends are
  * paired in software with the first send waiting on that (peer, tag), or
  * kept until it is posted.  Cost: one small message per message above
  * 4 KiB.  No receive uses an ignore mask: shm 1.17 does not apply one
@@ -55,9 +56,6 @@
 #define TP_POST_TRIES 8 /* busy retries (with progress) before queueing */
 
 enum { MODE_SINGLE = 0, MODE_CHUNKED };
-/* Request phases: a send waits for clear-to-send, then sends data; a
- * receive posts its buffer, then tells the sender to go. */
-enum { PH_DATA = 0, PH_WAIT_CTS, PH_SEND_CTS, PH_HELD };
 
 size_t tp_chunk_limit(const struct fccl_tp *tp, const struct tp_ep *e)
 {
@@ -106,7 +104,7 @@ static struct tp_req **q_head(struct fccl_tp *tp, struct tp_req *r)
 {
     if (r->is_send)
         return &tp->peers[r->peer].txq_head;
-    return r->phase == PH_SEND_CTS ? &tp->eps[r->ep].ctsq_head
+    return r->phase == TP_PH_SEND_CTS ? &tp->eps[r->ep].ctsq_head
                                    : &tp->eps[r->ep].rxq_head;
 }
 
@@ -114,7 +112,7 @@ static struct tp_req **q_tail(struct fccl_tp *tp, struct tp_req *r)
 {
     if (r->is_send)
         return &tp->peers[r->peer].txq_tail;
-    return r->phase == PH_SEND_CTS ? &tp->eps[r->ep].ctsq_tail
+    return r->phase == TP_PH_SEND_CTS ? &tp->eps[r->ep].ctsq_tail
                                    : &tp->eps[r->ep].rxq_tail;
 }
 
@@ -165,7 +163,12 @@ static void q_pop(struct fccl_tp *tp, struct tp_req *r)
  * posted, so the caller must cancel it in the provider too (0). */
 int tp_wire_unqueue(struct fccl_tp *tp, struct tp_req *r)
 {
-    if (r->phase == PH_HELD || r->phase == PH_WAIT_CTS) {
+    if (r->phase == TP_PH_WAIT_FIN) {
+        tp_cma_forget(tp, r);
+        tp_wire_finish(tp, r, FCCL_ERR_ABORTED);
+        return 1;
+    }
+    if (r->phase == TP_PH_HELD || r->phase == TP_PH_WAIT_CTS) {
         if (r->queued)
             q_pop(tp, r);
         tp_wire_finish(tp, r, FCCL_ERR_ABORTED);
@@ -174,7 +177,7 @@ int tp_wire_unqueue(struct fccl_tp *tp, struct tp_req *r)
     if (!r->queued)
         return 0;
     q_pop(tp, r);
-    if (r->phase == PH_SEND_CTS)
+    if (r->phase == TP_PH_SEND_CTS)
         return 0;
     tp_wire_finish(tp, r, FCCL_ERR_ABORTED);
     return 1;
@@ -187,8 +190,9 @@ int tp_wire_unqueue(struct fccl_tp *tp, struct tp_req *r)
 static ssize_t post_recv(struct fccl_tp *tp, struct tp_ep *e,
                          struct tp_req *r, fi_addr_t fa)
 {
-    if (r->phase == PH_SEND_CTS) {
-        uint64_t msg[2] = {(uint64_t)tp->my_rank, r->tag};
+    if (r->phase == TP_PH_SEND_CTS) {
+        uint64_t msg[TP_CTL_WORDS] = {(uint64_t)tp->my_rank, TP_CTL_CTS,
+                                      r->tag};
         ssize_t rc = fi_tinject(e->ep, msg, sizeof(msg), fa, TP_CTS_BIT);
         return rc == 0 ? 2 : rc; /* phase changes once off its queue */
     }
@@ -200,8 +204,9 @@ static ssize_t post_recv(struct fccl_tp *tp, struct tp_ep *e,
 }
 
 /* Post r's next wire message: 0 posted, 1 completed inline (inject), 2
- * clear-to-send injected (no new operation), or a negative fi errno
- * (busy() ones are retried later). */
+ * clear-to-send injected (no new operation), 3 CMA descriptor injected
+ * (the send waits for FIN), or a negative fi errno (busy() ones are
+ * retried later). */
 static ssize_t post_wire(struct fccl_tp *tp, struct tp_req *r)
 {
     struct tp_ep *e = &tp->eps[r->ep];
@@ -218,6 +223,10 @@ static ssize_t post_wire(struct fccl_tp *tp, struct tp_req *r)
         return rc;
     }
     r->chunk = r->total;
+    if (r->cma) {
+        ssize_t rc = tp_cma_post(tp, e, r, fa);
+        return rc == 0 ? 3 : rc;
+    }
     if (r->total <= e->inject_size) {
         ssize_t rc = fi_tinject(e->ep, r->buf, r->total, fa, r->tag);
         return rc == 0 ? 1 : rc;
@@ -251,18 +260,22 @@ static int posted(struct fccl_tp *tp, struct tp_req *r, ssize_t rc)
         return FCCL_OK;
     }
     if (rc == 2) { /* clear-to-send went out */
-        r->phase = PH_DATA;
+        r->phase = TP_PH_DATA;
+        return FCCL_OK;
+    }
+    if (rc == 3) {
+        tp_cma_wait_fin(tp, r);
         return FCCL_OK;
     }
     tp->outstanding++;
     if (!r->is_send && r->off == 0 && needs_cts(&tp->eps[r->ep], r->total)) {
-        r->phase = PH_SEND_CTS;
+        r->phase = TP_PH_SEND_CTS;
         ssize_t c = post_wire(tp, r);
         if (busy(c)) {
             q_push(tp, r, 0);
             return FCCL_OK;
         }
-        r->phase = PH_DATA;
+        r->phase = TP_PH_DATA;
         if (c < 0)
             LOG_WARN("FABRIC", "rank %d: clear-to-send: %s", r->peer,
                      tp_fi_strerror((int)c));
@@ -296,11 +309,14 @@ static void drain(struct fccl_tp *tp, struct tp_req **head)
 }
 
 static void post_cts_slots(struct tp_ep *e);
+static void ctl_drain(struct fccl_tp *tp, struct tp_ep *e);
 
 void tp_wire_drain(struct fccl_tp *tp, struct tp_ep *e)
 {
     if (e->cts_unposted)
         post_cts_slots(e);
+    if (e->ctlq_head)
+        ctl_drain(tp, e);
     drain(tp, &e->ctsq_head);
     drain(tp, &e->rxq_head);
     if (!e->txq_count)
@@ -384,15 +400,15 @@ static void rv_release(struct fccl_tp *tp, int peer, uint64_t tag)
             q = nx;
             continue;
         }
-        if (q->phase != PH_HELD)
+        if (q->phase != TP_PH_HELD)
             return;
         if (needs_cts(&tp->eps[q->ep], q->total) &&
             !early_take(&tp->peers[peer], tag)) {
-            q->phase = PH_WAIT_CTS; /* stays first on the list */
+            q->phase = TP_PH_WAIT_CTS; /* stays first on the list */
             return;
         }
         rv_remove(tp, q);
-        q->phase = PH_DATA;
+        q->phase = TP_PH_DATA;
         post_or_queue(tp, q);
         q = nx;
     }
@@ -402,7 +418,7 @@ static void rv_release(struct fccl_tp *tp, int peer, uint64_t tag)
 /* Completions                                                        */
 /* ------------------------------------------------------------------ */
 
-/* (Re)post the clear-to-send receives; keep count of the refused ones. */
+/* (Re)post the control-message receives; keep count of the refused ones. */
 static void post_cts_slots(struct tp_ep *e)
 {
     e->cts_unposted = 0;
@@ -440,6 +456,67 @@ void tp_wire_stop(struct fccl_tp *tp)
     for (int p = 0; p < tp->nranks; p++)
         while (tp->peers[p].early)
             early_take(&tp->peers[p], tp->peers[p].early->tag);
+    for (int i = 0; i < tp->nep; i++) {
+        struct tp_ep *e = &tp->eps[i];
+        while (e->ctlq_head) {
+            struct tp_ctl *c = e->ctlq_head;
+            e->ctlq_head = c->next;
+            free(c);
+        }
+        e->ctlq_tail = NULL;
+    }
+}
+
+static ssize_t ctl_inject(struct fccl_tp *tp, const struct tp_ctl *c)
+{
+    struct tp_peer *p = &tp->peers[c->peer];
+    return fi_tinject(tp->eps[p->ep].ep, c->msg, sizeof(c->msg), p->addr,
+                      TP_CTS_BIT);
+}
+
+void tp_ctl_send(struct fccl_tp *tp, int peer, int kind, uint64_t a,
+                 uint64_t b, uint64_t c, uint64_t d)
+{
+    struct tp_ctl m = {{(uint64_t)tp->my_rank, (uint64_t)kind, a, b, c, d},
+                       peer, NULL};
+    struct tp_ep *e = &tp->eps[tp->peers[peer].ep];
+    ssize_t rc = e->ctlq_head ? -FI_EAGAIN : ctl_inject(tp, &m);
+    if (rc == 0)
+        return;
+    if (!busy(rc)) {
+        LOG_WARN("FABRIC", "rank %d: control message %d: %s", peer, kind,
+                 tp_fi_strerror((int)rc));
+        return;
+    }
+    struct tp_ctl *q = malloc(sizeof(*q));
+    if (!q) {
+        LOG_ERROR("FABRIC", "rank %d: control message %d lost (out of "
+                  "memory)", peer, kind);
+        return;
+    }
+    *q = m;
+    if (e->ctlq_tail)
+        e->ctlq_tail->next = q;
+    else
+        e->ctlq_head = q;
+    e->ctlq_tail = q;
+}
+
+static void ctl_drain(struct fccl_tp *tp, struct tp_ep *e)
+{
+    while (e->ctlq_head) {
+        struct tp_ctl *c = e->ctlq_head;
+        ssize_t rc = ctl_inject(tp, c);
+        if (busy(rc))
+            return;
+        if (rc)
+            LOG_WARN("FABRIC", "rank %d: control message %llu: %s", c->peer,
+                     (unsigned long long)c->msg[1], tp_fi_strerror((int)rc));
+        e->ctlq_head = c->next;
+        if (!e->ctlq_head)
+            e->ctlq_tail = NULL;
+        free(c);
+    }
 }
 
 static struct tp_cts_slot *cts_slot(struct tp_ep *e, void *ctx)
@@ -450,26 +527,33 @@ static struct tp_cts_slot *cts_slot(struct tp_ep *e, void *ctx)
     return (struct tp_cts_slot *)ctx;
 }
 
-/* The receiver of (peer, tag) is ready: start the first send waiting for
- * it, or keep the news for the send still to come. */
-static void on_cts(struct fccl_tp *tp, struct tp_ep *e,
+/* A control message.  Clear-to-send: the receiver of (peer, tag) is
+ * ready; start the first send waiting for it, or keep the news for the
+ * send still to come. */
+static void on_ctl(struct fccl_tp *tp, struct tp_ep *e,
                    struct tp_cts_slot *c)
 {
-    uint64_t peer = c->msg[0], tag = c->msg[1];
+    uint64_t msg[TP_CTL_WORDS];
+    memcpy(msg, c->msg, sizeof(msg));
+    uint64_t peer = msg[0], tag = msg[2];
     c->posted = 0;
     post_cts_slots(e);
     if (peer >= (uint64_t)tp->nranks) {
-        LOG_WARN("FABRIC", "%s: clear-to-send from unknown rank %llu",
+        LOG_WARN("FABRIC", "%s: control message from unknown rank %llu",
                  e->prov, (unsigned long long)peer);
+        return;
+    }
+    if (msg[1] != TP_CTL_CTS) {
+        tp_cma_on_ctl(tp, (int)peer, msg);
         return;
     }
     struct tp_peer *p = &tp->peers[peer];
     for (struct tp_req *r = p->rv_head; r; r = r->rnext) {
         if (r->tag != tag)
             continue;
-        if (r->phase != PH_WAIT_CTS)
+        if (r->phase != TP_PH_WAIT_CTS)
             break;
-        r->phase = PH_DATA;
+        r->phase = TP_PH_DATA;
         rv_remove(tp, r);
         post_or_queue(tp, r);
         rv_release(tp, (int)peer, tag);
@@ -500,21 +584,35 @@ static void send_done(struct fccl_tp *tp, struct tp_req *r)
     tp_wire_finish(tp, r, FCCL_OK);
 }
 
-void tp_wire_on_cq(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
-                   size_t len, uint64_t tag)
+/* A receive completed by a CMA descriptor rather than data? */
+static int is_cma_rts(const struct tp_req *r,
+                      const struct fi_cq_tagged_entry *ent)
 {
-    struct tp_cts_slot *c = cts_slot(e, ctx);
+    return (ent->flags & FI_REMOTE_CQ_DATA) && ent->data == TP_CMA_RTS &&
+           r->off == 0;
+}
+
+void tp_wire_on_cq(struct fccl_tp *tp, struct tp_ep *e,
+                   const struct fi_cq_tagged_entry *ent)
+{
+    struct tp_cts_slot *c = cts_slot(e, ent->op_context);
     if (c) {
-        on_cts(tp, e, c);
+        on_ctl(tp, e, c);
         return;
     }
-    struct tp_req *r = ctx;
+    struct tp_req *r = ent->op_context;
+    size_t len = ent->len;
     tp->outstanding--;
     if (r->is_send) {
         send_done(tp, r);
         return;
     }
-    (void)tag;
+    if (is_cma_rts(r, ent)) {
+        if (r->queued)
+            q_pop(tp, r);
+        tp_cma_on_rts(tp, r);
+        return;
+    }
     r->off += len;
     /* Chunked: a full chunk short of the end asks for the next one. */
     if (len == r->chunk && r->off < r->total) {
@@ -582,12 +680,13 @@ static int plan_send(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r)
         r->mode = MODE_CHUNKED;
     }
     struct tp_peer *p = &tp->peers[r->peer];
-    r->phase = PH_DATA;
+    r->cma = r->mode == MODE_SINGLE && tp_cma_plan(tp, e, r);
+    r->phase = TP_PH_DATA;
     if (p->rv_head && rv_has_tag(p, r->tag))
-        r->phase = PH_HELD; /* must not overtake a same-tag send */
+        r->phase = TP_PH_HELD; /* must not overtake a same-tag send */
     else if (needs_cts(e, r->total) && !early_take(p, r->tag))
-        r->phase = PH_WAIT_CTS;
-    if (r->phase != PH_DATA)
+        r->phase = TP_PH_WAIT_CTS;
+    if (r->phase != TP_PH_DATA)
         rv_append(tp, r);
     return FCCL_OK;
 }
@@ -600,7 +699,7 @@ int tp_wire_submit(struct fccl_tp *tp, struct tp_req *r)
             tp_wire_finish(tp, r, rc);
             return rc;
         }
-        if (r->phase != PH_DATA) /* held, or waiting for clear-to-send */
+        if (r->phase != TP_PH_DATA) /* held, or waiting for clear-to-send */
             return FCCL_OK;
     }
     if (!*q_head(tp, r)) {

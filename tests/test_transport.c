@@ -595,6 +595,104 @@ Test(transport, truncation_shm, .timeout = 60) { run("shm", 2, body_trunc, NULL)
 Test(transport, truncation_tcp, .timeout = 60) { run(TCP, 2, body_trunc, (void *)1); }
 
 /* ---------------------------------------------------------------- */
+/* Single copy (CMA) on shm: large messages both ways at once, a       */
+/* message shorter than its receive, one longer (an error on both      */
+/* sides), and a rank that refuses CMA (FCCL_CMA=0): data still right. */
+
+static const size_t cma_sizes[] = {256 * 1024, MiB + 3, 8 * MiB + 1};
+
+static int cma_exchange(struct fccl_tp *tp, int rank, size_t len, int k)
+{
+    int peer = 1 - rank;
+    unsigned char *out = malloc(len), *in = malloc(len);
+    TPH_CHECK(out && in, "malloc");
+    fill(out, len, (uint32_t)(rank * 100 + k));
+    memset(in, 0, len);
+    struct tp_req r[2];
+    TPH_CHECK(tp_irecv(tp, peer, 40 + (uint64_t)k, in, len, &r[0]) == 0, "irecv");
+    TPH_CHECK(tp_isend(tp, peer, 40 + (uint64_t)k, out, len, &r[1]) == 0, "isend");
+    TPH_CHECK(tp_waitall(tp, r, 2, dl(20000), NULL) == 0, "wait %zu", len);
+    TPH_CHECK(r[0].len == len, "got %zu of %zu", r[0].len, len);
+    long bad = bad_byte(in, len, (uint32_t)(peer * 100 + k));
+    TPH_CHECK(bad < 0, "byte %ld of %zu wrong", bad, len);
+    free(out);
+    free(in);
+    return 0;
+}
+
+static int body_cma(struct fccl_tp *tp, int rank, int n, void *arg)
+{
+    (void)n;
+    long want_cma = (long)(intptr_t)arg; /* 1: CMA expected, 0: refused */
+    for (int rep = 0; rep < 2; rep++) /* the first one may precede the probe */
+        for (int k = 0; k < 3; k++)
+            TPH_CHECK(cma_exchange(tp, rank, cma_sizes[k], k + 3 * rep) == 0,
+                      "exchange");
+    /* shorter than the receive */
+    size_t len = 300 * 1024 + 7, cap = 2 * MiB, got = 0;
+    unsigned char *b = malloc(cap);
+    TPH_CHECK(b, "malloc");
+    if (rank == 0) {
+        fill(b, len, 61);
+        TPH_CHECK(sendw(tp, 1, 60, b, len) == 0, "short send");
+    } else {
+        TPH_CHECK(recvw(tp, 0, 60, b, cap, &got) == 0, "short recv");
+        TPH_CHECK(got == len && bad_byte(b, len, 61) < 0, "got %zu", got);
+    }
+    free(b);
+    struct tp_stats st;
+    tp_get_stats(tp, &st);
+    if (want_cma)
+        TPH_CHECK(st.cma >= 3, "only %llu messages came by CMA",
+                  (unsigned long long)st.cma);
+    else
+        TPH_CHECK(st.cma == 0, "%llu messages came by CMA although rank 1 "
+                  "refuses it", (unsigned long long)st.cma);
+    return 0;
+}
+
+Test(transport, cma_shm, .timeout = 60) { run("shm", 2, body_cma, (void *)1); }
+
+Test(transport, cma_refused_shm, .timeout = 60)
+{
+    static const char *const env[] = {NULL, "FCCL_CMA=0"};
+    struct tp_harness h = {.provider = "shm", .nranks = 2,
+                           .timeout_ms = 45000, .rank_env = env};
+    cr_assert_eq(tp_harness_run(&h, body_cma, (void *)0), 0,
+                 "mixed FCCL_CMA failed (see stderr)");
+}
+
+/* A CMA message longer than its receive fails both sides, clearly. */
+static int body_cma_trunc(struct fccl_tp *tp, int rank, int n, void *arg)
+{
+    (void)n;
+    (void)arg;
+    size_t len = 512 * 1024;
+    unsigned char *b = malloc(len);
+    TPH_CHECK(b, "malloc");
+    fill(b, len, 5);
+    /* a first message so that the CMA probe has been answered */
+    TPH_CHECK(cma_exchange(tp, rank, len, 0) == 0, "warm-up");
+    int rc;
+    if (rank == 1) {
+        rc = sendw(tp, 0, 71, b, len);
+        TPH_CHECK(rc == FCCL_ERR_PROTOCOL, "send rc %d", rc);
+        TPH_CHECK(strstr(fccl_last_error(), "shorter"), "message: %s",
+                  fccl_last_error());
+    } else {
+        rc = recvw(tp, 1, 71, b, len / 2, NULL);
+        TPH_CHECK(rc == FCCL_ERR_PROTOCOL, "recv rc %d", rc);
+        TPH_CHECK(strstr(fccl_last_error(), "does not fit") &&
+                  strstr(fccl_last_error(), "rank 1"), "message: %s",
+                  fccl_last_error());
+    }
+    free(b);
+    return cma_exchange(tp, rank, MiB, 1); /* still usable */
+}
+
+Test(transport, cma_truncation_shm, .timeout = 60) { run("shm", 2, body_cma_trunc, NULL); }
+
+/* ---------------------------------------------------------------- */
 /* Chunking (max_chunk caps one wire message) and the MR cache.      */
 
 static int body_chunks(struct fccl_tp *tp, int rank, int n, void *arg)

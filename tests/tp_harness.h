@@ -62,6 +62,9 @@ struct tp_harness {
     int timeout_ms;        /* whole run; 0 = 60000 */
     const int *node_of;    /* host index per rank; NULL = all on host 0 */
     struct tp_opts opts;   /* other tp_open options (provider is ignored) */
+    const char *const *rank_env; /* per rank: "NAME=value" put in that
+                                    rank's environment before tp_open, or
+                                    NULL; the array may be NULL */
     /* Filled in by tp_harness_run: */
     double open_ms_max;    /* slowest tp_open among the ranks */
     char desc[128];        /* rank 0's tp_provider_desc() */
@@ -128,6 +131,8 @@ static inline int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
 {
     struct tp_opts o = h->opts;
     o.provider = h->provider;
+    if (h->rank_env && h->rank_env[rank])
+        putenv((char *)h->rank_env[rank]);
     if (!o.net_iface && !getenv("FCCL_NET_IFACE"))
         o.net_iface = "lo";
     struct fccl_tp *tp = NULL;
