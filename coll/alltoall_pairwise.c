@@ -53,16 +53,31 @@ int coll_alltoall_pairwise(struct coll_run *run)
     unsigned char *dst = a->recvbuf;
     if (!src)
         return FCCL_ERR_NOMEM;
+    struct tp_req *r = cr_reqs(run, 2);
+    if (!r)
+        return FCCL_ERR_NOMEM;
     for (int i = 1; i < n; i++) {
         int to = (me + i) % n, from = (me - i + n) % n;
-        int rc = cr_sendrecv(run, &v, to, src + coll_a2a_displ(a, 1, to) * es,
-                             coll_a2a_count(a, 1, to) * es, from,
-                             dst + coll_a2a_displ(a, 0, from) * es,
-                             coll_a2a_count(a, 0, from) * es, 0);
+        int rc = cr_irecv(run, &v, from, 0,
+                          dst + coll_a2a_displ(a, 0, from) * es,
+                          coll_a2a_count(a, 0, from) * es, &r[0]);
+        if (rc >= 0)
+            rc = cr_isend(run, &v, to, 0, src + coll_a2a_displ(a, 1, to) * es,
+                          coll_a2a_count(a, 1, to) * es, &r[1]);
+        /* my own block while the first exchange's handshake is under way */
+        if (rc >= 0 && i == 1)
+            memmove(dst + coll_a2a_displ(a, 0, me) * es,
+                    src + coll_a2a_displ(a, 1, me) * es,
+                    coll_a2a_count(a, 1, me) * es);
+        if (rc >= 0)
+            rc = cr_wait(run, r, 2);
+        if (rc >= 0)
+            rc = cr_check_len(run, &r[0], coll_a2a_count(a, 0, from) * es);
         if (rc < 0)
             return rc;
     }
-    memmove(dst + coll_a2a_displ(a, 0, me) * es,
-            src + coll_a2a_displ(a, 1, me) * es, coll_a2a_count(a, 1, me) * es);
+    if (n == 1)
+        memmove(dst, src + coll_a2a_displ(a, 1, me) * es,
+                coll_a2a_count(a, 1, me) * es);
     return FCCL_OK;
 }

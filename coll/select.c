@@ -217,9 +217,13 @@ static int auto_allreduce(const struct coll_run *run)
     int n = g->size;
     if (multi_host(g) && bytes > 16384)
         return 3; /* hier: only leaders cross hosts */
-    if (n == 1 || bytes <= (n <= 4 ? (size_t)1 << 20 : (size_t)256 << 10))
+    /* Thresholds measured on shm, 2 cores (bench/RESULTS.md): with 4 or
+     * more ranks, Rabenseifner beats recursive doubling from 256 KiB and
+     * ring up to 4 MiB (n = 4) or 2 MiB (n = 8). */
+    size_t rd_max = n == 2 ? (size_t)1 << 20 : n <= 4 ? 128 << 10 : 256 << 10;
+    if (n == 1 || bytes <= rd_max)
         return 0; /* rd */
-    if (n > 4 && bytes <= (size_t)2 << 20)
+    if (n > 2 && bytes <= (n <= 4 ? (size_t)4 << 20 : (size_t)2 << 20))
         return 2; /* rabenseifner */
     return 1;     /* ring */
 }

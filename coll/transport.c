@@ -20,7 +20,12 @@
  * Waiting.  Tight polling while completions flow (the 8-byte latency
  * path), sched_yield() after TP_SPIN_NS without a completion, and sleeps
  * growing to TP_SLEEP_MAX_NS after TP_YIELD_NS, so oversubscribed ranks
- * (8 on 2 cores) leave the CPU to the ones that have work.
+ * (8 on 2 cores) leave the CPU to the ones that have work.  With more
+ * ranks on this host than CPUs we may run on, a waiter yields after every
+ * empty poll instead: the rank it waits for may be the one it keeps off
+ * the CPU (4 ranks on 2 cores: 8-byte all_reduce 112 -> 15 us; with
+ * spare cores spinning is 2.5x faster, 0.6 against 1.6 us).
+ * FCCL_SPIN_US overrides the spin time.
  */
 #include <errno.h>
 #include <limits.h>
@@ -38,6 +43,7 @@
 #define TP_SRC_MAX (1 << (64 - TP_TAG_BITS)) /* ranks without directed recv */
 #define TP_CQ_BATCH 16
 #define TP_SPIN_NS 50000ull     /* tight poll this long after progress */
+#define TP_SPIN_ENV "FCCL_SPIN_US"
 #define TP_YIELD_NS 1000000ull  /* then sched_yield() until this */
 #define TP_SLEEP_MIN_NS 20000L  /* then sleep, doubling up to the max */
 #define TP_SLEEP_MAX_NS 500000L
@@ -106,6 +112,7 @@ int tp_open(const struct tp_opts *opts, struct fccl_tp **out)
     tp->always_register = o->always_register;
     tp->max_chunk = o->max_chunk;
     tp->my_rank = -1;
+    tp->spin_ns = TP_SPIN_NS;
     tp_cma_init(tp);
     const char *iface = o->net_iface ? o->net_iface : getenv("FCCL_NET_IFACE");
     const char *prov = forced_provider(o);
@@ -190,6 +197,32 @@ static int route(struct fccl_tp *tp, int r, const void *blob, size_t len,
     return rc;
 }
 
+/* How long waiters poll before yielding (see the top of the file). */
+static void set_spin(struct fccl_tp *tp, int nranks, int me,
+                     const int *node_of)
+{
+    const char *env = getenv(TP_SPIN_ENV);
+    if (env && *env) {
+        char *end;
+        unsigned long long us = strtoull(env, &end, 10);
+        if (*end == '\0') {
+            tp->spin_ns = us * 1000ull;
+            return;
+        }
+        LOG_WARN("FABRIC", "%s=%s is not a number of microseconds; ignored",
+                 TP_SPIN_ENV, env);
+    }
+    int local = 0;
+    for (int r = 0; r < nranks; r++)
+        local += !node_of || node_of[r] == node_of[me];
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                             : 0;
+    tp->spin_ns = cpus > 0 && local > cpus ? 0 : TP_SPIN_NS;
+    LOG_DEBUG("FABRIC", "%d local ranks, %d CPUs: waiters %s", local, cpus,
+              tp->spin_ns ? "spin 50 us, then yield" : "yield at once");
+}
+
 static int add_peer(struct fccl_tp *tp, int r, const void *blob, size_t len,
                     int local)
 {
@@ -241,6 +274,7 @@ int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
     if (rc == FCCL_OK) {
         tp->nranks = nranks;
         tp->my_rank = my_rank;
+        set_spin(tp, nranks, my_rank, node_of);
         rc = tp_wire_start(tp);
     }
     if (rc < 0) {
@@ -543,9 +577,9 @@ int tp_test(struct fccl_tp *tp, struct tp_req *req)
 }
 
 /* Back off according to how long nothing has completed. */
-static void backoff(uint64_t idle_ns)
+static void backoff(const struct fccl_tp *tp, uint64_t idle_ns)
 {
-    if (idle_ns < TP_SPIN_NS)
+    if (idle_ns < tp->spin_ns)
         return;
     if (idle_ns < TP_YIELD_NS) {
         sched_yield();
@@ -644,7 +678,7 @@ int tp_waitall(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
         }
         if (got)
             last = now;
-        backoff(now - last);
+        backoff(tp, now - last);
     }
 }
 

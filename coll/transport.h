@@ -39,8 +39,10 @@
  * - isend/irecv never block: a post the provider refuses for lack of queue
  *   entries (-FI_EAGAIN, or shm's -FI_ENOMEM) is queued and retried, in
  *   order, by whichever thread drives progress.
- * - Waiting polls tightly for 50 us after the last completion, then
- *   sched_yield()s, then (after 1 ms idle) sleeps 20-500 us per round.
+ * - Waiting polls tightly for 50 us after the last completion (not at all
+ *   when this host has more ranks than CPUs; FCCL_SPIN_US overrides),
+ *   then sched_yield()s, then (after 1 ms idle) sleeps 20-500 us per
+ *   round.
  * - Environment: FCCL_PROVIDER / FI_PROVIDER force a provider ("tcp" also
  *   selects "tcp;ofi_rxm"; "auto" or a FI_PROVIDER list means auto),
  *   FCCL_NET_IFACE restricts network providers to one interface/domain.
