@@ -154,6 +154,16 @@ int tp_waitall(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
  * is on this host), 0 otherwise.  The same answer on both sides. */
 int tp_peer_is_local(const struct fccl_tp *tp, int peer);
 
+/* tp_waitall, and also fail (FCCL_ERR_PEER) once a local rank among
+ * watch[0..nwatch) has exited: a group passes its members, so a rank that
+ * waits on a live peer still learns that the job lost one.  tp_waitall
+ * watches only the peers of its pending requests.  Checked when nothing
+ * has completed for 200 ms; ranks on other hosts rely on the provider's
+ * connection errors and the deadline. */
+int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
+                     uint64_t deadline, const _Atomic int *abort,
+                     const int *watch, size_t nwatch);
+
 /* Cancel a pending request (used after timeouts and aborts).  Blocks up to
  * ~200 ms for the provider to hand it back; if it cannot (a send already
  * on its way), the request is marked failed (FCCL_ERR_ABORTED) and a later

@@ -321,13 +321,14 @@ void tp_ep_close(struct tp_ep *e)
 }
 
 /* ------------------------------------------------------------------ */
-/* Name blob: "FTP1" | u8 nep | nep x (u8 kind | u8 plen | prov |     */
-/* u16le alen | addr)                                                 */
+/* Name blob: "FTP1" | u8 count | count x (u8 kind | u8 plen | prov | */
+/* u16le alen | addr): the endpoints, then a "proc" entry (kind       */
+/* TP_EP_PROC: pid and pid namespace, transport_live.c)               */
 /* ------------------------------------------------------------------ */
 
 int tp_blob_encode(const struct fccl_tp *tp, void *buf, size_t *len)
 {
-    size_t need = 5;
+    size_t need = 5 + 4 + strlen(TP_PROC_NAME) + TP_LIVE_ADDR_LEN;
     for (int i = 0; i < tp->nep; i++)
         need += 4 + strlen(tp->eps[i].prov) + tp->eps[i].addrlen;
     if (!buf) {
@@ -339,7 +340,7 @@ int tp_blob_encode(const struct fccl_tp *tp, void *buf, size_t *len)
                         "transport: name buffer %zu B, need %zu B", *len, need);
     unsigned char *p = buf;
     memcpy(p, BLOB_MAGIC, 4);
-    p[4] = (unsigned char)tp->nep;
+    p[4] = (unsigned char)(tp->nep + 1);
     p += 5;
     for (int i = 0; i < tp->nep; i++) {
         const struct tp_ep *e = &tp->eps[i];
@@ -353,6 +354,14 @@ int tp_blob_encode(const struct fccl_tp *tp, void *buf, size_t *len)
         memcpy(p, e->addr, e->addrlen);
         p += e->addrlen;
     }
+    size_t pl = strlen(TP_PROC_NAME);
+    *p++ = TP_EP_PROC;
+    *p++ = (unsigned char)pl;
+    memcpy(p, TP_PROC_NAME, pl);
+    p += pl;
+    *p++ = TP_LIVE_ADDR_LEN;
+    *p++ = 0;
+    p += tp_live_encode(tp, p);
     *len = need;
     return FCCL_OK;
 }

@@ -6,6 +6,7 @@
  *   transport_mr.c    memory-registration cache
  *   transport_wire.c  requests -> tagged messages, completions, retry queues
  *   transport_cma.c   single-copy transfers between local processes
+ *   transport_live.c  noticing that a local peer's process has exited
  *   transport.c       open/close, peers, the progress engine, waiting
  */
 #ifndef FCCL_COLL_TRANSPORT_INT_H
@@ -24,7 +25,7 @@
 #define TP_MAX_EPS 2
 #define TP_PROV_MAX 64
 #define TP_ADDR_MAX 256
-#define TP_CTS_SLOTS 16 /* receives kept posted for control messages */
+#define TP_CTS_SLOTS 8 /* receives kept posted for control messages */
 #define TP_CTL_WORDS 6  /* control message: rank, kind, 4 arguments */
 #define TP_CMA_RTS 0x434d41ull /* remote CQ data of a CMA descriptor */
 
@@ -38,7 +39,9 @@ enum { TP_PH_DATA = 0, TP_PH_WAIT_CTS, TP_PH_SEND_CTS, TP_PH_HELD,
 /* May this process read a peer's memory (transport_cma.c)? */
 enum { TP_CMA_UNKNOWN = 0, TP_CMA_PROBING, TP_CMA_YES, TP_CMA_NO };
 
-enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2 };
+enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2, TP_EP_PROC = 3 /* blob only */ };
+#define TP_PROC_NAME "proc"
+#define TP_LIVE_ADDR_LEN 12
 
 struct tp_mr_cache; /* transport_mr.c */
 
@@ -103,6 +106,7 @@ struct tp_peer {
     struct tp_req *fin_head;     /* CMA sends waiting for FIN */
     int cma;                     /* TP_CMA_*: do we send to it by CMA */
     int pid;                     /* its pid, once it may read us */
+    int pidfd, live_pid;         /* local peer's process (or -1, 0) */
 };
 
 struct fccl_tp {
@@ -167,6 +171,13 @@ void tp_cma_wait_fin(struct fccl_tp *tp, struct tp_req *r);
 void tp_cma_forget(struct fccl_tp *tp, struct tp_req *r);
 void tp_cma_on_rts(struct fccl_tp *tp, struct tp_req *r);
 void tp_cma_on_ctl(struct fccl_tp *tp, int peer, const uint64_t *msg);
+
+/* transport_live.c */
+size_t tp_live_encode(const struct fccl_tp *tp, unsigned char *p);
+void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
+                 size_t len, int local);
+void tp_live_close(struct tp_peer *p);
+int tp_live_dead(const struct fccl_tp *tp, const int *ranks, size_t n);
 
 /* transport_mr.c: descriptor for [buf, buf+len) on endpoint e, registering
  * on a miss; *entry is released with tp_mr_put when the op completes. */

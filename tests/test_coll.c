@@ -101,6 +101,7 @@ Test(coll_groups, shm_3, .timeout = 140) { special("shm", 3, "groups", 120); }
 Test(coll_groups, shm_4, .timeout = 140) { special("shm", 4, "groups", 120); }
 Test(coll_groups, tcp_3, .timeout = 140) { special(TCP, 3, "groups", 120); }
 Test(coll_kill, shm_3, .timeout = 140) { special("shm", 3, "kill", 2); }
+Test(coll_kill, shm_4, .timeout = 140) { special("shm", 4, "kill", 2); }
 Test(coll_kill, tcp_3, .timeout = 140) { special(TCP, 3, "kill", 2); }
 Test(coll_abort, shm_3, .timeout = 140) { special("shm", 3, "abort", 2); }
 Test(coll_abort, tcp_2, .timeout = 140) { special(TCP, 2, "abort", 2); }

@@ -321,13 +321,13 @@ static int body_peer_exit(struct fccl_tp *tp, int rank, int n, void *arg)
     struct tp_req r[2];
     TPH_CHECK(tp_irecv(tp, 1, 2, rb, 64, &r[0]) == 0, "irecv");
     TPH_CHECK(tp_isend(tp, 1, 3, b, big, &r[1]) == 0, "isend");
+    /* a deadline far away: only noticing the exit itself gives PEER */
     uint64_t t0 = fccl_now_ns();
-    int rc = tp_waitall(tp, r, 2, dl(2000), NULL);
+    int rc = tp_waitall(tp, r, 2, dl(30000), NULL);
     double ms = (double)(fccl_now_ns() - t0) / 1e6;
     fprintf(stderr, "peer exit: rc %d (%s) after %.0f ms: %s\n", rc,
             fccl_strerror(rc), ms, fccl_last_error());
-    TPH_CHECK(rc == FCCL_ERR_TIMEOUT || rc == FCCL_ERR_PEER, "rc %d", rc);
-    TPH_CHECK(ms < 3500, "took %.0f ms", ms);
+    TPH_CHECK(rc == FCCL_ERR_PEER, "rc %d", rc);
     TPH_CHECK(strstr(fccl_last_error(), "rank 1") != NULL, "message: %s",
               fccl_last_error());
     TPH_CHECK(!(r[0].state == TP_REQ_PENDING || r[1].state == TP_REQ_PENDING),
