@@ -41,9 +41,10 @@
 #include "log.h"
 #include "transport_int.h"
 
-/* Below this shm's own path is as fast (one syscall and one FIN more
- * cost about 1.5 us; bench/RESULTS.md). */
-#define TP_CMA_MIN (256u << 10)
+/* Below this shm's own path is as fast: 2-rank all_to_all with 32 and
+ * 64 KiB blocks takes the same time either way, with 128 KiB blocks 15-19
+ * us here against 27-29 us through shm. */
+#define TP_CMA_MIN (64u << 10)
 
 struct cma_desc {
     uint64_t addr, len, cookie;
