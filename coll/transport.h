@@ -86,6 +86,7 @@ struct tp_req {
     struct tp_req *rnext;  /* that list's link */
     size_t olen;           /* bytes that did not fit (truncation) */
     int cma;               /* send: payload read by the peer via CMA */
+    struct tp_req *fnext;  /* CMA: link in the peer's FIN list */
 };
 
 struct tp_opts {

@@ -9,11 +9,10 @@
  * Here the copy runs in our CQ handler, outside any libfabric lock.
  *
  * Protocol, for a send of at least TP_CMA_MIN bytes to a peer known to
- * accept CMA.  The clear-to-send handshake of transport_wire.c is unchanged (the
- * receiver's buffer is posted when the sender goes on):
+ * accept CMA:
  *   1. the sender injects a 24-byte descriptor {address, length, cookie}
  *      on the data tag with remote CQ data TP_CMA_RTS; it lands in the
- *      posted receive (the receiver's buffer holds it for a moment);
+ *      receive (the receiver's buffer holds it for a moment);
  *   2. the receiver reads the payload straight from the sender's memory
  *      into its buffer and injects FIN {cookie, status} to the sender's
  *      control slots; the send completes then.
@@ -21,6 +20,16 @@
  * receive is live, so a cancelled or failed operation on either side can
  * never write into another process.  Per-tag order is the provider's: the
  * descriptor is the message.
+ *
+ * Eager.  The descriptor is an inject, which completes at once, so it
+ * need not wait for the receiver's clear-to-send (transport_wire.c): the
+ * first TP_CMA_EAGER_MAX sends in flight to a peer go out right away,
+ * which saves one hop (the bound keeps shm's unexpected-message pool
+ * small when nobody receives).  The receiver, which cannot tell, still
+ * sends its clear-to-send; it is owed to the eager send, which stays on
+ * the peer's rendezvous list until it arrives (or FIN does: a
+ * clear-to-send still queued when the descriptor is read is dropped), so
+ * later sends on the same tag take the later clear-to-sends.
  *
  * Permission.  CMA needs the same pid namespace and ptrace rights (Yama's
  * ptrace_scope 1, Ubuntu's default, refuses siblings).  So before its
@@ -45,6 +54,7 @@
  * 64 KiB blocks takes the same time either way, with 128 KiB blocks 15-19
  * us here against 27-29 us through shm. */
 #define TP_CMA_MIN (64u << 10)
+#define TP_CMA_EAGER_MAX 8
 
 struct cma_desc {
     uint64_t addr, len, cookie;
@@ -97,7 +107,8 @@ void tp_cma_init(struct fccl_tp *tp)
     tp->cma_ok = 1;
 }
 
-/* Should send r use CMA?  Starts the permission probe on first use. */
+/* How should send r use CMA (TP_CMA_OFF, _AFTER_CTS, _EAGER)?  Starts the
+ * permission probe on first use. */
 int tp_cma_plan(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r)
 {
     struct tp_peer *p = &tp->peers[r->peer];
@@ -109,7 +120,9 @@ int tp_cma_plan(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r)
         tp_ctl_send(tp, r->peer, TP_CTL_PROBE, (uint64_t)tp->pid, tp->pidns,
                     (uint64_t)(uintptr_t)&tp->cma_magic, tp->cma_magic);
     }
-    return p->cma == TP_CMA_YES;
+    if (p->cma != TP_CMA_YES)
+        return TP_CMA_OFF;
+    return p->eager_out < TP_CMA_EAGER_MAX ? TP_CMA_EAGER : TP_CMA_AFTER_CTS;
 }
 
 /* Post the descriptor of send r (it waits for FIN afterwards). */
@@ -126,18 +139,20 @@ void tp_cma_wait_fin(struct fccl_tp *tp, struct tp_req *r)
 {
     struct tp_peer *p = &tp->peers[r->peer];
     r->phase = TP_PH_WAIT_FIN;
-    r->rnext = p->fin_head;
+    r->fnext = p->fin_head;
     p->fin_head = r;
+    p->eager_out += r->cma == TP_CMA_EAGER;
 }
 
-/* Take send r (or the one with this cookie) off its peer's FIN list. */
+/* Take the send with this cookie off its peer's FIN list. */
 static struct tp_req *fin_take(struct tp_peer *p, uint64_t cookie)
 {
-    for (struct tp_req **pp = &p->fin_head; *pp; pp = &(*pp)->rnext) {
+    for (struct tp_req **pp = &p->fin_head; *pp; pp = &(*pp)->fnext) {
         struct tp_req *r = *pp;
         if ((uint64_t)(uintptr_t)r == cookie) {
-            *pp = r->rnext;
-            r->rnext = NULL;
+            *pp = r->fnext;
+            r->fnext = NULL;
+            p->eager_out -= r->cma == TP_CMA_EAGER;
             return r;
         }
     }

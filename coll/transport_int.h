@@ -38,6 +38,8 @@ enum { TP_PH_DATA = 0, TP_PH_WAIT_CTS, TP_PH_SEND_CTS, TP_PH_HELD,
        TP_PH_WAIT_FIN };
 /* May this process read a peer's memory (transport_cma.c)? */
 enum { TP_CMA_UNKNOWN = 0, TP_CMA_PROBING, TP_CMA_YES, TP_CMA_NO };
+/* How a send uses CMA (tp_req.cma). */
+enum { TP_CMA_OFF = 0, TP_CMA_AFTER_CTS, TP_CMA_EAGER };
 
 enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2, TP_EP_PROC = 3 /* blob only */ };
 #define TP_PROC_NAME "proc"
@@ -104,6 +106,7 @@ struct tp_peer {
                                     tag), in post order */
     struct tp_early_cts *early;  /* clear-to-sends not yet claimed */
     struct tp_req *fin_head;     /* CMA sends waiting for FIN */
+    int eager_out;               /* eager CMA descriptors among them */
     int cma;                     /* TP_CMA_*: do we send to it by CMA */
     int pid;                     /* its pid, once it may read us */
     int pidfd, live_pid;         /* local peer's process (or -1, 0) */

@@ -402,13 +402,18 @@ static void rv_release(struct fccl_tp *tp, int peer, uint64_t tag)
         }
         if (q->phase != TP_PH_HELD)
             return;
-        if (needs_cts(&tp->eps[q->ep], q->total) &&
-            !early_take(&tp->peers[peer], tag)) {
+        int owed = needs_cts(&tp->eps[q->ep], q->total) &&
+                   !early_take(&tp->peers[peer], tag);
+        if (owed && q->cma != TP_CMA_EAGER) {
             q->phase = TP_PH_WAIT_CTS; /* stays first on the list */
             return;
         }
-        rv_remove(tp, q);
         q->phase = TP_PH_DATA;
+        if (owed) { /* eager: goes now, stays first until its CTS comes */
+            post_or_queue(tp, q);
+            return;
+        }
+        rv_remove(tp, q);
         post_or_queue(tp, q);
         q = nx;
     }
@@ -551,11 +556,13 @@ static void on_ctl(struct fccl_tp *tp, struct tp_ep *e,
     for (struct tp_req *r = p->rv_head; r; r = r->rnext) {
         if (r->tag != tag)
             continue;
-        if (r->phase != TP_PH_WAIT_CTS)
+        if (r->phase == TP_PH_HELD)
             break;
-        r->phase = TP_PH_DATA;
         rv_remove(tp, r);
-        post_or_queue(tp, r);
+        if (r->phase == TP_PH_WAIT_CTS) {
+            r->phase = TP_PH_DATA;
+            post_or_queue(tp, r);
+        } /* else an eager CMA send already went: this was owed to it */
         rv_release(tp, (int)peer, tag);
         return;
     }
@@ -680,13 +687,14 @@ static int plan_send(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r)
         r->mode = MODE_CHUNKED;
     }
     struct tp_peer *p = &tp->peers[r->peer];
-    r->cma = r->mode == MODE_SINGLE && tp_cma_plan(tp, e, r);
-    r->phase = TP_PH_DATA;
-    if (p->rv_head && rv_has_tag(p, r->tag))
-        r->phase = TP_PH_HELD; /* must not overtake a same-tag send */
-    else if (needs_cts(e, r->total) && !early_take(p, r->tag))
-        r->phase = TP_PH_WAIT_CTS;
-    if (r->phase != TP_PH_DATA)
+    r->cma = r->mode == MODE_SINGLE ? tp_cma_plan(tp, e, r) : TP_CMA_OFF;
+    /* held: must not overtake a same-tag send; owed: a clear-to-send is
+     * due to it (an eager CMA send goes at once and stays listed) */
+    int held = p->rv_head && rv_has_tag(p, r->tag);
+    int owed = !held && needs_cts(e, r->total) && !early_take(p, r->tag);
+    r->phase = held ? TP_PH_HELD
+             : owed && r->cma != TP_CMA_EAGER ? TP_PH_WAIT_CTS : TP_PH_DATA;
+    if (held || owed)
         rv_append(tp, r);
     return FCCL_OK;
 }

@@ -662,6 +662,63 @@ Test(transport, cma_refused_shm, .timeout = 60)
                  "mixed FCCL_CMA failed (see stderr)");
 }
 
+/* Same-tag messages of every kind (eager CMA, CMA after clear-to-send
+ * once more than 8 are in flight, shm's own path, injected) arrive in
+ * send order, whether the receives are posted late or early. */
+static const size_t ord_sizes[] = {300 * 1024, 70000, 100, MiB + 1, 5000,
+                                   200 * 1024, 65536, 80000, 90000, 100000,
+                                   110000, 120000, 4096, 130000};
+#define NORD (sizeof(ord_sizes) / sizeof(ord_sizes[0]))
+
+static int body_cma_order(struct fccl_tp *tp, int rank, int n, void *arg)
+{
+    (void)n, (void)arg;
+    unsigned char *b[NORD];
+    struct tp_req r[NORD];
+    struct timespec pause = {0, 50000000};
+    for (size_t k = 0; k < NORD; k++)
+        TPH_CHECK((b[k] = malloc(ord_sizes[k])) != NULL, "malloc");
+    /* rank 0's CMA probe is answered by the end of this */
+    TPH_CHECK(cma_exchange(tp, rank, MiB, 7) == 0, "warm-up");
+    struct tp_stats st0, st1;
+    tp_get_stats(tp, &st0);
+    for (int late = 1; late >= 0; late--) {
+        int recv_waits = late == 1, send_waits = late == 0;
+        for (size_t k = 0; k < NORD; k++) {
+            if (rank == 0)
+                fill(b[k], ord_sizes[k], (uint32_t)(k + 10 * late));
+            else
+                memset(b[k], 0, ord_sizes[k]);
+        }
+        if ((rank == 1 && recv_waits) || (rank == 0 && send_waits))
+            nanosleep(&pause, NULL);
+        for (size_t k = 0; k < NORD; k++) {
+            int rc = rank == 0 ? tp_isend(tp, 1, 90, b[k], ord_sizes[k], &r[k])
+                               : tp_irecv(tp, 0, 90, b[k], ord_sizes[k], &r[k]);
+            TPH_CHECK(rc == 0, "post %zu", k);
+        }
+        TPH_CHECK(tp_waitall(tp, r, NORD, dl(20000), NULL) == 0, "wait");
+        for (size_t k = 0; rank == 1 && k < NORD; k++) {
+            TPH_CHECK(r[k].len == ord_sizes[k], "message %zu: %zu B", k,
+                      r[k].len);
+            TPH_CHECK(bad_byte(b[k], ord_sizes[k], (uint32_t)(k + 10 * late))
+                      < 0, "message %zu out of order or corrupt", k);
+        }
+    }
+    tp_get_stats(tp, &st1);
+    size_t big = 0;
+    for (size_t k = 0; k < NORD; k++)
+        big += ord_sizes[k] >= 65536;
+    if (rank == 1) /* every message of 64 KiB or more, both rounds */
+        TPH_CHECK(st1.cma - st0.cma == 2 * big, "%llu of %zu came by CMA",
+                  (unsigned long long)(st1.cma - st0.cma), 2 * big);
+    for (size_t k = 0; k < NORD; k++)
+        free(b[k]);
+    return 0;
+}
+
+Test(transport, cma_order_shm, .timeout = 60) { run("shm", 2, body_cma_order, NULL); }
+
 /* A CMA message longer than its receive fails both sides, clearly. */
 static int body_cma_trunc(struct fccl_tp *tp, int rank, int n, void *arg)
 {
