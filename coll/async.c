@@ -90,6 +90,7 @@ void coll_comm_destroy(struct fccl_group *g)
     pthread_cond_destroy(&st->qcv);
     pthread_cond_destroy(&st->donecv);
     pthread_mutex_destroy(&st->qlock);
+    coll_seg_free(st->seg);
     free(st->scratch);
     free(st->reqs);
     free(st->idx);

@@ -128,6 +128,8 @@ struct coll_async {
     int forced[COLL_NUM_KINDS];
     char forced_bad[COLL_NUM_KINDS][48];
     size_t chunk;              /* pipeline chunk in bytes */
+    struct coll_seg *seg;      /* shared segment of a one-host group */
+    int seg_failed;            /* its setup failed: never try again */
     /* async worker (async.c) */
     struct fccl_group *g;
     pthread_mutex_t qlock;
@@ -412,6 +414,27 @@ int coll_allreduce_ring(struct coll_run *run);
 int coll_allreduce_rd(struct coll_run *run);
 int coll_allreduce_rabenseifner(struct coll_run *run);
 int coll_allreduce_hier(struct coll_run *run);
+int coll_allreduce_shm(struct coll_run *run);
+/* all_reduce by the algorithm the selector picks among those that use the
+ * transport (select.c). */
+int coll_allreduce_transport(struct coll_run *run);
+
+/* ---- shared-memory segment of a one-host group (shm_seg.c) ---- */
+struct coll_seg;
+/* The group's segment, set up with all members on first use: *out is NULL
+ * (and stays so for the group) when it cannot be made.  Errors are those
+ * of the setup messages. */
+int coll_seg_get(struct coll_run *run, struct coll_seg **out);
+size_t coll_seg_slot_bytes(const struct coll_seg *s);
+unsigned char *coll_seg_slot(const struct coll_seg *s, int rank);
+/* Wait until every member has entered as many barriers as I have: fails
+ * on the call's deadline, an abort, or a member that has exited. */
+int coll_seg_barrier(struct coll_run *run, struct coll_seg *s);
+/* Bookkeeping of allreduce_shm.c's one-barrier calls: how many so far;
+ * record whether this call was one (returns whether the last call was). */
+uint64_t coll_seg_small_calls(const struct coll_seg *s);
+int coll_seg_note_small(struct coll_seg *s, int small);
+void coll_seg_free(struct coll_seg *s);
 int coll_bcast_binomial(struct coll_run *run);
 int coll_bcast_scatter_ag(struct coll_run *run);
 int coll_reduce_binomial(struct coll_run *run);

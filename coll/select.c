@@ -24,6 +24,7 @@ static const struct coll_algo allreduce_algos[] = {
      coll_allreduce_rabenseifner},
     {3, "hier", "reduce to host leaders, leaders all-reduce, host broadcast",
      coll_allreduce_hier},
+    {4, "shm", "through a segment shared by a one-host group", coll_allreduce_shm},
     {0, NULL, NULL, NULL},
 };
 
@@ -210,7 +211,20 @@ static int multi_host(const struct fccl_group *g)
     return g->nnodes > 1 && g->nnodes < g->size;
 }
 
-static int auto_allreduce(const struct coll_run *run)
+/* All members on this host, reached through shared memory (a network
+ * provider the user forced is honoured). */
+static int one_host_shm(const struct fccl_group *g)
+{
+    if (g->nnodes != 1 || g->size < 2)
+        return 0;
+    for (int q = 0; q < g->size; q++)
+        if (q != g->rank && !tp_peer_is_local(g->tp, g->world[q]))
+            return 0;
+    return 1;
+}
+
+/* The choice among the algorithms that go through the transport. */
+static int transport_allreduce(const struct coll_run *run)
 {
     const struct fccl_group *g = run->g;
     size_t bytes = run->a->count * fccl_dtype_size(run->a->dtype);
@@ -226,6 +240,18 @@ static int auto_allreduce(const struct coll_run *run)
     if (n > 2 && bytes <= (n <= 4 ? (size_t)4 << 20 : (size_t)2 << 20))
         return 2; /* rabenseifner */
     return 1;     /* ring */
+}
+
+/* On one host the shared segment wins at every size and rank count
+ * measured (2-8 ranks, 8 B-64 MiB; bench/RESULTS.md). */
+static int auto_allreduce(const struct coll_run *run)
+{
+    return one_host_shm(run->g) ? 4 : transport_allreduce(run);
+}
+
+int coll_allreduce_transport(struct coll_run *run)
+{
+    return allreduce_algos[transport_allreduce(run)].fn(run);
 }
 
 static int auto_choice(const struct coll_run *run)

@@ -602,6 +602,16 @@ static void backoff(const struct fccl_tp *tp, uint64_t idle_ns)
     nanosleep(&ts, NULL);
 }
 
+void tp_idle(const struct fccl_tp *tp, uint64_t idle_ns)
+{
+    backoff(tp, idle_ns);
+}
+
+int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n)
+{
+    return tp && tp->peers ? tp_live_dead(tp, ranks, n) : -1;
+}
+
 static int timeout_error(const struct tp_req *reqs, size_t n, uint64_t t0)
 {
     char list[400];

@@ -165,6 +165,12 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
                      uint64_t deadline, const _Atomic int *abort,
                      const int *watch, size_t nwatch);
 
+/* For waits outside the transport (a shared-memory barrier): back off as
+ * tp_waitall does after idle_ns without progress, and report the first of
+ * ranks[0..n) on this host whose process has exited (-1 if none). */
+void tp_idle(const struct fccl_tp *tp, uint64_t idle_ns);
+int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n);
+
 /* Cancel a pending request (used after timeouts and aborts).  Blocks up to
  * ~200 ms for the provider to hand it back; if it cannot (a send already
  * on its way), the request is marked failed (FCCL_ERR_ABORTED) and a later

@@ -217,6 +217,8 @@ static void on_fin(struct fccl_tp *tp, int peer, const uint64_t *m)
     if (!r) /* the send was cancelled meanwhile */
         return;
     int status = (int)(int64_t)m[3];
+    if (status > 0 || status < FCCL_ERR_AUTH)
+        status = FCCL_ERR_PROTOCOL; /* not a status we know */
     r->len = r->off = status == FCCL_OK ? r->total : 0;
     tp_wire_finish(tp, r, status);
 }

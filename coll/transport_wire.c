@@ -14,9 +14,9 @@
  * libfabric 1.17 does not survive.)  So on shm a large send first waits
  * for a clear-to-send: the receiver, once its receive is posted, injects
  * a control message (its rank, TP_CTL_CTS and the tag) tagged exactly
- * TP_CTS_BIT; only then is the data (or its CMA descriptor, see
- * transport_cma.c) sent, so it is matched on arrival and its completion
- * follows promptly.  Control messages land in TP_CTS_SLOTS receives kept
+ * TP_CTS_BIT; only then is the data sent, so it is matched on arrival and
+ * its completion follows promptly.  (A CMA descriptor, an inject, may go
+ * first: transport_cma.c.)  Control messages land in TP_CTS_SLOTS receives kept
  * posted for any source (so a send never needs a receive entry of its
  * own, which could starve behind data receives); clear-to-sends are
  * paired in software with the first send waiting on that (peer, tag), or

@@ -23,12 +23,15 @@ static double now_s(void) { return (double)fccl_now_ns() / 1e9; }
 
 static void m_all_reduce(struct rt *t, const size_t *counts, int nc, int smoke)
 {
-    static const char *algos[] = {NULL, "rd", "ring", "rabenseifner", "hier"};
+    static const char *algos[] = {NULL, "rd", "ring", "rabenseifner", "hier",
+                                  "shm"};
     for (int i = 0; i < nc; i++)
-        for (int a = 0; a < 5; a++)
+        for (int a = 0; a < 6; a++)
             run(t, TC("all_reduce", F32, FCCL_SUM, counts[i], algos[a],
                                .hier = a == 4));
-    for (int a = 0; a < 5; a++) {
+    /* shm on a group spread over (fake) hosts runs the ring instead */
+    run(t, TC("all_reduce", F32, FCCL_SUM, 1025, "shm", .hier = 1));
+    for (int a = 0; a < 6; a++) {
         run(t, TC("all_reduce", F32, FCCL_SUM, 1025, algos[a],
                            .inplace = 1, .hier = a == 4));
         run(t, TC("all_reduce", F32, FCCL_AVG, 7, algos[a],
@@ -38,7 +41,7 @@ static void m_all_reduce(struct rt *t, const size_t *counts, int nc, int smoke)
                        .async = 2));
     if (smoke)
         return;
-    /* every dtype and op: auto (rd here), and ring / rabenseifner */
+    /* every dtype and op: auto (rd here), ring, rabenseifner, shm */
     for (int dt = 0; dt < FCCL_NUM_DTYPES; dt++)
         for (int op = 0; op < FCCL_NUM_OPS; op++) {
             if (dt == FCCL_BOOL && op == FCCL_AVG)
@@ -49,6 +52,8 @@ static void m_all_reduce(struct rt *t, const size_t *counts, int nc, int smoke)
                                1025, "ring"));
             run(t, TC("all_reduce", (fccl_dtype_t)dt, (fccl_redop_t)op,
                                7, "rabenseifner", .inplace = 1));
+            run(t, TC("all_reduce", (fccl_dtype_t)dt, (fccl_redop_t)op,
+                               1025, "shm"));
         }
     run(t, TC("all_reduce", FCCL_FLOAT16, FCCL_SUM, 70001, "hier",
                        .hier = 1));
@@ -405,9 +410,11 @@ static void record(int rank, int rc, double secs)
 }
 
 /* The timeout is long on purpose: survivors must learn of the death from
- * the dead process itself (FCCL_ERR_PEER), not from the deadline.  In a
- * ring of 4, rank 1 neither sends to nor receives from the victim (3) in
- * the first step: it waits on rank 0 and must still hear of it. */
+ * the dead process itself (FCCL_ERR_PEER), not from the deadline.  With 3
+ * ranks the ring all-reduce runs: in a ring of 4, rank 1 neither sends to
+ * nor receives from the victim (3) in the first step, it waits on rank 0
+ * and must still hear of it.  With 4, the shared-memory one: survivors
+ * wait in a barrier of the segment, with no message pending at all. */
 #define KILL_TIMEOUT_MS 60000
 
 static int kill_mode(struct rt *t)
@@ -415,15 +422,19 @@ static int kill_mode(struct rt *t)
     int n = t->n, me = t->rank, victim = n - 1;
     struct fccl_group *gk = make_group(t->tp, me, n, NULL, 8, NULL,
                                        KILL_TIMEOUT_MS, "gk");
-    if (!gk || fccl_barrier(gk, NULL) < 0)
+    static float in[4096], out[4096];
+    memset(in, 0, sizeof(in));
+    if (!gk)
+        return 1;
+    fccl_set_algo(gk, "all_reduce", n == 4 ? "shm" : "ring");
+    /* a first all-reduce sets the segment up while everyone is alive */
+    if (fccl_all_reduce(in, out, 4, F32, FCCL_SUM, gk, NULL) < 0 ||
+        fccl_barrier(gk, NULL) < 0)
         return 1;
     if (me == victim) {
         fflush(NULL);
         _exit(0); /* gone without closing anything */
     }
-    fccl_set_algo(gk, "all_reduce", "ring");
-    static float in[4096], out[4096];
-    memset(in, 0, sizeof(in));
     double t0 = now_s();
     int rc = fccl_all_reduce(in, out, 4096, F32, FCCL_SUM, gk, NULL);
     record(me, rc, now_s() - t0);
