@@ -42,6 +42,7 @@ static const struct coll_algo reduce_algos[] = {
 static const struct coll_algo allgather_algos[] = {
     {0, "ring", "pipelined ring", coll_allgather_ring},
     {1, "bruck", "Bruck: ceil(log n) rounds", coll_allgather_bruck},
+    {2, "shm", "through a segment shared by a one-host group", coll_allgather_shm},
     {0, NULL, NULL, NULL},
 };
 
@@ -262,7 +263,14 @@ static int auto_choice(const struct coll_run *run)
     switch (a->kind) {
     case COLL_ALLREDUCE: return auto_allreduce(run);
     case COLL_BCAST: return n > 2 && bytes >= 512 * 1024 ? 1 : 0;
-    case COLL_ALLGATHER: return total_bytes(a, n) <= 64 * 1024 ? 1 : 0;
+    case COLL_ALLGATHER:
+        /* shm: one barrier for small blocks; with 3+ ranks it beat the
+         * ring at every size measured; two ranks with larger blocks do as
+         * well or better with the ring's single copy (bench/RESULTS.md) */
+        if (one_host_shm(run->g) &&
+            (n > 2 || total_bytes(a, n) <= (size_t)n * (16u << 10)))
+            return 2;
+        return total_bytes(a, n) <= 64 * 1024 ? 1 : 0;
     case COLL_ALLTOALL:
         /* all at once while the host absorbs it; pairwise beyond */
         return n <= 8 || bytes * (size_t)n <= ((size_t)1 << 20) ? 1 : 0;

@@ -109,6 +109,8 @@ static void m_blocks(struct rt *t, const size_t *counts, int nc, int smoke)
             run(t, TC("all_gather", F32, FCCL_SUM, c, "ring", .uneven = v));
             run(t, TC("all_gather", FCCL_INT64, FCCL_SUM, c, "bruck",
                                .uneven = v));
+            run(t, TC("all_gather", FCCL_INT8, FCCL_SUM, c, "shm",
+                               .uneven = v));
             run(t, TC("reduce_scatter", F32, FCCL_SUM, c, NULL,
                                .uneven = v));
         }
@@ -124,6 +126,11 @@ static void m_blocks(struct rt *t, const size_t *counts, int nc, int smoke)
     for (int s = 1; s <= 2; s++) {
         run(t, TC("all_gather", F32, FCCL_SUM, 1025, "ring", .inplace = s));
         run(t, TC("all_gather", F32, FCCL_SUM, 7, "bruck", .inplace = s));
+        run(t, TC("all_gather", F32, FCCL_SUM, 1025, "shm", .inplace = s));
+        /* blocks larger than a slot (2 MiB): several rounds, in place */
+        if (!smoke)
+            run(t, TC("all_gather", F32, FCCL_SUM, 600001, "shm",
+                      .inplace = s, .uneven = s - 1));
     }
     run(t, TC("reduce_scatter", F32, FCCL_SUM, 1025, NULL, .inplace = 1));
     run(t, TC("reduce_scatter", F32, FCCL_SUM, 33, NULL, .inplace = 1,
