@@ -31,6 +31,7 @@ static const struct coll_algo allreduce_algos[] = {
 static const struct coll_algo bcast_algos[] = {
     {0, "binomial", "pipelined binomial tree", coll_bcast_binomial},
     {1, "scatter_ag", "binomial scatter + ring all-gather", coll_bcast_scatter_ag},
+    {2, "shm", "through a segment shared by a one-host group", coll_bcast_shm},
     {0, NULL, NULL, NULL},
 };
 
@@ -59,6 +60,7 @@ static const struct coll_algo alltoall_algos[] = {
 
 static const struct coll_algo barrier_algos[] = {
     {0, "dissemination", "ceil(log n) rounds of tokens", coll_barrier_dissemination},
+    {1, "shm", "counters in a segment shared by a one-host group", coll_barrier_shm},
     {0, NULL, NULL, NULL},
 };
 
@@ -262,7 +264,11 @@ static int auto_choice(const struct coll_run *run)
     size_t bytes = a->count * fccl_dtype_size(a->dtype);
     switch (a->kind) {
     case COLL_ALLREDUCE: return auto_allreduce(run);
-    case COLL_BCAST: return n > 2 && bytes >= 512 * 1024 ? 1 : 0;
+    case COLL_BCAST:
+        if (one_host_shm(run->g) && (n > 2 || bytes <= 16u << 10))
+            return 2; /* shm, on the same grounds as all_gather */
+        return n > 2 && bytes >= 512 * 1024 ? 1 : 0;
+    case COLL_BARRIER: return one_host_shm(run->g) ? 1 : 0;
     case COLL_ALLGATHER:
         /* shm: one barrier for small blocks; with 3+ ranks it beat the
          * ring at every size measured; two ranks with larger blocks do as

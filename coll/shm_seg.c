@@ -16,7 +16,8 @@
  * decision; if any failed, the group never tries again.
  *
  * Layout: one 64-byte line per rank holding its barrier count, then one
- * slot per rank.  The barrier: a rank publishes its count (release) and
+ * slot per rank (8 MiB in all, at most 2 MiB a slot), allocated at
+ * creation.  The barrier: a rank publishes its count (release) and
  * waits until every count has reached it (acquire), backing off like the
  * transport's waits and checking the deadline, the group's abort flag and
  * whether a member's process has exited.
@@ -51,7 +52,7 @@ struct coll_seg {
 
 static size_t slot_bytes(int n)
 {
-    size_t s = ((size_t)32 << 20) / (size_t)n; /* 32 MiB in all */
+    size_t s = ((size_t)8 << 20) / (size_t)n; /* 8 MiB in all */
     if (s > ((size_t)2 << 20))
         s = (size_t)2 << 20;
     if (s < ((size_t)256 << 10))
@@ -72,7 +73,9 @@ static struct coll_seg *seg_map(const char *name, int n, int me, int create)
                     : shm_open(name, O_RDWR, 0);
     if (fd < 0)
         return NULL;
-    if (create && ftruncate(fd, (off_t)len) != 0) {
+    /* allocated now, so that a full /dev/shm fails here rather than
+     * with SIGBUS at the first write */
+    if (create && posix_fallocate(fd, 0, (off_t)len) != 0) {
         close(fd);
         shm_unlink(name);
         return NULL;

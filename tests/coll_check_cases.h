@@ -69,6 +69,8 @@ static void m_rooted(struct rt *t, const size_t *counts, int nc)
                                .root = root));
             run(t, TC("broadcast", FCCL_INT8, FCCL_SUM, counts[i],
                                "scatter_ag", .root = root));
+            run(t, TC("broadcast", FCCL_INT32, FCCL_SUM, counts[i], "shm",
+                               .root = root));
             run(t, TC("reduce", F32, FCCL_SUM, counts[i], NULL,
                                .root = root));
             run(t, TC("gather", FCCL_UINT8, FCCL_SUM, counts[i], NULL,
@@ -84,6 +86,8 @@ static void m_rooted(struct rt *t, const size_t *counts, int nc)
     }
     run(t, TC("broadcast", FCCL_FLOAT16, FCCL_SUM, 1025, NULL,
                        .root = 1, .async = 1));
+    /* more than one 2 MiB slot: several rounds */
+    run(t, TC("broadcast", F32, FCCL_SUM, 600001, "shm", .root = last));
     run(t, TC("reduce", F32, FCCL_SUM, 1025, NULL, .root = 1,
                        .inplace = 1));
     run(t, TC("gather", F32, FCCL_SUM, 1025, NULL, .root = 1,
@@ -155,6 +159,8 @@ static void m_blocks(struct rt *t, const size_t *counts, int nc, int smoke)
 static void m_sync(struct rt *t, const size_t *counts, int nc)
 {
     run(t, TC("barrier", FCCL_UINT8, FCCL_SUM, 0, NULL));
+    run(t, TC("barrier", FCCL_UINT8, FCCL_SUM, 0, "dissemination"));
+    run(t, TC("barrier", FCCL_UINT8, FCCL_SUM, 0, "shm"));
     run(t, TC("barrier", FCCL_UINT8, FCCL_SUM, 0, NULL, .async = 1));
     for (int i = 0; i < nc; i++) {
         size_t c = per_rank(counts[i], t->n);

@@ -1,0 +1,16 @@
+/*
+ * Barrier through the shared segment of a one-host group (shm_seg.c): each
+ * rank bumps its counter and waits for everyone's, no messages.  Without a
+ * segment it is the dissemination barrier.
+ */
+#include "coll_internal.h"
+
+int coll_barrier_shm(struct coll_run *run)
+{
+    struct fccl_group *g = run->g;
+    struct coll_seg *s = NULL;
+    int rc = g->nnodes == 1 && g->size > 1 ? coll_seg_get(run, &s) : FCCL_OK;
+    if (rc < 0)
+        return rc;
+    return s ? coll_seg_barrier(run, s) : coll_barrier_dissemination(run);
+}
