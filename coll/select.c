@@ -268,7 +268,10 @@ static int auto_choice(const struct coll_run *run)
         if (one_host_shm(run->g) && (n > 2 || bytes <= 16u << 10))
             return 2; /* shm, on the same grounds as all_gather */
         return n > 2 && bytes >= 512 * 1024 ? 1 : 0;
-    case COLL_BARRIER: return one_host_shm(run->g) ? 1 : 0;
+    case COLL_BARRIER:
+        /* the segment, once another operation has made one: a barrier
+         * alone (fccl_init's) is not worth setting it up */
+        return run->st->seg && one_host_shm(run->g) ? 1 : 0;
     case COLL_ALLGATHER:
         /* shm: one barrier for small blocks; with 3+ ranks it beat the
          * ring at every size measured; two ranks with larger blocks do as
