@@ -49,12 +49,16 @@ static const struct coll_algo allgather_algos[] = {
 
 static const struct coll_algo reducescatter_algos[] = {
     {0, "ring", "pipelined ring", coll_reducescatter_ring},
+    {1, "shm", "through a segment shared by a one-host group",
+     coll_reducescatter_shm},
     {0, NULL, NULL, NULL},
 };
 
 static const struct coll_algo alltoall_algos[] = {
     {0, "pairwise", "n-1 rounds of one exchange", coll_alltoall_pairwise},
     {1, "linear", "all sends and receives at once", coll_alltoall_linear},
+    {2, "shm", "small even blocks through a one-host group's segment",
+     coll_alltoall_shm},
     {0, NULL, NULL, NULL},
 };
 
@@ -280,7 +284,13 @@ static int auto_choice(const struct coll_run *run)
             (n > 2 || total_bytes(a, n) <= (size_t)n * (16u << 10)))
             return 2;
         return total_bytes(a, n) <= 64 * 1024 ? 1 : 0;
+    case COLL_REDUCESCATTER: /* as all_gather */
+        return one_host_shm(run->g) &&
+               (n > 2 || total_bytes(a, n) <= (size_t)n * (16u << 10));
     case COLL_ALLTOALL:
+        if (one_host_shm(run->g) && !a->scounts && !a->rcounts &&
+            !a->sdispls && !a->rdispls && bytes <= 16u << 10)
+            return 2; /* shm: small even blocks */
         /* all at once while the host absorbs it; pairwise beyond */
         return n <= 8 || bytes * (size_t)n <= ((size_t)1 << 20) ? 1 : 0;
     default: return 0;

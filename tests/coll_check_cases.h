@@ -117,11 +117,18 @@ static void m_blocks(struct rt *t, const size_t *counts, int nc, int smoke)
                                .uneven = v));
             run(t, TC("reduce_scatter", F32, FCCL_SUM, c, NULL,
                                .uneven = v));
+            run(t, TC("reduce_scatter", F32, FCCL_SUM, c, "ring",
+                               .uneven = v));
+            run(t, TC("reduce_scatter", FCCL_INT32, FCCL_PROD, c, "shm",
+                               .uneven = v));
         }
         for (int v = 0; v < 3; v++) {
             run(t, TC("all_to_all", F32, FCCL_SUM, c, "pairwise",
                                .uneven = v));
             run(t, TC("all_to_all", FCCL_UINT32, FCCL_SUM, c, "linear",
+                               .uneven = v));
+            /* shm: small even blocks; anything else runs pairwise */
+            run(t, TC("all_to_all", FCCL_UINT8, FCCL_SUM, c, "shm",
                                .uneven = v));
         }
         if (counts[i] != BIG)
@@ -137,6 +144,13 @@ static void m_blocks(struct rt *t, const size_t *counts, int nc, int smoke)
                       .inplace = s, .uneven = s - 1));
     }
     run(t, TC("reduce_scatter", F32, FCCL_SUM, 1025, NULL, .inplace = 1));
+    run(t, TC("reduce_scatter", F32, FCCL_SUM, 1025, "ring", .inplace = 1));
+    run(t, TC("reduce_scatter", F32, FCCL_SUM, 1025, "shm", .inplace = 1));
+    run(t, TC("all_to_all", F32, FCCL_SUM, 1025, "shm", .inplace = 1));
+    /* blocks of more than a slot's share: several rounds, in place */
+    if (!smoke)
+        run(t, TC("reduce_scatter", F32, FCCL_SUM, 300001, "shm",
+                  .inplace = 1, .uneven = 1));
     run(t, TC("reduce_scatter", F32, FCCL_SUM, 33, NULL, .inplace = 1,
                        .uneven = 1));
     run(t, TC("all_to_all", F32, FCCL_SUM, 1025, "pairwise", .inplace = 1));
