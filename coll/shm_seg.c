@@ -22,6 +22,7 @@
  * transport's waits and checking the deadline, the group's abort flag and
  * whether a member's process has exited.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -136,6 +137,11 @@ static int root_setup(struct coll_run *run, const struct coll_view *v,
     snprintf(name, sizeof(name), "/fccl-%d-%u", (int)getpid(),
              atomic_fetch_add(&counter, 1));
     struct coll_seg *s = seg_map(name, v->n, 0, 1);
+    if (!s && errno == EEXIST) {
+        /* our pid in the name: left by a dead process that had it */
+        shm_unlink(name);
+        s = seg_map(name, v->n, 0, 1);
+    }
     if (!s) {
         LOG_INFO("COLL", "%s: no shared segment (%s); all_reduce uses the "
                  "transport", run->g->name, name);
