@@ -1,5 +1,6 @@
 /*
- * All-reduce through a shared-memory segment, for groups on one host.
+ * All-reduce and reduce through a shared-memory segment, for groups on
+ * one host (a reduce is the same with only the root copying out).
  *
  * Algorithm, per chunk of up to one slot per rank: every rank copies its
  * chunk into its slot; barrier; rank p reduces portion p of the chunk
@@ -40,7 +41,8 @@ static void portion(size_t cnt, int n, int p, size_t *first, size_t *k)
     *k = base + ((size_t)p < extra);
 }
 
-static int chunk(struct coll_run *run, struct coll_seg *s,
+/* root < 0: every rank gets the result (all-reduce); else only root. */
+static int chunk(struct coll_run *run, struct coll_seg *s, int root,
                  const unsigned char *src, unsigned char *dst, size_t cnt)
 {
     const struct coll_args *a = run->a;
@@ -59,14 +61,14 @@ static int chunk(struct coll_run *run, struct coll_seg *s,
                         a->dtype, a->op);
     if ((rc = coll_seg_barrier(run, s)) < 0)
         return rc;
-    for (int q = 0; q < n; q++) {
+    for (int q = 0; q < n && (root < 0 || root == me); q++) {
         portion(cnt, n, q, &first, &k);
         memcpy(dst + first * es, coll_seg_slot(s, q) + first * es, k * es);
     }
     return coll_seg_barrier(run, s);
 }
 
-static int small(struct coll_run *run, struct coll_seg *s)
+static int small(struct coll_run *run, struct coll_seg *s, int root)
 {
     const struct coll_args *a = run->a;
     size_t bytes = a->count * fccl_dtype_size(a->dtype);
@@ -74,7 +76,7 @@ static int small(struct coll_run *run, struct coll_seg *s)
     int n = run->g->size;
     memcpy(coll_seg_slot(s, run->g->rank) + half, a->sendbuf, bytes);
     int rc = coll_seg_barrier(run, s);
-    if (rc < 0)
+    if (rc < 0 || (root >= 0 && root != run->g->rank))
         return rc;
     coll_reduce(a->recvbuf, coll_seg_slot(s, 0) + half,
                 coll_seg_slot(s, 1) + half, a->count, a->dtype, a->op);
@@ -84,13 +86,13 @@ static int small(struct coll_run *run, struct coll_seg *s)
     return FCCL_OK;
 }
 
-int coll_allreduce_shm(struct coll_run *run)
+static int shm_reduce(struct coll_run *run, int root)
 {
     const struct coll_args *a = run->a;
     struct fccl_group *g = run->g;
     size_t es = fccl_dtype_size(a->dtype), bytes = a->count * es;
     if (g->size == 1 || bytes == 0) {
-        if (a->recvbuf != a->sendbuf)
+        if (a->recvbuf != a->sendbuf && bytes)
             memmove(a->recvbuf, a->sendbuf, bytes);
         return FCCL_OK;
     }
@@ -99,9 +101,10 @@ int coll_allreduce_shm(struct coll_run *run)
     if (rc < 0)
         return rc;
     if (!s)
-        return coll_allreduce_transport(run);
+        return root < 0 ? coll_allreduce_transport(run)
+                        : coll_reduce_binomial(run);
     if (bytes <= SMALL_MAX && bytes <= coll_seg_slot_bytes(s) / 2) {
-        rc = small(run, s);
+        rc = small(run, s, root);
         coll_seg_note_small(s, 1);
         return rc;
     }
@@ -112,7 +115,16 @@ int coll_allreduce_shm(struct coll_run *run)
     unsigned char *dst = a->recvbuf;
     for (size_t off = 0; off < a->count && rc >= 0; off += per) {
         size_t cnt = a->count - off < per ? a->count - off : per;
-        rc = chunk(run, s, src + off * es, dst + off * es, cnt);
+        /* a reduce's non-roots may pass no output at all */
+        rc = chunk(run, s, root, src + off * es, dst ? dst + off * es : NULL,
+                   cnt);
     }
     return rc;
+}
+
+int coll_allreduce_shm(struct coll_run *run) { return shm_reduce(run, -1); }
+
+int coll_reduce_shm(struct coll_run *run)
+{
+    return shm_reduce(run, run->a->root);
 }

@@ -73,6 +73,10 @@ static void m_rooted(struct rt *t, const size_t *counts, int nc)
                                .root = root));
             run(t, TC("reduce", F32, FCCL_SUM, counts[i], NULL,
                                .root = root));
+            run(t, TC("reduce", F32, FCCL_SUM, counts[i], "binomial",
+                               .root = root));
+            run(t, TC("reduce", FCCL_INT64, FCCL_MAX, counts[i], "shm",
+                               .root = root));
             run(t, TC("gather", FCCL_UINT8, FCCL_SUM, counts[i], NULL,
                                .root = root));
             run(t, TC("scatter", FCCL_FLOAT64, FCCL_SUM, counts[i],
@@ -90,6 +94,9 @@ static void m_rooted(struct rt *t, const size_t *counts, int nc)
     run(t, TC("broadcast", F32, FCCL_SUM, 600001, "shm", .root = last));
     run(t, TC("reduce", F32, FCCL_SUM, 1025, NULL, .root = 1,
                        .inplace = 1));
+    run(t, TC("reduce", F32, FCCL_SUM, 1025, "shm", .root = 1, .inplace = 1));
+    /* more than a slot: several rounds */
+    run(t, TC("reduce", F32, FCCL_SUM, 600001, "shm", .root = last));
     run(t, TC("gather", F32, FCCL_SUM, 1025, NULL, .root = 1,
                        .inplace = 1));
     run(t, TC("scatter", F32, FCCL_SUM, 1025, NULL, .root = 1,
