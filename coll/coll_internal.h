@@ -419,6 +419,8 @@ int coll_allgather_shm(struct coll_run *run);
 int coll_barrier_shm(struct coll_run *run);
 int coll_bcast_shm(struct coll_run *run);
 int coll_reduce_shm(struct coll_run *run);
+int coll_gather_shm(struct coll_run *run);
+int coll_scatter_shm(struct coll_run *run);
 int coll_reducescatter_shm(struct coll_run *run);
 int coll_alltoall_shm(struct coll_run *run);
 /* all_reduce by the algorithm the selector picks among those that use the

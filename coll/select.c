@@ -71,11 +71,13 @@ static const struct coll_algo barrier_algos[] = {
 
 static const struct coll_algo gather_algos[] = {
     {0, "linear", "all ranks send to the root at once", coll_gather_linear},
+    {1, "shm", "small blocks through a one-host group's segment", coll_gather_shm},
     {0, NULL, NULL, NULL},
 };
 
 static const struct coll_algo scatter_algos[] = {
     {0, "linear", "the root sends to all ranks at once", coll_scatter_linear},
+    {1, "shm", "small blocks through a one-host group's segment", coll_scatter_shm},
     {0, NULL, NULL, NULL},
 };
 
@@ -291,6 +293,9 @@ static int auto_choice(const struct coll_run *run)
          * tree's 12.1 and 0.73, but 5.5 ms at 8 MiB against 3.8 */
         return one_host_shm(run->g) &&
                (bytes <= 16u << 10 || (n > 2 && bytes <= 1u << 20));
+    case COLL_GATHER:
+    case COLL_SCATTER:
+        return one_host_shm(run->g) && bytes <= 16u << 10;
     case COLL_REDUCESCATTER: /* as all_gather */
         return one_host_shm(run->g) &&
                (n > 2 || total_bytes(a, n) <= (size_t)n * (16u << 10));

@@ -79,6 +79,14 @@ static void m_rooted(struct rt *t, const size_t *counts, int nc)
                                .root = root));
             run(t, TC("gather", FCCL_UINT8, FCCL_SUM, counts[i], NULL,
                                .root = root));
+            run(t, TC("gather", F32, FCCL_SUM,
+                               counts[i], "linear", .root = root));
+            run(t, TC("gather", FCCL_INT32, FCCL_SUM,
+                               counts[i], "shm", .root = root));
+            run(t, TC("scatter", F32, FCCL_SUM, counts[i], "linear",
+                               .root = root));
+            run(t, TC("scatter", FCCL_INT8, FCCL_SUM, counts[i], "shm",
+                               .root = root));
             run(t, TC("scatter", FCCL_FLOAT64, FCCL_SUM, counts[i],
                                NULL, .root = root));
         }
@@ -101,6 +109,8 @@ static void m_rooted(struct rt *t, const size_t *counts, int nc)
                        .inplace = 1));
     run(t, TC("scatter", F32, FCCL_SUM, 1025, NULL, .root = 1,
                        .inplace = 1));
+    run(t, TC("gather", F32, FCCL_SUM, 1025, "shm", .root = 1, .inplace = 1));
+    run(t, TC("scatter", F32, FCCL_SUM, 1025, "shm", .root = 1, .inplace = 1));
     run(t, TC("gather", F32, FCCL_SUM, 7, NULL, .root = 0, .async = 2));
     run(t, TC("scatter", F32, FCCL_SUM, 7, NULL, .root = 1, .async = 1));
 }
