@@ -1,6 +1,6 @@
 /*
  * A shared-memory segment for the ranks of a group that all live on one
- * host, and a barrier in it.  Used by the all-reduce of allreduce_shm.c.
+ * host, and a barrier in it.  Used by the *_shm.c algorithms.
  *
  * Why.  Between processes the kernel's single copy (process_vm_readv) runs
  * at about half of memcpy's speed here (5-6 against 12-13 GB/s: it pins
