@@ -62,7 +62,7 @@ int coll_allgather_shm(struct coll_run *run)
     int me = g->rank;
     unsigned char *out = a->recvbuf;
     struct coll_seg *s = NULL;
-    int rc = g->nnodes == 1 && g->size > 1 ? coll_seg_get(run, &s) : FCCL_OK;
+    int rc = coll_seg_get(run, &s);
     if (rc < 0)
         return rc;
     if (!s)

@@ -97,7 +97,7 @@ static int shm_reduce(struct coll_run *run, int root)
         return FCCL_OK;
     }
     struct coll_seg *s = NULL;
-    int rc = g->nnodes == 1 ? coll_seg_get(run, &s) : FCCL_OK;
+    int rc = coll_seg_get(run, &s);
     if (rc < 0)
         return rc;
     if (!s)

@@ -25,8 +25,7 @@ int coll_alltoall_shm(struct coll_run *run)
     size_t block = a->count * fccl_dtype_size(a->dtype);
     int even = !a->scounts && !a->rcounts && !a->sdispls && !a->rdispls;
     struct coll_seg *s = NULL;
-    int rc = g->nnodes == 1 && n > 1 && even ? coll_seg_get(run, &s)
-                                              : FCCL_OK;
+    int rc = even ? coll_seg_get(run, &s) : FCCL_OK;
     if (rc < 0)
         return rc;
     if (!s || block > SMALL_MAX ||

@@ -7,9 +7,8 @@
 
 int coll_barrier_shm(struct coll_run *run)
 {
-    struct fccl_group *g = run->g;
     struct coll_seg *s = NULL;
-    int rc = g->nnodes == 1 && g->size > 1 ? coll_seg_get(run, &s) : FCCL_OK;
+    int rc = coll_seg_get(run, &s);
     if (rc < 0)
         return rc;
     return s ? coll_seg_barrier(run, s) : coll_barrier_dissemination(run);

@@ -24,7 +24,7 @@ int coll_bcast_shm(struct coll_run *run)
     struct fccl_group *g = run->g;
     size_t bytes = a->count * fccl_dtype_size(a->dtype);
     struct coll_seg *s = NULL;
-    int rc = g->nnodes == 1 && g->size > 1 ? coll_seg_get(run, &s) : FCCL_OK;
+    int rc = coll_seg_get(run, &s);
     if (rc < 0)
         return rc;
     if (!s)

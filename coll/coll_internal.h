@@ -430,8 +430,8 @@ int coll_allreduce_transport(struct coll_run *run);
 /* ---- shared-memory segment of a one-host group (shm_seg.c) ---- */
 struct coll_seg;
 /* The group's segment, set up with all members on first use: *out is NULL
- * (and stays so for the group) when it cannot be made.  Errors are those
- * of the setup messages. */
+ * for a group of one rank or spread over hosts, and (for good) when it
+ * cannot be made.  Errors are those of the setup messages. */
 int coll_seg_get(struct coll_run *run, struct coll_seg **out);
 size_t coll_seg_slot_bytes(const struct coll_seg *s);
 unsigned char *coll_seg_slot(const struct coll_seg *s, int rank);

@@ -20,7 +20,7 @@ static struct coll_seg *small_seg(struct coll_run *run, size_t bytes,
     struct fccl_group *g = run->g;
     struct coll_seg *s = NULL;
     *rc = FCCL_OK;
-    if (g->nnodes != 1 || g->size < 2 || bytes == 0 || bytes > SMALL_MAX)
+    if (bytes == 0 || bytes > SMALL_MAX)
         return NULL;
     if ((*rc = coll_seg_get(run, &s)) < 0 || !s ||
         bytes * (size_t)g->size > coll_seg_slot_bytes(s) / 2)

@@ -73,7 +73,7 @@ int coll_reducescatter_shm(struct coll_run *run)
     int n = g->size, me = g->rank;
     size_t es = l.esize;
     struct coll_seg *s = NULL;
-    int rc = g->nnodes == 1 && n > 1 ? coll_seg_get(run, &s) : FCCL_OK;
+    int rc = coll_seg_get(run, &s);
     if (rc < 0)
         return rc;
     if (!s)

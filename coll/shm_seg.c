@@ -208,7 +208,7 @@ int coll_seg_get(struct coll_run *run, struct coll_seg **out)
 {
     struct coll_async *st = run->st;
     *out = st->seg;
-    if (st->seg || st->seg_failed)
+    if (st->seg || st->seg_failed || run->g->nnodes != 1 || run->g->size < 2)
         return FCCL_OK;
     struct coll_view v = view_of_group(run->g);
     int rc = v.me == 0 ? root_setup(run, &v, &st->seg)
