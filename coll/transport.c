@@ -551,12 +551,15 @@ static void cancel_many(struct fccl_tp *tp, struct tp_req *reqs, size_t n)
         tp_progress_locked(tp);
         for (size_t i = 0; i < n; i++)
             left += req_pending(&reqs[i]);
-        if (left && fccl_now_ns() >= deadline)
+        /* one reading of the clock: the deadline must not pass between
+         * deciding not to abandon and deciding to return */
+        int expired = fccl_now_ns() >= deadline;
+        if (left && expired)
             for (size_t i = 0; i < n; i++)
                 if (req_pending(&reqs[i]))
                     abandon_locked(tp, &reqs[i]);
         pthread_mutex_unlock(&tp->lock);
-        if (!left || fccl_now_ns() >= deadline)
+        if (!left || expired)
             return;
         sched_yield();
     }
