@@ -17,16 +17,11 @@
 
 #include "coll_internal.h"
 
-#define SMALL_MAX (16u << 10)
-
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
 static size_t max_block(const struct coll_layout *l)
 {
-    size_t m = 0;
-    for (int q = 0; q < l->n; q++)
-        m = lay_bytes(l, q) > m ? lay_bytes(l, q) : m;
-    return m;
+    return lay_max_count(l) * l->esize;
 }
 
 /* Copy [from, from+len) of every other rank's block out of the slots (at
@@ -45,7 +40,7 @@ static void copy_out(struct coll_seg *s, const struct coll_layout *l, int me,
 static int small(struct coll_run *run, struct coll_seg *s,
                  const struct coll_layout *l, const unsigned char *mine)
 {
-    size_t half = (coll_seg_small_calls(s) % 2) * (coll_seg_slot_bytes(s) / 2);
+    size_t half = coll_seg_small(s);
     int me = run->g->rank;
     memcpy(coll_seg_slot(s, me) + half, mine, lay_bytes(l, me));
     int rc = coll_seg_barrier(run, s);
@@ -74,12 +69,9 @@ int coll_allgather_shm(struct coll_run *run)
     if (own)
         memcpy(out + lay_boff(&l, me), own, lay_bytes(&l, me));
     size_t big = max_block(&l), slot = coll_seg_slot_bytes(s);
-    if (big <= SMALL_MAX && big <= slot / 2) {
-        rc = small(run, s, &l, mine);
-        coll_seg_note_small(s, 1);
-        return rc;
-    }
-    if (coll_seg_note_small(s, 0) && (rc = coll_seg_barrier(run, s)) < 0)
+    if (big <= COLL_SHM_SMALL && big <= slot / 2)
+        return small(run, s, &l, mine);
+    if ((rc = coll_seg_large(run, s)) < 0)
         return rc;
     size_t len = lay_bytes(&l, me);
     for (size_t from = 0; from < big && rc >= 0; from += slot) {

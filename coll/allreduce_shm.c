@@ -15,7 +15,7 @@
  * ring's 2 (n-1)/n N of process_vm_readv (about half memcpy's speed here),
  * it wins with three or more ranks; bench/RESULTS.md has the figures.
  *
- * Small vectors (up to SMALL_MAX, half a slot) take one barrier: every
+ * Small vectors (up to COLL_SHM_SMALL, half a slot) take one barrier: every
  * rank puts its vector into one half of its slot, the halves alternating
  * from call to call; barrier; every rank combines all of them itself, in
  * rank order, so again all get the same bits.  A rank that has passed the
@@ -31,7 +31,6 @@
 
 #include "coll_internal.h"
 
-#define SMALL_MAX (16u << 10)
 
 /* First element and element count of portion p of a chunk of cnt. */
 static void portion(size_t cnt, int n, int p, size_t *first, size_t *k)
@@ -72,7 +71,7 @@ static int small(struct coll_run *run, struct coll_seg *s, int root)
 {
     const struct coll_args *a = run->a;
     size_t bytes = a->count * fccl_dtype_size(a->dtype);
-    size_t half = (coll_seg_small_calls(s) % 2) * (coll_seg_slot_bytes(s) / 2);
+    size_t half = coll_seg_small(s);
     int n = run->g->size;
     memcpy(coll_seg_slot(s, run->g->rank) + half, a->sendbuf, bytes);
     int rc = coll_seg_barrier(run, s);
@@ -103,13 +102,10 @@ static int shm_reduce(struct coll_run *run, int root)
     if (!s)
         return root < 0 ? coll_allreduce_transport(run)
                         : coll_reduce_binomial(run);
-    if (bytes <= SMALL_MAX && bytes <= coll_seg_slot_bytes(s) / 2) {
-        rc = small(run, s, root);
-        coll_seg_note_small(s, 1);
+    if (bytes <= COLL_SHM_SMALL && bytes <= coll_seg_slot_bytes(s) / 2)
+        return small(run, s, root);
+    if ((rc = coll_seg_large(run, s)) < 0)
         return rc;
-    }
-    if (coll_seg_note_small(s, 0) && (rc = coll_seg_barrier(run, s)) < 0)
-        return rc; /* the last small call's halves may still be read */
     size_t per = coll_seg_slot_bytes(s) / es;
     const unsigned char *src = a->sendbuf;
     unsigned char *dst = a->recvbuf;

@@ -4,7 +4,7 @@
  * one half of its slot; one barrier; every rank copies block r of every
  * slot out.  The halves alternate from call to call (see allreduce_shm.c).
  *
- * Only the even form and blocks up to SMALL_MAX (all n in half a slot):
+ * Only the even form and blocks up to COLL_SHM_SMALL (all n in half a slot):
  * the choice must be the same on every rank, and with per-peer counts a
  * rank knows only its own.  Larger blocks move no faster through the
  * segment than by the single kernel copy of the transport (two memcpys of
@@ -15,7 +15,6 @@
 
 #include "coll_internal.h"
 
-#define SMALL_MAX (16u << 10)
 
 int coll_alltoall_shm(struct coll_run *run)
 {
@@ -28,11 +27,10 @@ int coll_alltoall_shm(struct coll_run *run)
     int rc = even ? coll_seg_get(run, &s) : FCCL_OK;
     if (rc < 0)
         return rc;
-    if (!s || block > SMALL_MAX ||
+    if (!s || block > COLL_SHM_SMALL ||
         block * (size_t)n > coll_seg_slot_bytes(s) / 2)
         return coll_alltoall_pairwise(run);
-    size_t half = (coll_seg_small_calls(s) % 2) * (coll_seg_slot_bytes(s) / 2);
-    coll_seg_note_small(s, 1);
+    size_t half = coll_seg_small(s);
     /* in place the copy into the slot is also the copy that saves the
      * outgoing data from the arriving blocks */
     memcpy(coll_seg_slot(s, me) + half, a->sendbuf, block * (size_t)n);

@@ -2,7 +2,7 @@
  * Broadcast through the shared segment of a one-host group (shm_seg.c).
  *
  * Per round the root copies up to one slot of the buffer into its slot;
- * barrier; the others copy it out; barrier.  Up to SMALL_MAX (and half a
+ * barrier; the others copy it out; barrier.  Up to COLL_SHM_SMALL (and half a
  * slot) there is one barrier and no second one: the halves of the root's
  * slot alternate from call to call, as in allreduce_shm.c.
  *
@@ -14,7 +14,6 @@
 
 #include "coll_internal.h"
 
-#define SMALL_MAX (16u << 10)
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -32,9 +31,8 @@ int coll_bcast_shm(struct coll_run *run)
     int root = a->root, me = g->rank;
     unsigned char *buf = a->recvbuf, *slot = coll_seg_slot(s, root);
     size_t cap = coll_seg_slot_bytes(s);
-    if (bytes <= SMALL_MAX && bytes <= cap / 2) {
-        size_t half = (coll_seg_small_calls(s) % 2) * (cap / 2);
-        coll_seg_note_small(s, 1);
+    if (bytes <= COLL_SHM_SMALL && bytes <= cap / 2) {
+        size_t half = coll_seg_small(s);
         if (me == root)
             memcpy(slot + half, buf, bytes);
         rc = coll_seg_barrier(run, s);
@@ -42,7 +40,7 @@ int coll_bcast_shm(struct coll_run *run)
             memcpy(buf, slot + half, bytes);
         return rc;
     }
-    if (coll_seg_note_small(s, 0) && (rc = coll_seg_barrier(run, s)) < 0)
+    if ((rc = coll_seg_large(run, s)) < 0)
         return rc;
     for (size_t off = 0; off < bytes && rc >= 0; off += cap) {
         size_t len = min_sz(cap, bytes - off);

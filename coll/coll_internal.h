@@ -247,6 +247,15 @@ static inline size_t lay_boff(const struct coll_layout *l, int i)
     return lay_off(l, i) * l->esize;
 }
 
+/* Largest block, in elements. */
+static inline size_t lay_max_count(const struct coll_layout *l)
+{
+    size_t m = 0;
+    for (int q = 0; q < l->n; q++)
+        m = lay_count(l, q) > m ? lay_count(l, q) : m;
+    return m;
+}
+
 /* The blocks of an even or _v call (all_gather, reduce_scatter) as the
  * call's arguments describe them, over n ranks. */
 static inline struct coll_layout lay_of_args(const struct coll_args *a, int n)
@@ -438,10 +447,15 @@ unsigned char *coll_seg_slot(const struct coll_seg *s, int rank);
 /* Wait until every member has entered as many barriers as I have: fails
  * on the call's deadline, an abort, or a member that has exited. */
 int coll_seg_barrier(struct coll_run *run, struct coll_seg *s);
-/* Bookkeeping of allreduce_shm.c's one-barrier calls: how many so far;
- * record whether this call was one (returns whether the last call was). */
-uint64_t coll_seg_small_calls(const struct coll_seg *s);
-int coll_seg_note_small(struct coll_seg *s, int small);
+/* Every *_shm.c call is one of two kinds (see allreduce_shm.c for why
+ * this is safe).  A one-barrier call (up to COLL_SHM_SMALL) uses half of
+ * each slot, alternating from call to call: coll_seg_small returns the
+ * byte offset of this call's half.  A call that fills whole slots starts
+ * with coll_seg_large, which waits in a barrier if the call before was a
+ * one-barrier one (its halves may still be read); errors as the barrier. */
+#define COLL_SHM_SMALL (16u << 10)
+size_t coll_seg_small(struct coll_seg *s);
+int coll_seg_large(struct coll_run *run, struct coll_seg *s);
 void coll_seg_free(struct coll_seg *s);
 int coll_bcast_binomial(struct coll_run *run);
 int coll_bcast_scatter_ag(struct coll_run *run);

@@ -4,14 +4,13 @@
  * alternating from call to call (see allreduce_shm.c).  Gather: every rank
  * copies its block into its slot and the root copies them all out.
  * Scatter: the root copies all blocks into its slot and every rank copies
- * its own out.  Blocks above SMALL_MAX (or n of them above half a slot)
+ * its own out.  Blocks above COLL_SHM_SMALL (or n of them above half a slot)
  * go the linear way: at that size the root's copying bounds both.
  */
 #include <string.h>
 
 #include "coll_internal.h"
 
-#define SMALL_MAX (16u << 10)
 
 /* The segment and the half to use, or NULL when the linear form runs. */
 static struct coll_seg *small_seg(struct coll_run *run, size_t bytes,
@@ -20,13 +19,12 @@ static struct coll_seg *small_seg(struct coll_run *run, size_t bytes,
     struct fccl_group *g = run->g;
     struct coll_seg *s = NULL;
     *rc = FCCL_OK;
-    if (bytes == 0 || bytes > SMALL_MAX)
+    if (bytes == 0 || bytes > COLL_SHM_SMALL)
         return NULL;
     if ((*rc = coll_seg_get(run, &s)) < 0 || !s ||
         bytes * (size_t)g->size > coll_seg_slot_bytes(s) / 2)
         return NULL;
-    *half = (coll_seg_small_calls(s) % 2) * (coll_seg_slot_bytes(s) / 2);
-    coll_seg_note_small(s, 1);
+    *half = coll_seg_small(s);
     return s;
 }
 

@@ -5,7 +5,7 @@
  * Per round every rank copies the next piece of each of the n blocks into
  * its slot (piece q at q * P elements); barrier; rank r combines piece r
  * of every slot, in rank order, straight into its output; barrier.  Up to
- * SMALL_MAX per block (when all n blocks fit in half a slot) every rank
+ * COLL_SHM_SMALL per block (when all n blocks fit in half a slot) every rank
  * puts its whole input into one half of its slot and there is one barrier
  * only, the halves alternating from call to call (see allreduce_shm.c).
  *
@@ -22,17 +22,7 @@
 
 #include "coll_internal.h"
 
-#define SMALL_MAX (16u << 10)
-
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
-
-static size_t max_count(const struct coll_layout *l)
-{
-    size_t m = 0;
-    for (int q = 0; q < l->n; q++)
-        m = lay_count(l, q) > m ? lay_count(l, q) : m;
-    return m;
-}
 
 /* out[0..k) = op over q of slot(q)[at..at+k), in rank order. */
 static void combine(struct coll_run *run, struct coll_seg *s, size_t at,
@@ -56,7 +46,7 @@ static int small(struct coll_run *run, struct coll_seg *s,
 {
     const struct coll_args *a = run->a;
     int me = run->g->rank;
-    size_t half = (coll_seg_small_calls(s) % 2) * (coll_seg_slot_bytes(s) / 2);
+    size_t half = coll_seg_small(s);
     memcpy(coll_seg_slot(s, me) + half, a->sendbuf,
            lay_range_bytes(l, 0, l->n));
     int rc = coll_seg_barrier(run, s);
@@ -78,13 +68,10 @@ int coll_reducescatter_shm(struct coll_run *run)
         return rc;
     if (!s)
         return coll_reducescatter_ring(run);
-    size_t cap = coll_seg_slot_bytes(s), big = max_count(&l);
-    if (big * es <= SMALL_MAX && lay_range_bytes(&l, 0, n) <= cap / 2) {
-        rc = small(run, s, &l);
-        coll_seg_note_small(s, 1);
-        return rc;
-    }
-    if (coll_seg_note_small(s, 0) && (rc = coll_seg_barrier(run, s)) < 0)
+    size_t cap = coll_seg_slot_bytes(s), big = lay_max_count(&l);
+    if (big * es <= COLL_SHM_SMALL && lay_range_bytes(&l, 0, n) <= cap / 2)
+        return small(run, s, &l);
+    if ((rc = coll_seg_large(run, s)) < 0)
         return rc;
     size_t per = cap / ((size_t)n * es); /* elements per block per round */
     const unsigned char *in = a->sendbuf;

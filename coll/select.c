@@ -272,7 +272,7 @@ static int auto_choice(const struct coll_run *run)
     switch (a->kind) {
     case COLL_ALLREDUCE: return auto_allreduce(run);
     case COLL_BCAST:
-        if (one_host_shm(run->g) && (n > 2 || bytes <= 16u << 10))
+        if (one_host_shm(run->g) && (n > 2 || bytes <= COLL_SHM_SMALL))
             return 2; /* shm, on the same grounds as all_gather */
         return n > 2 && bytes >= 512 * 1024 ? 1 : 0;
     case COLL_BARRIER:
@@ -284,7 +284,7 @@ static int auto_choice(const struct coll_run *run)
          * ring at every size measured; two ranks with larger blocks do as
          * well or better with the ring's single copy (bench/RESULTS.md) */
         if (one_host_shm(run->g) &&
-            (n > 2 || total_bytes(a, n) <= (size_t)n * (16u << 10)))
+            (n > 2 || total_bytes(a, n) <= (size_t)n * (COLL_SHM_SMALL)))
             return 2;
         return total_bytes(a, n) <= 64 * 1024 ? 1 : 0;
     case COLL_REDUCE:
@@ -292,16 +292,16 @@ static int auto_choice(const struct coll_run *run)
          * 4 ranks, shm 5.8 us at 8 B and 0.32 ms at 512 KiB against the
          * tree's 12.1 and 0.73, but 5.5 ms at 8 MiB against 3.8 */
         return one_host_shm(run->g) &&
-               (bytes <= 16u << 10 || (n > 2 && bytes <= 1u << 20));
+               (bytes <= COLL_SHM_SMALL || (n > 2 && bytes <= 1u << 20));
     case COLL_GATHER:
     case COLL_SCATTER:
-        return one_host_shm(run->g) && bytes <= 16u << 10;
+        return one_host_shm(run->g) && bytes <= COLL_SHM_SMALL;
     case COLL_REDUCESCATTER: /* as all_gather */
         return one_host_shm(run->g) &&
-               (n > 2 || total_bytes(a, n) <= (size_t)n * (16u << 10));
+               (n > 2 || total_bytes(a, n) <= (size_t)n * (COLL_SHM_SMALL));
     case COLL_ALLTOALL:
         if (one_host_shm(run->g) && !a->scounts && !a->rcounts &&
-            !a->sdispls && !a->rdispls && bytes <= 16u << 10)
+            !a->sdispls && !a->rdispls && bytes <= COLL_SHM_SMALL)
             return 2; /* shm: small even blocks */
         /* all at once while the host absorbs it; pairwise beyond */
         return n <= 8 || bytes * (size_t)n <= ((size_t)1 << 20) ? 1 : 0;

@@ -47,8 +47,8 @@ struct coll_seg {
     size_t len, slot;
     int n, me;
     uint64_t count; /* barriers I have entered */
-    uint64_t small; /* small all-reduces so far (allreduce_shm.c) */
-    int last_small; /* was the last call a small one */
+    uint64_t small; /* one-barrier calls so far (coll_seg_small) */
+    int last_small; /* was the last call one of them */
 };
 
 static size_t slot_bytes(int n)
@@ -106,14 +106,17 @@ void coll_seg_free(struct coll_seg *s)
 
 size_t coll_seg_slot_bytes(const struct coll_seg *s) { return s->slot; }
 
-uint64_t coll_seg_small_calls(const struct coll_seg *s) { return s->small; }
+size_t coll_seg_small(struct coll_seg *s)
+{
+    s->last_small = 1;
+    return (s->small++ % 2) * (s->slot / 2);
+}
 
-int coll_seg_note_small(struct coll_seg *s, int small)
+int coll_seg_large(struct coll_run *run, struct coll_seg *s)
 {
     int was = s->last_small;
-    s->last_small = small;
-    s->small += small != 0;
-    return was;
+    s->last_small = 0;
+    return was ? coll_seg_barrier(run, s) : FCCL_OK;
 }
 
 unsigned char *coll_seg_slot(const struct coll_seg *s, int q)
