@@ -3,7 +3,7 @@
 # sanitized build); `make install PREFIX=/usr/local DESTDIR=`.
 #
 # Sources are picked up by directory, so adding a file needs no edit here:
-#   common/ store/ coll/ bootstrap/  *.c  -> libfccl
+#   common/ store/ coll/ bootstrap/  **/*.c (any depth) -> libfccl
 #   cli/NAME.c                            -> build/bin/NAME
 #   tests/test_NAME.c                     -> build/tests/test_NAME (Criterion)
 #   tests/*.c without test_ prefix        -> helper programs build/tests/NAME
@@ -52,7 +52,7 @@ LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 PUB_HDRS := common/core.h common/fccl.h store/store.h coll/coll.h bootstrap/pg.h
 PUB_LINKS := $(addprefix $(BUILD)/include/fccl/,$(notdir $(PUB_HDRS)))
 
-LIB_SRCS := $(sort $(wildcard common/*.c store/*.c coll/*.c bootstrap/*.c))
+LIB_SRCS := $(sort $(shell find common store coll bootstrap -name '*.c'))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 CLI_SRCS := $(sort $(wildcard cli/*.c))
 PROGS := $(patsubst cli/%.c,$(BUILD)/bin/%,$(CLI_SRCS))

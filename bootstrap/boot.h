@@ -2,7 +2,7 @@
 #ifndef FCCL_BOOT_H
 #define FCCL_BOOT_H
 
-#include "comm.h"
+#include "group.h"
 #include "fccl/pg.h"
 #include "fccl/store.h"
 
@@ -31,7 +31,7 @@ extern struct boot_state boot;
 /* Allocate a group of `size` members with zeroed fields; arrays allocated. */
 struct fccl_group *boot_group_alloc(int size);
 /* Fill topology fields of g from its world[] and boot.node_of, then call
- * coll_comm_init.  Frees g on failure. */
+ * coll_group_init.  Frees g on failure. */
 int boot_group_finish(struct fccl_group *g);
 void boot_group_free(struct fccl_group *g);
 /* Destroy every live user group and the creation counters (finalize). */

@@ -72,7 +72,7 @@ int boot_group_finish(struct fccl_group *g)
     g->world_rank = boot.rank;
     g->timeout_ms = boot.timeout_ms;
     group_topology(g);
-    int rc = coll_comm_init(g);
+    int rc = coll_group_init(g);
     if (rc < 0)
         boot_group_free(g);
     return rc;
@@ -107,7 +107,7 @@ void boot_groups_destroy_all(void)
 {
     while (boot.ngroups > 0) {
         struct fccl_group *g = boot.groups[--boot.ngroups];
-        coll_comm_destroy(g);
+        coll_group_fini(g);
         boot_group_free(g);
     }
     free(boot.groups);
@@ -290,7 +290,7 @@ static int make_group(const int *world_order, int size, const char *name,
     if (rc < 0)
         return rc;
     if ((rc = register_group(g)) < 0) {
-        coll_comm_destroy(g);
+        coll_group_fini(g);
         boot_group_free(g);
         return rc;
     }
@@ -442,7 +442,7 @@ int fccl_group_destroy(fccl_group_t *g)
                                           "fccl_finalize, not destroyed");
     if (unregister_group(g) < 0)
         return fccl_err(FCCL_ERR_INVALID, "group: unknown or already destroyed");
-    coll_comm_destroy(g);
+    coll_group_fini(g);
     boot_group_free(g);
     return FCCL_OK;
 }

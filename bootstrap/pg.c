@@ -23,7 +23,7 @@
 #include "net.h"
 #include "server.h"
 #include "topology.h"
-#include "transport.h"
+#include "transport/tp.h"
 
 struct boot_state boot;
 
@@ -347,7 +347,7 @@ static void teardown(void)
 {
     boot_groups_destroy_all();
     if (boot.world) {
-        coll_comm_destroy(boot.world);
+        coll_group_fini(boot.world);
         boot_group_free(boot.world);
     }
     if (boot.tp)

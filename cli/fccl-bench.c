@@ -29,7 +29,7 @@
 
 #include "clock.h"
 #include "fccl/fccl.h"
-#include "reduce.h"
+#include "reduce/reduce.h"
 
 enum bop { B_ALLREDUCE, B_BCAST, B_REDUCE, B_ALLGATHER, B_REDUCESCATTER,
            B_ALLTOALL, B_GATHER, B_SCATTER, B_BARRIER, B_SENDRECV };

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "comm.h"
+#include "group.h"
 #include "coll_ref.h"
 #include "fccl/pg.h"
 #include "tp_harness.h"
@@ -101,8 +101,8 @@ static struct fccl_group *make_group(struct fccl_tp *tp, int wrank, int n,
     }
     g->ctx = ctx;
     g->timeout_ms = timeout_ms;
-    if (coll_comm_init(g) < 0) {
-        fprintf(stderr, "[rank %d] coll_comm_init: %s\n", wrank,
+    if (coll_group_init(g) < 0) {
+        fprintf(stderr, "[rank %d] coll_group_init: %s\n", wrank,
                 fccl_last_error());
         free(g->world);
         free(g->node_of);
@@ -116,7 +116,7 @@ static void free_group(struct fccl_group *g)
 {
     if (!g)
         return;
-    coll_comm_destroy(g);
+    coll_group_fini(g);
     free(g->world);
     free(g->node_of);
     free(g);

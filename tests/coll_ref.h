@@ -5,7 +5,7 @@
  * Element i of rank r's input in case c is a pure function of (c, r, i),
  * so every rank can compute the expected result of a whole collective on
  * its own, with plain loops in uint64 / double arithmetic.  Nothing here
- * uses coll/reduce.c: float16 goes through the compiler's _Float16,
+ * uses coll/reduce/kernels.c: float16 goes through the compiler's _Float16,
  * bfloat16 through a bit-level rounding written below.
  */
 #ifndef FCCL_TESTS_COLL_REF_H

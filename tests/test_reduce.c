@@ -1,7 +1,7 @@
 /*
  * Reduction kernels against straightforward references.
  *
- * The references are written independently of coll/reduce.c: integers are
+ * The references are written independently of coll/reduce/kernels.c: integers are
  * combined in uint64/int64 and truncated to the type's width, floats are
  * combined in double and rounded once (exact for one add or multiply),
  * float16 uses the compiler's _Float16 conversions, bfloat16 rounding is
@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "fccl/coll.h"
-#include "reduce.h"
+#include "reduce/reduce.h"
 
 #define N 1037 /* not a multiple of any block size: exercises the tails */
 

@@ -1,0 +1,113 @@
+/*
+ * Internal: the algorithms, as the selector's tables and other algorithms
+ * call them.  Each lives in its own file (algo/<op>_<algorithm>.c,
+ * shm/<op>_shm.c); the building blocks below are the pieces composite
+ * algorithms are made of (ring all_reduce = ring reduce_scatter + ring
+ * all_gather, hier = binomial reduce + leaders' all_reduce + binomial
+ * broadcast).
+ */
+#ifndef FCCL_COLL_ALGOS_H
+#define FCCL_COLL_ALGOS_H
+
+#include "algo/layout.h"
+#include "algo/run.h"
+#include "reduce/reduce.h"
+
+/* ---- whole operations over the group (table entries) ---- */
+int coll_allreduce_ring(struct coll_run *run);
+int coll_allreduce_rd(struct coll_run *run);
+int coll_allreduce_rabenseifner(struct coll_run *run);
+int coll_allreduce_hier(struct coll_run *run);
+int coll_bcast_binomial(struct coll_run *run);
+int coll_bcast_scatter_ag(struct coll_run *run);
+int coll_reduce_binomial(struct coll_run *run);
+int coll_allgather_ring(struct coll_run *run);
+int coll_allgather_bruck(struct coll_run *run);
+int coll_reducescatter_ring(struct coll_run *run);
+int coll_alltoall_pairwise(struct coll_run *run);
+int coll_alltoall_linear(struct coll_run *run);
+int coll_barrier_dissemination(struct coll_run *run);
+int coll_gather_linear(struct coll_run *run);
+int coll_scatter_linear(struct coll_run *run);
+int coll_neighbor_exchange(struct coll_run *run);
+/* all_reduce by the algorithm the selector picks among those that use the
+ * transport (select/select.c): what the shm algorithms fall back to. */
+int coll_allreduce_transport(struct coll_run *run);
+
+/* ---- building blocks (each in its own file) ---- */
+
+/* Ring reduce-scatter over v (reducescatter_ring.c): src holds the whole
+ * vector, acc is a work area laid out like src (may be src itself), and my
+ * fully reduced block lands in dst.  Uses steps [0, nsteps). */
+int coll_ring_reduce_scatter(struct coll_run *run, const struct coll_view *v,
+                             const void *src, void *acc, void *dst,
+                             const struct coll_layout *l, fccl_dtype_t dt,
+                             fccl_redop_t op);
+/* Ring all-gather over v (allgather_ring.c): afterwards buf holds every
+ * block.  My block is read from `own` (and copied to its place while the
+ * transfers run) or, with own == NULL, is already in place in buf. */
+int coll_ring_all_gather(struct coll_run *run, const struct coll_view *v,
+                         void *buf, const struct coll_layout *l,
+                         const void *own);
+/* Bruck all-gather (allgather_bruck.c), same contract, log(n) rounds. */
+int coll_bruck_all_gather(struct coll_run *run, const struct coll_view *v,
+                          void *buf, const struct coll_layout *l,
+                          const void *own);
+/* Where the all_gather entry points find my block: the send buffer, or
+ * NULL when it is already in place (a block at the start of an in-place
+ * buffer is first moved to its slot). */
+const void *coll_allgather_own(const struct coll_args *a,
+                               const struct coll_layout *l, int me);
+/* Binomial-tree broadcast of len bytes from virtual rank root, pipelined
+ * in chunks (bcast_binomial.c). */
+int coll_binomial_bcast(struct coll_run *run, const struct coll_view *v,
+                        void *buf, size_t len, int root);
+/* Binomial-tree reduction to virtual rank root (reduce_binomial.c): dst
+ * is used on the root only; src may equal dst there. */
+int coll_binomial_reduce(struct coll_run *run, const struct coll_view *v,
+                         const void *src, void *dst, size_t count,
+                         fccl_dtype_t dt, fccl_redop_t op, int root);
+/* All-reduces over v, src may equal dst (allreduce_*.c). */
+int coll_rd_all_reduce(struct coll_run *run, const struct coll_view *v,
+                       const void *src, void *dst, size_t count,
+                       fccl_dtype_t dt, fccl_redop_t op);
+int coll_ring_all_reduce(struct coll_run *run, const struct coll_view *v,
+                         const void *src, void *dst, size_t count,
+                         fccl_dtype_t dt, fccl_redop_t op);
+int coll_rab_all_reduce(struct coll_run *run, const struct coll_view *v,
+                        const void *src, void *dst, size_t count,
+                        fccl_dtype_t dt, fccl_redop_t op);
+/* Folding n = p + e ranks onto p = 2^k (allreduce_rd.c): the first 2e
+ * ranks pair up, the even one (giver) hands its vector to the odd one
+ * (taker) and gets the result back at the end.  vr is the rank among the
+ * p survivors (-1 for givers). */
+enum fold_role { FOLD_NONE, FOLD_GIVER, FOLD_TAKER };
+struct coll_fold {
+    int p, extra, vr;
+    enum fold_role role;
+};
+void coll_fold_make(struct coll_fold *f, int n, int me);
+/* View rank of survivor vr. */
+int coll_fold_real(const struct coll_fold *f, int vr);
+/* Givers send src; takers combine into dst (tmp: count elements of
+ * scratch); others copy src to dst.  Uses step 0. */
+int coll_fold_in(struct coll_run *run, const struct coll_view *v,
+                 const struct coll_fold *f, const void *src, void *dst,
+                 size_t count, fccl_dtype_t dt, fccl_redop_t op, void *tmp);
+/* Takers return the finished dst to their giver.  Uses step 1. */
+int coll_fold_out(struct coll_run *run, const struct coll_view *v,
+                  const struct coll_fold *f, void *dst, size_t bytes);
+/* First step free for the rounds after the fold. */
+#define COLL_FOLD_STEPS 2
+
+/* Dissemination barrier over v (barrier_dissemination.c). */
+int coll_dissemination_barrier(struct coll_run *run, const struct coll_view *v);
+
+/* all_to_all helpers (alltoall_pairwise.c): elements that go to
+ * (send = 1) or come from (send = 0) rank p and their element offsets;
+ * the data to send (a scratch copy when in place, NULL if out of memory). */
+size_t coll_a2a_count(const struct coll_args *a, int send, int p);
+size_t coll_a2a_displ(const struct coll_args *a, int send, int p);
+const unsigned char *coll_a2a_source(struct coll_run *run);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * Internal: requests and execution behind the public entry points.  A
+ * collective runs inline (coll_execute) or through the group's worker
+ * (coll_submit, api/request.c); point-to-point requests go to the
+ * transport directly (api/p2p.c).
+ */
+#ifndef FCCL_COLL_REQUEST_H
+#define FCCL_COLL_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algo/args.h"
+#include "group.h"
+#include "transport/tp.h"
+
+enum req_kind { REQ_COLL, REQ_P2P };
+
+struct fccl_request {
+    struct fccl_group *g;
+    enum req_kind kind;
+    /* REQ_COLL: a queued collective */
+    struct coll_args args;
+    uint32_t seq;
+    void *owned;               /* copies of the argument arrays */
+    int status;
+    int done;                  /* under st->qlock */
+    char errmsg[512];
+    struct fccl_request *next;
+    /* REQ_P2P: operations posted to the transport directly */
+    size_t ntp;
+    struct tp_req *tp;         /* ntp requests */
+    size_t *want;              /* receives: expected bytes (sends: SIZE_MAX) */
+    struct tp_req one;         /* storage when ntp == 1 */
+    size_t one_want;
+};
+
+/* ---- execution (api/collectives.c, api/request.c) ---- */
+
+/* Run one collective now on this thread: seq, deadline, algorithm, avg,
+ * sticky error.  a must stay valid for the call. */
+int coll_execute(struct fccl_group *g, const struct coll_args *a,
+                 uint32_t seq);
+
+/* Submit: inline when nothing is queued and req == NULL, else queue to the
+ * worker (copying a's arrays) and either wait (req == NULL) or hand back
+ * a request. */
+int coll_submit(struct fccl_group *g, const struct coll_args *a,
+                fccl_request_t **req);
+
+/* Wait for / poll a REQ_P2P request (p2p.c); same contract as
+ * fccl_wait / fccl_test. */
+int coll_p2p_wait(fccl_request_t *req, int64_t timeout_ms);
+int coll_p2p_test(fccl_request_t *req, int *done);
+
+/* The worker's locks (FCCL_ERR_NOMEM if they cannot be made), and its
+ * end: let it drain the queue, join it, free the locks. */
+struct coll_worker;
+int coll_worker_init(struct coll_worker *w);
+void coll_worker_stop(struct coll_worker *w);
+
+/* FCCL_OK, or the group's sticky error / abort with its message. */
+int coll_group_check(struct fccl_group *g);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * The engine's per-group state: created when the bootstrap hands over a
+ * group (coll_group_init), freed with it (coll_group_fini).  What it holds
+ * is described in state.h.
+ */
+#include <stdlib.h>
+
+#include "api/request.h"
+#include "clock.h"
+#include "err.h"
+#include "select/select.h"
+#include "shm/shm.h"
+#include "state.h"
+
+#define CHUNK_ENV "FCCL_CHUNK_BYTES"
+
+/* FCCL_CHUNK_BYTES: 64 B .. 1 GiB, with an optional k/m suffix; else 0
+ * (the algorithms' default). */
+static size_t env_chunk(void)
+{
+    const char *s = getenv(CHUNK_ENV);
+    if (!s || !*s)
+        return 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end == 'k' || *end == 'K')
+        v <<= 10;
+    else if (*end == 'm' || *end == 'M')
+        v <<= 20;
+    return v >= 64 && v <= (1ull << 30) ? (size_t)v : 0;
+}
+
+int coll_group_init(struct fccl_group *g)
+{
+    if (!g || g->size < 1 || g->rank < 0 || g->rank >= g->size || !g->world)
+        return fccl_err(FCCL_ERR_INVALID, "coll: malformed group");
+    struct coll_state *st = calloc(1, sizeof(*st));
+    if (!st)
+        return fccl_err(FCCL_ERR_NOMEM, "coll: no memory for group %s",
+                        g->name);
+    st->g = g;
+    st->chunk = env_chunk();
+    coll_algo_env(st);
+    if (coll_worker_init(&st->worker) < 0) {
+        free(st);
+        return fccl_err(FCCL_ERR_NOMEM, "coll: cannot create locks");
+    }
+    pthread_mutex_init(&g->lock, NULL);
+    g->seq = 0;
+    atomic_store(&g->err, 0);
+    g->errmsg[0] = '\0';
+    if (g->timeout_ms <= 0)
+        g->timeout_ms = fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS);
+    g->state = st;
+    return FCCL_OK;
+}
+
+void coll_group_fini(struct fccl_group *g)
+{
+    if (!g || !g->state)
+        return;
+    struct coll_state *st = g->state;
+    coll_worker_stop(&st->worker);
+    coll_seg_free(st->seg);
+    free(st->scratch);
+    free(st->reqs);
+    free(st->idx);
+    free(st);
+    g->state = NULL;
+    pthread_mutex_destroy(&g->lock);
+}

@@ -1,0 +1,38 @@
+/*
+ * Internal: the algorithm tables and the selector.  Each operation has a
+ * table of {id, name, description, fn}; FCCL_ALGO_<OP> and fccl_set_algo
+ * force an entry by name, else coll_select picks one from the group's
+ * topology, its size and the message size.
+ */
+#ifndef FCCL_COLL_SELECT_H
+#define FCCL_COLL_SELECT_H
+
+#include <stddef.h>
+
+#include "algo/args.h"
+
+struct coll_run;
+struct coll_state;
+
+typedef int (*coll_algo_fn)(struct coll_run *run);
+
+struct coll_algo {
+    int id;
+    const char *name;
+    const char *description;
+    coll_algo_fn fn;
+};
+
+/* The table of kind k (terminated by an entry with name NULL). */
+const struct coll_algo *coll_algos(enum coll_kind k);
+/* Index of algorithm `name` for kind k, or -1. */
+int coll_algo_find(enum coll_kind k, const char *name);
+/* Write "ring, rd, ..." into buf. */
+void coll_algo_list(enum coll_kind k, char *buf, size_t len);
+/* Read FCCL_ALGO_<OP> for every kind into st (at group creation). */
+void coll_algo_env(struct coll_state *st);
+/* Choose the algorithm for run->a (honouring a forced one).  Returns NULL
+ * with FCCL_ERR_INVALID recorded if the forced name is unknown. */
+const struct coll_algo *coll_select(struct coll_run *run, int *rc);
+
+#endif

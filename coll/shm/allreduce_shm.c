@@ -1,0 +1,127 @@
+/*
+ * All-reduce and reduce through a shared-memory segment, for groups on
+ * one host (a reduce is the same with only the root copying out).
+ *
+ * Algorithm, per chunk of up to one slot per rank: every rank copies its
+ * chunk into its slot; barrier; rank p reduces portion p of the chunk
+ * across all slots (its own first, then the others in rank order) into
+ * portion p of its own slot, which only it reads; barrier; every rank
+ * copies all portions out; barrier (the slots are free again).  Every
+ * element is combined by one rank in one fixed order and copied by the
+ * others, so all ranks get the same bits, run after run.
+ *
+ * Cost per rank for N bytes: two memcpys of N and a reduction that reads N
+ * and writes N/n, plus 3 barriers per chunk; no kernel copy.  Against the
+ * ring's 2 (n-1)/n N of process_vm_readv (about half memcpy's speed here),
+ * it wins with three or more ranks; bench/RESULTS.md has the figures.
+ *
+ * Small vectors (up to COLL_SHM_SMALL, half a slot) take one barrier: every
+ * rank puts its vector into one half of its slot, the halves alternating
+ * from call to call; barrier; every rank combines all of them itself, in
+ * rank order, so again all get the same bits.  A rank that has passed the
+ * next call's barrier is done reading this call's half, so the half can be
+ * reused by the call after; a large call after small ones starts with a
+ * barrier for the same reason.
+ *
+ * Only for groups whose members share one host; elsewhere (or if the
+ * segment cannot be made) it runs what the selector would have chosen
+ * among the transport's algorithms.
+ */
+#include <string.h>
+
+#include "shm/shm.h"
+#include "algo/algos.h"
+
+
+/* First element and element count of portion p of a chunk of cnt. */
+static void portion(size_t cnt, int n, int p, size_t *first, size_t *k)
+{
+    size_t base = cnt / (size_t)n, extra = cnt % (size_t)n;
+    *first = (size_t)p * base + ((size_t)p < extra ? (size_t)p : extra);
+    *k = base + ((size_t)p < extra);
+}
+
+/* root < 0: every rank gets the result (all-reduce); else only root. */
+static int chunk(struct coll_run *run, struct coll_seg *s, int root,
+                 const unsigned char *src, unsigned char *dst, size_t cnt)
+{
+    const struct coll_args *a = run->a;
+    size_t es = fccl_dtype_size(a->dtype);
+    int n = run->g->size, me = run->g->rank;
+    memcpy(coll_seg_slot(s, me), src, cnt * es);
+    int rc = coll_seg_barrier(run, s);
+    if (rc < 0)
+        return rc;
+    size_t first, k;
+    portion(cnt, n, me, &first, &k);
+    unsigned char *mine = coll_seg_slot(s, me) + first * es;
+    for (int q = 0; q < n && k; q++)
+        if (q != me)
+            coll_reduce(mine, mine, coll_seg_slot(s, q) + first * es, k,
+                        a->dtype, a->op);
+    if ((rc = coll_seg_barrier(run, s)) < 0)
+        return rc;
+    for (int q = 0; q < n && (root < 0 || root == me); q++) {
+        portion(cnt, n, q, &first, &k);
+        memcpy(dst + first * es, coll_seg_slot(s, q) + first * es, k * es);
+    }
+    return coll_seg_barrier(run, s);
+}
+
+static int small(struct coll_run *run, struct coll_seg *s, int root)
+{
+    const struct coll_args *a = run->a;
+    size_t bytes = a->count * fccl_dtype_size(a->dtype);
+    size_t half = coll_seg_small(s);
+    int n = run->g->size;
+    memcpy(coll_seg_slot(s, run->g->rank) + half, a->sendbuf, bytes);
+    int rc = coll_seg_barrier(run, s);
+    if (rc < 0 || (root >= 0 && root != run->g->rank))
+        return rc;
+    coll_reduce(a->recvbuf, coll_seg_slot(s, 0) + half,
+                coll_seg_slot(s, 1) + half, a->count, a->dtype, a->op);
+    for (int q = 2; q < n; q++)
+        coll_reduce(a->recvbuf, a->recvbuf, coll_seg_slot(s, q) + half,
+                    a->count, a->dtype, a->op);
+    return FCCL_OK;
+}
+
+static int shm_reduce(struct coll_run *run, int root)
+{
+    const struct coll_args *a = run->a;
+    struct fccl_group *g = run->g;
+    size_t es = fccl_dtype_size(a->dtype), bytes = a->count * es;
+    if (g->size == 1 || bytes == 0) {
+        if (a->recvbuf != a->sendbuf && bytes)
+            memmove(a->recvbuf, a->sendbuf, bytes);
+        return FCCL_OK;
+    }
+    struct coll_seg *s = NULL;
+    int rc = coll_seg_get(run, &s);
+    if (rc < 0)
+        return rc;
+    if (!s)
+        return root < 0 ? coll_allreduce_transport(run)
+                        : coll_reduce_binomial(run);
+    if (bytes <= COLL_SHM_SMALL && bytes <= coll_seg_slot_bytes(s) / 2)
+        return small(run, s, root);
+    if ((rc = coll_seg_large(run, s)) < 0)
+        return rc;
+    size_t per = coll_seg_slot_bytes(s) / es;
+    const unsigned char *src = a->sendbuf;
+    unsigned char *dst = a->recvbuf;
+    for (size_t off = 0; off < a->count && rc >= 0; off += per) {
+        size_t cnt = a->count - off < per ? a->count - off : per;
+        /* a reduce's non-roots may pass no output at all */
+        rc = chunk(run, s, root, src + off * es, dst ? dst + off * es : NULL,
+                   cnt);
+    }
+    return rc;
+}
+
+int coll_shm_reduce(struct coll_run *run, int root)
+{
+    return shm_reduce(run, root);
+}
+
+int coll_allreduce_shm(struct coll_run *run) { return shm_reduce(run, -1); }

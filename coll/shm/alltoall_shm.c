@@ -1,0 +1,45 @@
+/*
+ * All-to-all with small even blocks through the shared segment of a
+ * one-host group (shm/seg.c): every rank copies its whole send buffer into
+ * one half of its slot; one barrier; every rank copies block r of every
+ * slot out.  The halves alternate from call to call (see allreduce_shm.c).
+ *
+ * Only the even form and blocks up to COLL_SHM_SMALL (all n in half a slot):
+ * the choice must be the same on every rank, and with per-peer counts a
+ * rank knows only its own.  Larger blocks move no faster through the
+ * segment than by the single kernel copy of the transport (two memcpys of
+ * everything against one process_vm_readv of what comes from peers), so
+ * anything else runs pairwise exchange.
+ */
+#include <string.h>
+
+#include "shm/shm.h"
+#include "algo/algos.h"
+
+
+int coll_alltoall_shm(struct coll_run *run)
+{
+    const struct coll_args *a = run->a;
+    struct fccl_group *g = run->g;
+    int n = g->size, me = g->rank;
+    size_t block = a->count * fccl_dtype_size(a->dtype);
+    int even = !a->scounts && !a->rcounts && !a->sdispls && !a->rdispls;
+    struct coll_seg *s = NULL;
+    int rc = even ? coll_seg_get(run, &s) : FCCL_OK;
+    if (rc < 0)
+        return rc;
+    if (!s || block > COLL_SHM_SMALL ||
+        block * (size_t)n > coll_seg_slot_bytes(s) / 2)
+        return coll_alltoall_pairwise(run);
+    size_t half = coll_seg_small(s);
+    /* in place the copy into the slot is also the copy that saves the
+     * outgoing data from the arriving blocks */
+    memcpy(coll_seg_slot(s, me) + half, a->sendbuf, block * (size_t)n);
+    if ((rc = coll_seg_barrier(run, s)) < 0)
+        return rc;
+    unsigned char *out = a->recvbuf;
+    for (int q = 0; q < n; q++)
+        memcpy(out + (size_t)q * block,
+               coll_seg_slot(s, q) + half + (size_t)me * block, block);
+    return FCCL_OK;
+}

@@ -1,0 +1,55 @@
+/*
+ * Internal: the one-host path.  A group whose members share a host maps
+ * one segment (shm/seg.c) and runs its collectives through it
+ * (shm/<op>_shm.c), bypassing the transport.
+ */
+#ifndef FCCL_COLL_SHM_H
+#define FCCL_COLL_SHM_H
+
+#include <stddef.h>
+
+#include "algo/run.h"
+
+struct coll_seg;
+/* The group's segment, set up with all members on first use: *out is NULL
+ * for a group of one rank or spread over hosts, and (for good) when it
+ * cannot be made.  Errors are those of the setup messages. */
+int coll_seg_get(struct coll_run *run, struct coll_seg **out);
+size_t coll_seg_slot_bytes(const struct coll_seg *s);
+unsigned char *coll_seg_slot(const struct coll_seg *s, int rank);
+/* Wait until every member has entered as many barriers as I have: fails
+ * on the call's deadline, an abort, or a member that has exited. */
+int coll_seg_barrier(struct coll_run *run, struct coll_seg *s);
+/* Every *_shm.c call is one of two kinds (see allreduce_shm.c for why
+ * this is safe).  A one-barrier call (up to COLL_SHM_SMALL) uses half of
+ * each slot, alternating from call to call: coll_seg_small returns the
+ * byte offset of this call's half.  A call that fills whole slots starts
+ * with coll_seg_large, which waits in a barrier if the call before was a
+ * one-barrier one (its halves may still be read); errors as the barrier. */
+#define COLL_SHM_SMALL (16u << 10)
+size_t coll_seg_small(struct coll_seg *s);
+int coll_seg_large(struct coll_run *run, struct coll_seg *s);
+void coll_seg_free(struct coll_seg *s);
+/* The segment and the offset of this call's half for a one-barrier call
+ * in which each rank puts `per_rank` bytes into a slot (and the root up
+ * to n of them): NULL (with *rc FCCL_OK) when the segment is missing or
+ * the call is too large for one barrier; the caller then runs another
+ * algorithm.  *rc < 0 on a setup error. */
+struct coll_seg *coll_seg_for_small(struct coll_run *run, size_t per_rank,
+                                    size_t *half, int *rc);
+
+/* ---- the algorithms (table entries) ---- */
+int coll_allreduce_shm(struct coll_run *run);
+int coll_reduce_shm(struct coll_run *run);
+int coll_allgather_shm(struct coll_run *run);
+int coll_barrier_shm(struct coll_run *run);
+int coll_bcast_shm(struct coll_run *run);
+int coll_gather_shm(struct coll_run *run);
+int coll_scatter_shm(struct coll_run *run);
+int coll_reducescatter_shm(struct coll_run *run);
+int coll_alltoall_shm(struct coll_run *run);
+/* all_reduce (root < 0) or reduce to root through the segment
+ * (shm/allreduce_shm.c). */
+int coll_shm_reduce(struct coll_run *run, int root);
+
+#endif

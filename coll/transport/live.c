@@ -1,0 +1,100 @@
+/*
+ * Is a peer on this host still alive?  shm has no connection to break, so
+ * a rank that dies leaves its peers waiting until their deadline (300 s by
+ * default).  Each rank's name blob carries its pid and pid namespace; for
+ * every local peer in our namespace we hold a pidfd, which becomes
+ * readable when that process exits (and, unlike a pid, is never reused).
+ * A wait that has seen nothing complete for TP_LIVE_NS polls the pidfds
+ * of the ranks it depends on.  Without pidfd_open (Linux < 5.3) the
+ * deadline remains the only bound.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "log.h"
+#include "transport/tp_int.h"
+
+static int pidfd_open_(int pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Blob entry: pid (4 bytes) and pid-namespace inode (8), little endian. */
+size_t tp_live_encode(const struct fccl_tp *tp, unsigned char *p)
+{
+    uint64_t v[2] = {(uint64_t)tp->pid, tp->pidns};
+    for (int k = 0; k < 4; k++)
+        p[k] = (unsigned char)(v[0] >> (8 * k));
+    for (int k = 0; k < 8; k++)
+        p[4 + k] = (unsigned char)(v[1] >> (8 * k));
+    return TP_LIVE_ADDR_LEN;
+}
+
+void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
+                 size_t len, int local)
+{
+    const unsigned char *a;
+    size_t al = 0;
+    p->pidfd = -1;
+    if (!local ||
+        tp_blob_find(blob, len, TP_EP_PROC, NULL, &a, &al) != FCCL_OK ||
+        al != TP_LIVE_ADDR_LEN)
+        return;
+    uint64_t pid = 0, ns = 0;
+    for (int k = 0; k < 4; k++)
+        pid |= (uint64_t)a[k] << (8 * k);
+    for (int k = 0; k < 8; k++)
+        ns |= (uint64_t)a[4 + k] << (8 * k);
+    if (ns != tp->pidns || ns == 0 || (int)pid == tp->pid)
+        return;
+    p->live_pid = (int)pid;
+    p->pidfd = pidfd_open_((int)pid);
+    if (p->pidfd < 0)
+        LOG_DEBUG("FABRIC", "pidfd_open(%d): %s; a dead peer is found only "
+                  "by the deadline", (int)pid, strerror(errno));
+}
+
+void tp_live_close(struct tp_peer *p)
+{
+    if (p->pidfd >= 0)
+        close(p->pidfd);
+    p->pidfd = -1;
+}
+
+/* First of the n ranks whose process has exited, or -1. */
+int tp_live_dead(const struct fccl_tp *tp, const int *ranks, size_t n)
+{
+    struct pollfd fds[64];
+    int who[64];
+    size_t k = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (k == 64 || (i == n && k)) {
+            if (poll(fds, (nfds_t)k, 0) > 0)
+                for (size_t j = 0; j < k; j++)
+                    if (fds[j].revents)
+                        return who[j];
+            k = 0;
+        }
+        if (i == n)
+            break;
+        int r = ranks[i];
+        if (r < 0 || r >= tp->nranks || tp->peers[r].pidfd < 0)
+            continue;
+        fds[k].fd = tp->peers[r].pidfd;
+        fds[k].events = POLLIN;
+        fds[k].revents = 0;
+        who[k++] = r;
+    }
+    return -1;
+}
