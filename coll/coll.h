@@ -43,8 +43,8 @@
  * by one thread at a time.  Every rank gets a bitwise-identical result.
  *
  * Errors: FCCL_ERR_INVALID for bad arguments (checked on the calling rank
- * before any communication, so a mistake never leaves peers hanging: they
- * time out), FCCL_ERR_TIMEOUT (the group timeout, FCCL_TIMEOUT or 300 s;
+ * before any communication, so the mistaken rank returns at once without
+ * a half-sent message; its peers time out), FCCL_ERR_TIMEOUT (the group timeout, FCCL_TIMEOUT or 300 s;
  * the message names the ranks that did not answer), FCCL_ERR_PEER (a rank
  * failed; named), FCCL_ERR_ABORTED (fccl_group_abort).  The first fatal
  * error sticks to the group: later calls return it at once.
@@ -87,7 +87,8 @@ typedef struct fccl_group fccl_group_t;
 typedef struct fccl_request fccl_request_t;
 
 /** Element types.  FLOAT16 is IEEE half, BFLOAT16 is bfloat16 (both 2
- * bytes, held as raw bits by the caller); BOOL is one byte, 0 or not. */
+ * bytes, held as raw bits by the caller); BOOL is one byte, any non-zero
+ * byte is true, and reductions produce exactly 0 or 1. */
 typedef enum {
     FCCL_INT8,
     FCCL_UINT8,
@@ -166,10 +167,14 @@ FCCL_API int fccl_set_algo(fccl_group_t *g, const char *op, const char *algo);
  * counted from this call; for a collective, as long as the collectives
  * queued ahead of it and itself may take (each ends by the group timeout).
  * If timeout_ms passes first, returns FCCL_ERR_TIMEOUT and the handle
- * stays valid (wait or test it again); the operation itself still ends by
- * the group timeout.  When a point-to-point request fails with timeout_ms
- * < 0 (a timeout included), the handle is freed and the error sticks to
- * the group.  Wait for every handle before destroying its group.
+ * stays valid (wait or test it again); nothing sticks to the group.  A
+ * collective itself still ends by the group timeout; a point-to-point
+ * request has no deadline of its own: only a wait with timeout_ms < 0
+ * applies the group timeout to it (and only that wait notices a peer on
+ * this host that exited).  When a point-to-point request fails in a wait
+ * with timeout_ms < 0 (a timeout included), the handle is freed and the
+ * error sticks to the group.  Wait for every handle before destroying its
+ * group.
  *
  * Thread-safety: waiting counts as using the group (one thread at a time
  * per group); that thread need not be the one that started the
@@ -191,7 +196,8 @@ FCCL_API int fccl_wait(fccl_request_t *req, int64_t timeout_ms);
  * Never blocks (a point-to-point request is moved forward once).  It never
  * times out by itself: a point-to-point request whose peer never answers
  * stays at *done = 0, so bound a loop of tests yourself or finish with
- * fccl_wait().  A collective ends by the group timeout in any case.
+ * fccl_wait(req, -1).  A collective ends by the group timeout in any
+ * case.
  * Thread-safety as fccl_wait().
  *
  * @param req a handle from an asynchronous call, not yet freed; not NULL.
@@ -300,7 +306,7 @@ FCCL_API int fccl_batch_isend_irecv(const fccl_p2p_op_t *ops, size_t n,
  * comment names plus the common ones above.
  */
 
-/** Block until every rank of the group has entered the barrier. */
+/** Completes once every rank of the group has entered the barrier. */
 FCCL_API int fccl_barrier(fccl_group_t *g, fccl_request_t **req);
 /** Copy count elements of buf on root into buf on every other rank. */
 FCCL_API int fccl_broadcast(void *buf, size_t count, fccl_dtype_t dtype,
