@@ -44,10 +44,11 @@
  *
  * Errors: FCCL_ERR_INVALID for bad arguments (checked on the calling rank
  * before any communication, so the mistaken rank returns at once without
- * a half-sent message; its peers time out), FCCL_ERR_TIMEOUT (the group timeout, FCCL_TIMEOUT or 300 s;
- * the message names the ranks that did not answer), FCCL_ERR_PEER (a rank
- * failed; named), FCCL_ERR_ABORTED (fccl_group_abort).  The first fatal
- * error sticks to the group: later calls return it at once.
+ * a half-sent message; its peers time out), FCCL_ERR_TIMEOUT (the group
+ * timeout; the message names the ranks that did not answer),
+ * FCCL_ERR_PEER (a rank failed; named), FCCL_ERR_ABORTED
+ * (fccl_group_abort).  The first fatal error sticks to the group: later
+ * calls return it at once.
  *
  * In detail, an operation that communicates can fail with:
  *  - FCCL_ERR_INVALID: an argument check (the call then had no effect:
