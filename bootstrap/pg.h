@@ -96,9 +96,8 @@ FCCL_API void fccl_init_opts_init(fccl_init_opts_t *opts);
  * start after the ranks), opens the libfabric endpoints meanwhile,
  * publishes this rank's record and waits until every rank's is there,
  * adds every peer's endpoint addresses, and ends with a barrier of the
- * world.  Blocks;
- * each of these phases is bounded by the timeout.  On failure everything
- * is undone and fccl_init may be called again.
+ * world.  Blocks; each of these phases is bounded by the timeout.  On
+ * failure everything is undone and fccl_init may be called again.
  *
  * Not thread-safe: call it from one thread, with no other call of this
  * header running.
