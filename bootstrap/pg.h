@@ -1,4 +1,5 @@
-/*
+/** @file fccl/pg.h
+ *
  * fccl process groups: from "here is the store" to a world group with a
  * known topology, and subgroups of it.
  *
@@ -13,11 +14,25 @@
  * other group creations).  The name is "fccl_<count>_<sha1>" where sha1 is
  * the lowercase hex SHA-1 of the sorted world ranks joined by "_".  Each
  * creation gets a fresh context id, so a group destroyed and created again
- * never takes the old one's messages.
+ * never takes the old one's messages.  fccl_group_split() is the MPI way:
+ * collective over a parent group, members chosen by color.
+ *
+ * Lifetime: the library owns every group.  A group made by
+ * fccl_group_new() or fccl_group_split() lives until fccl_group_destroy()
+ * or fccl_finalize(); the world until fccl_finalize().  Group names and
+ * the world pointer are valid exactly as long.
+ *
+ * Timeouts: fccl_init's timeout_ms (else FCCL_TIMEOUT seconds, else 300 s)
+ * bounds each waiting phase of init and of fccl_group_new(), and is the
+ * initial timeout of every group (see fccl/coll.h), which
+ * fccl_group_set_timeout() changes per group.
  *
  * Every call returns FCCL_OK or a negative FCCL_ERR_* with a message
- * (fccl_last_error()).  Not thread-safe against itself: create and destroy
- * groups from one thread.
+ * (fccl_last_error()), unless its comment says it returns a plain value.
+ * Not thread-safe against itself: create and destroy groups from one
+ * thread.  The queries (rank, size, topology, names, rank translation)
+ * only read state that is fixed once a call returned, so any thread may
+ * use them while no init, finalize or destroy runs.
  */
 #ifndef FCCL_PG_H
 #define FCCL_PG_H
@@ -33,78 +48,262 @@
 extern "C" {
 #endif
 
+/** The name of the world group, as fccl_group_name() returns it. */
 #define FCCL_WORLD_GROUP "fccl_world_group"
 
+/** Options of fccl_init().  Fill with fccl_init_opts_init() first, then
+ * set what you need: the defaults follow torchrun's environment. */
 typedef struct fccl_init_opts {
-    const char *init_method; /* "env://" or "tcp://HOST:PORT"; NULL with a
-                                store given, else "env://" */
-    fccl_store_t *store;     /* explicit store (not with init_method); the
-                                caller keeps ownership */
-    int world_size;          /* > 0, or -1: WORLD_SIZE */
-    int rank;                /* 0..world_size-1, or -1: RANK */
-    int64_t timeout_ms;      /* <= 0: FCCL_TIMEOUT, else 300 s */
-    int host_store;          /* rank 0 starts an in-process store server on
-                                the init address if none answers */
-    const char *provider;    /* NULL: FCCL_PROVIDER, FI_PROVIDER, or auto */
-    const char *job_id;      /* key namespace; NULL: FCCL_JOB_ID, else
-                                TORCHELASTIC_RUN_ID, else "fccl" */
+    const char *init_method; /**< "env://" (MASTER_ADDR, MASTER_PORT) or
+                                "tcp://HOST:PORT"; NULL with a store
+                                given, else "env://" */
+    fccl_store_t *store;     /**< explicit store (not with init_method);
+                                the caller keeps ownership (the library
+                                uses its own view of it, so the caller may
+                                close its handle at any time) */
+    int world_size;          /**< > 0, or -1: WORLD_SIZE */
+    int rank;                /**< 0..world_size-1, or -1: RANK */
+    int64_t timeout_ms;      /**< <= 0: FCCL_TIMEOUT, else 300 s */
+    int host_store;          /**< rank 0 starts an in-process store
+                                server on the init address unless that
+                                address is taken (a server is then
+                                assumed there); it runs until
+                                fccl_finalize.  Ignored with a store */
+    const char *provider;    /**< libfabric provider for every peer ("shm",
+                                "tcp;ofi_rxm", ...); NULL: FCCL_PROVIDER,
+                                FI_PROVIDER, or auto (shm for peers on this
+                                host, a network provider for the others) */
+    const char *job_id;      /**< key namespace on the store; NULL:
+                                FCCL_JOB_ID, else TORCHELASTIC_RUN_ID, else
+                                "fccl" */
 } fccl_init_opts_t;
 
-void fccl_init_opts_init(fccl_init_opts_t *opts);
+/**
+ * Fill opts with the defaults: everything NULL or 0, world_size and rank
+ * -1 (read WORLD_SIZE and RANK).
+ *
+ * Never blocks, never fails.  Thread-safe.
+ *
+ * @param opts the options to fill; not NULL.
+ */
+FCCL_API void fccl_init_opts_init(fccl_init_opts_t *opts);
 
-/* Join the world.  *world receives the world group (owned by the library;
- * freed by fccl_finalize).  Errors: FCCL_ERR_INVALID (bad size/rank/both
- * store and init_method), FCCL_ERR_STATE (already initialized),
- * FCCL_ERR_TIMEOUT (names the ranks that never arrived), FCCL_ERR_CONNECT,
- * FCCL_ERR_FABRIC. */
-int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world);
+/**
+ * Join the world.  *world receives the world group (owned by the library;
+ * freed by fccl_finalize).
+ *
+ * Connects to the store (retrying until the timeout, so the store may
+ * start after the ranks), opens the libfabric endpoints meanwhile,
+ * publishes this rank's record and waits until every rank's is there,
+ * adds every peer's endpoint addresses, and ends with a barrier of the
+ * world.  Blocks; each of these phases is bounded by the timeout.  On
+ * failure everything is undone and fccl_init may be called again.
+ *
+ * Not thread-safe: call it from one thread, with no other call of this
+ * header running.
+ *
+ * @param opts options; NULL means all defaults (fccl_init_opts_init()).
+ *     Read during the call only.
+ * @param world receives the world group; may be NULL (fccl_world() gives
+ *     it later).
+ * @return FCCL_OK, or
+ *   - FCCL_ERR_INVALID: bad or missing world size or rank (also in
+ *     WORLD_SIZE, RANK), both store and init_method, unknown
+ *     init_method, env:// without MASTER_ADDR/MASTER_PORT, a bad store
+ *     address;
+ *   - FCCL_ERR_STATE: already initialized;
+ *   - FCCL_ERR_NOMEM;
+ *   - FCCL_ERR_CONNECT: the store did not answer within the timeout;
+ *   - FCCL_ERR_TIMEOUT: not every rank arrived (the message names the
+ *     missing ranks), or the first barrier timed out;
+ *   - FCCL_ERR_CLOSED, FCCL_ERR_IO, FCCL_ERR_PROTOCOL: the store
+ *     connection broke or answered nonsense; FCCL_ERR_PROTOCOL also for a
+ *     malformed rank record (another job with the same job id?);
+ *   - FCCL_ERR_UNSUPPORTED: the provider is not available here, a peer
+ *     has no endpoint of the forced provider, or the provider cannot
+ *     serve this many ranks;
+ *   - FCCL_ERR_FABRIC: a libfabric call failed;
+ *   - FCCL_ERR_PEER: a rank failed during the first barrier.
+ */
+FCCL_API int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world);
 
-/* Tear everything down: groups, endpoints, memory, the store connection,
- * and this job's keys on the store.  Safe when not initialized. */
-int fccl_finalize(void);
+/**
+ * Tear everything down: groups, endpoints, memory, the store connection,
+ * and this job's keys on the store.  Safe when not initialized.
+ *
+ * First waits in a barrier of the world (bounded by the world's timeout;
+ * skipped when the world has failed or was aborted), so that rank 0's
+ * in-process store and every endpoint stay up until all ranks are done;
+ * then destroys every group, which waits for their queued asynchronous
+ * collectives to end (each by its group timeout).  Wait for every request
+ * handle before.  Afterwards every group pointer, group name and handle
+ * of this world is invalid; fccl_init may be called again.
+ *
+ * Not thread-safe: no other fccl call on these groups may run.
+ *
+ * @return FCCL_OK, always (a failed final barrier is not reported).
+ */
+FCCL_API int fccl_finalize(void);
 
-int fccl_is_initialized(void);
-/* The world group, or NULL before init. */
-fccl_group_t *fccl_world(void);
-/* World rank / size; -1 before init. */
-int fccl_get_rank(void);
-int fccl_get_world_size(void);
+/** 1 between a successful fccl_init() and fccl_finalize(), else 0.
+ * Never blocks. */
+FCCL_API int fccl_is_initialized(void);
+/** The world group, or NULL before init.  Owned by the library, valid
+ * until fccl_finalize().  Never blocks. */
+FCCL_API fccl_group_t *fccl_world(void);
+/** World rank, or -1 before init.  Never blocks. */
+FCCL_API int fccl_get_rank(void);
+/** World size, or -1 before init.  Never blocks. */
+FCCL_API int fccl_get_world_size(void);
 
 /* ---- topology (of the world) ---- */
+
+/** Where this rank runs.  A host is one kernel and network namespace
+ * (hostname, boot id and netns; FCCL_FAKE_NODES=K pretends there are K). */
 typedef struct fccl_topology {
-    int node_count;  /* distinct hosts */
-    int node_rank;   /* index of my host (ordered by lowest world rank) */
-    int local_rank;  /* my index among the ranks of my host */
-    int local_size;  /* ranks on my host */
+    int node_count;  /**< distinct hosts */
+    int node_rank;   /**< index of my host (ordered by lowest world rank) */
+    int local_rank;  /**< my index among the ranks of my host, in world
+                          rank order */
+    int local_size;  /**< ranks on my host */
 } fccl_topology_t;
-int fccl_get_topology(fccl_topology_t *out);
-/* Host index of a world rank; -1 if out of range. */
-int fccl_node_of(int world_rank);
+/**
+ * Fill *out with this rank's view of the world's hosts, as discovered by
+ * fccl_init().  Never blocks.
+ *
+ * @param out receives the topology; not NULL.
+ * @return FCCL_OK; FCCL_ERR_STATE before init; FCCL_ERR_INVALID if out
+ *     is NULL.
+ */
+FCCL_API int fccl_get_topology(fccl_topology_t *out);
+/** Host index (as node_rank above) of a world rank; -1 before init or if
+ * world_rank is out of range.  Never blocks. */
+FCCL_API int fccl_node_of(int world_rank);
 
 /* ---- groups ---- */
-/* Compute a group's name without creating it.  Same checks as new. */
-int fccl_group_name_for(const int *ranks, size_t n, char *out, size_t outlen);
-/* Create a group of the given world ranks (any order; sorted).  Refuses
- * duplicates, out-of-range ranks and callers not in ranks. */
-int fccl_group_new(const int *ranks, size_t n, fccl_group_t **out);
-/* MPI_Comm_split: collective over parent.  Ranks with the same color form
- * a group, ordered by (key, parent rank).  color < 0: *out = NULL. */
-int fccl_group_split(fccl_group_t *parent, int color, int key,
-                     fccl_group_t **out);
-/* Fail every pending and later call on the group at once. */
-int fccl_group_abort(fccl_group_t *g);
-/* Free the group (not the world: fccl_finalize does that). */
-int fccl_group_destroy(fccl_group_t *g);
 
-const char *fccl_group_name(const fccl_group_t *g);
-int fccl_group_rank(const fccl_group_t *g);
-int fccl_group_size(const fccl_group_t *g);
-/* Rank translation; FCCL_ERR_INVALID (message says why) if not a member. */
-int fccl_group_to_world(const fccl_group_t *g, int group_rank, int *world);
-int fccl_group_from_world(const fccl_group_t *g, int world_rank, int *grank);
-/* Copy the members' world ranks (size entries) into out. */
-int fccl_group_members(const fccl_group_t *g, int *out, size_t outlen);
-int fccl_group_set_timeout(fccl_group_t *g, int64_t timeout_ms);
+/**
+ * Compute a group's name without creating it.  Same checks as new.  Works
+ * before init too (the ranks are then not checked against a world size).
+ * Never blocks.
+ *
+ * @param ranks n world ranks, any order; not NULL.
+ * @param n number of ranks, >= 1.
+ * @param out receives the NUL-terminated name; not NULL.
+ * @param outlen size of out; 64 bytes always suffice.
+ * @return FCCL_OK; FCCL_ERR_INVALID for a NULL or empty list, a negative
+ *     or (after init) out-of-range rank, a rank listed twice, more ranks
+ *     than the world has, a NULL out or an outlen too small (the message
+ *     says how much is needed); FCCL_ERR_NOMEM.
+ */
+FCCL_API int fccl_group_name_for(const int *ranks, size_t n, char *out,
+                                 size_t outlen);
+/**
+ * Create a group of the given world ranks (any order; sorted).  Refuses
+ * duplicates, out-of-range ranks and callers not in ranks.  Group rank r
+ * is the r-th lowest world rank.
+ *
+ * Members agree on a context id through the store: the lowest member
+ * reserves and publishes it without waiting; every other member blocks
+ * until it is published (up to fccl_init's timeout).  There is no fabric
+ * traffic, so members need not call at the same time.
+ *
+ * @param ranks n world ranks; read during the call only.
+ * @param n number of ranks, 1..world size.
+ * @param out receives the group (NULL on failure); free it with
+ *     fccl_group_destroy() or leave it to fccl_finalize().
+ * @return FCCL_OK; FCCL_ERR_STATE before init; FCCL_ERR_INVALID (NULL
+ *     out, the checks of fccl_group_name_for(), caller not a member);
+ *     FCCL_ERR_NOMEM; FCCL_ERR_LIMIT when the job's context ids (2^20 - 1)
+ *     are used up; FCCL_ERR_TIMEOUT when the lowest member did not publish in
+ *     time; FCCL_ERR_CLOSED, FCCL_ERR_IO, FCCL_ERR_PROTOCOL from the
+ *     store.
+ */
+FCCL_API int fccl_group_new(const int *ranks, size_t n, fccl_group_t **out);
+/**
+ * MPI_Comm_split: collective over parent.  Ranks with the same color form
+ * a group, ordered by (key, parent rank).  color < 0: *out = NULL.
+ *
+ * Every rank of parent calls it, in parent's collective order (it runs an
+ * all_gather and a broadcast on parent, each bounded by parent's timeout).
+ * The new group's name follows its member set, as for fccl_group_new().
+ *
+ * @param parent the group to split; not NULL.
+ * @param color >= 0 to join the group of that color; < 0 to join none.
+ * @param key orders the ranks of one color (ties: parent rank order).
+ * @param out receives the group, or NULL for color < 0 and on failure;
+ *     free it with fccl_group_destroy() or leave it to fccl_finalize().
+ * @return FCCL_OK; FCCL_ERR_STATE before init; FCCL_ERR_INVALID for a
+ *     NULL parent or out; FCCL_ERR_NOMEM; FCCL_ERR_LIMIT when parent rank
+ *     0 could not reserve context ids (used up, or its store call
+ *     failed); any error of a collective on parent (fccl/coll.h).
+ */
+FCCL_API int fccl_group_split(fccl_group_t *parent, int color, int key,
+                              fccl_group_t **out);
+/**
+ * Fail every pending and later call on the group at once.
+ *
+ * On this rank only: pending waits return FCCL_ERR_ABORTED promptly, and
+ * every later call on the group returns it; other ranks learn of it by
+ * their own timeouts or errors.  Cannot be undone; destroy the group
+ * afterwards (the world: fccl_finalize()).
+ *
+ * Never blocks.  Thread-safe: meant to be called from another thread
+ * (a watchdog) while the group's thread is blocked.
+ *
+ * @param g the group; not NULL.
+ * @return FCCL_OK; FCCL_ERR_INVALID if g is NULL.
+ */
+FCCL_API int fccl_group_abort(fccl_group_t *g);
+/**
+ * Free the group (not the world: fccl_finalize does that).  Local to this
+ * rank: not a collective.
+ *
+ * Blocks until the group's queued asynchronous collectives have ended
+ * (each by its group timeout, at once after fccl_group_abort()).  Wait
+ * for every request handle of the group first.  Afterwards g and its name
+ * are invalid.  Not thread-safe: no other call on g may run.
+ *
+ * @param g a group from fccl_group_new() or fccl_group_split(); NULL is
+ *     accepted and ignored.
+ * @return FCCL_OK; FCCL_ERR_INVALID for the world group or a group that
+ *     is unknown or already destroyed.
+ */
+FCCL_API int fccl_group_destroy(fccl_group_t *g);
+
+/** The group's name (FCCL_WORLD_GROUP, or "fccl_<count>_<sha1>"); "" for
+ * NULL.  The string belongs to the group.  Never blocks. */
+FCCL_API const char *fccl_group_name(const fccl_group_t *g);
+/** The calling rank's rank in the group; -1 for NULL.  Never blocks. */
+FCCL_API int fccl_group_rank(const fccl_group_t *g);
+/** The number of ranks in the group; -1 for NULL.  Never blocks. */
+FCCL_API int fccl_group_size(const fccl_group_t *g);
+/** Rank translation, group rank (0..size-1) -> *world, the world rank.
+ * FCCL_ERR_INVALID (message says why) for NULL arguments or a group rank
+ * out of range.  Never blocks. */
+FCCL_API int fccl_group_to_world(const fccl_group_t *g, int group_rank,
+                                 int *world);
+/** Rank translation, world rank -> *grank, the rank in g.
+ * FCCL_ERR_INVALID (message says why) for NULL arguments or a world rank
+ * that is not a member.  Never blocks. */
+FCCL_API int fccl_group_from_world(const fccl_group_t *g, int world_rank,
+                                   int *grank);
+/** Copy the members' world ranks (size entries) into out, in group rank
+ * order.  FCCL_ERR_INVALID for NULL arguments or outlen < size.  Never
+ * blocks. */
+FCCL_API int fccl_group_members(const fccl_group_t *g, int *out,
+                                size_t outlen);
+/**
+ * Set the group's timeout: how long each later operation on it may take
+ * before it fails with FCCL_ERR_TIMEOUT.  Operations already running keep
+ * their deadline.  Every rank should set the same value.  Never blocks;
+ * call it from the thread that drives the group.
+ *
+ * @param g the group; not NULL.
+ * @param timeout_ms > 0, in milliseconds.
+ * @return FCCL_OK; FCCL_ERR_INVALID for a NULL group or timeout_ms <= 0.
+ */
+FCCL_API int fccl_group_set_timeout(fccl_group_t *g, int64_t timeout_ms);
 
 #ifdef __cplusplus
 }

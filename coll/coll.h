@@ -1,9 +1,12 @@
-/*
+/** @file fccl/coll.h
+ *
  * fccl collectives: point-to-point and collective operations on a group.
  *
  * Every operation works on any group (the world from fccl_init or one made
  * by fccl_group_new / fccl_group_split, see fccl/pg.h).  Counts are element
- * counts of `dtype`.  Ranks and peers are ranks *in the group*.
+ * counts of `dtype`.  Ranks and peers are ranks *in the group*.  A count of
+ * 0 is valid everywhere (its buffer may then be NULL); a collective with
+ * count 0 is still a collective that every rank must call.
  *
  * Blocking and asynchronous forms: collectives take `fccl_request_t **req`.
  * With req == NULL the call blocks until done (or the group timeout).  With
@@ -15,16 +18,57 @@
  * NCCL style, works too); reduce_scatter(_v) and scatter leave the result at
  * the start of the buffer; all_to_all(_v, _v_c) works on a copy.
  *
+ * Ownership: data buffers are borrowed until the operation ends (see
+ * above).  Argument arrays (counts, peer lists, buffer lists, the p2p op
+ * list) are read or copied during the call: the caller may free or reuse
+ * them as soon as the call returns, even for an asynchronous operation.
+ * A request handle belongs to the library and is freed by the fccl_wait()
+ * or fccl_test() that reports its completion.
+ *
+ * Execution: a group's collectives run in call order.  A blocking call
+ * runs on the calling thread when nothing of the group is queued;
+ * asynchronous collectives run on one worker thread per group, started by
+ * the group's first asynchronous call.  Point-to-point operations bypass
+ * that queue.  There is no progress thread: a point-to-point operation
+ * is driven forward by fccl_wait() / fccl_test() and by any other fccl
+ * call of the process that waits on the transport.
+ *
+ * The group timeout bounds each operation: fccl_init's timeout_ms, else
+ * FCCL_TIMEOUT (seconds), else 300 s; fccl_group_set_timeout() changes it
+ * per group.  An operation's clock starts when it starts running (a queued
+ * collective's when the worker picks it up).
+ *
  * All ranks of a group call its collectives in the same order.  Different
  * groups may be driven from different threads at once; one group is used
  * by one thread at a time.  Every rank gets a bitwise-identical result.
  *
  * Errors: FCCL_ERR_INVALID for bad arguments (checked on the calling rank
- * before any communication, so a mistake never leaves peers hanging: they
- * time out), FCCL_ERR_TIMEOUT (the group timeout, FCCL_TIMEOUT or 300 s;
- * the message names the ranks that did not answer), FCCL_ERR_PEER (a rank
- * failed; named), FCCL_ERR_ABORTED (fccl_group_abort).  The first fatal
- * error sticks to the group: later calls return it at once.
+ * before any communication, so the mistaken rank returns at once without
+ * a half-sent message; its peers time out), FCCL_ERR_TIMEOUT (the group
+ * timeout; the message names the ranks that did not answer),
+ * FCCL_ERR_PEER (a rank failed; named), FCCL_ERR_ABORTED
+ * (fccl_group_abort).  The first fatal error sticks to the group: later
+ * calls return it at once.
+ *
+ * In detail, an operation that communicates can fail with:
+ *  - FCCL_ERR_INVALID: an argument check (the call then had no effect:
+ *    no sequence number taken, nothing sent, nothing sticks), or an
+ *    unknown algorithm in FCCL_ALGO_<OP>;
+ *  - FCCL_ERR_NOMEM: scratch memory or a request could not be allocated;
+ *  - FCCL_ERR_TIMEOUT: the group timeout passed;
+ *  - FCCL_ERR_PEER: a rank exited (detected for ranks on this host) or a
+ *    connection to it broke;
+ *  - FCCL_ERR_PROTOCOL: a message of another size than expected arrived
+ *    (counts or roots that differ between ranks);
+ *  - FCCL_ERR_FABRIC: a libfabric call or completion failed;
+ *  - FCCL_ERR_ABORTED: fccl_group_abort() was called on this group;
+ *  - FCCL_ERR_STATE: only on an internal error of the library;
+ *  - or the group's sticky error, returned again by every later call.
+ * A failure found before the operation takes its place in the group's
+ * order (an argument check, a bad FCCL_ALGO_<OP>, an allocation for the
+ * argument checks) leaves the group usable; every other failure sticks.
+ * Asynchronous calls return argument, allocation and sticky errors at
+ * once and the others from fccl_wait() / fccl_test().
  */
 #ifndef FCCL_COLL_H
 #define FCCL_COLL_H
@@ -38,9 +82,14 @@
 extern "C" {
 #endif
 
+/** A group of ranks (opaque).  Made and freed by the calls of fccl/pg.h. */
 typedef struct fccl_group fccl_group_t;
+/** An asynchronous operation in flight (opaque).  See fccl_wait(). */
 typedef struct fccl_request fccl_request_t;
 
+/** Element types.  FLOAT16 is IEEE half, BFLOAT16 is bfloat16 (both 2
+ * bytes, held as raw bits by the caller); BOOL is one byte, any non-zero
+ * byte is true, and reductions produce exactly 0 or 1. */
 typedef enum {
     FCCL_INT8,
     FCCL_UINT8,
@@ -53,129 +102,307 @@ typedef enum {
     FCCL_FLOAT32,
     FCCL_FLOAT64,
     FCCL_BOOL,
-    FCCL_NUM_DTYPES
+    FCCL_NUM_DTYPES /**< count of types, not a type */
 } fccl_dtype_t;
 
-/* Integer sum/prod wrap; avg on integers truncates toward zero; bool has
- * sum = or, prod = and, max = or, min = and, and refuses avg.  Half types
- * accumulate in float. */
+/** Reduction ops.  Integer sum/prod wrap; avg on integers truncates toward
+ * zero; bool has sum = or, prod = and, max = or, min = and, and refuses
+ * avg.  Half types accumulate in float.  FCCL_NUM_OPS is a count, not an
+ * op. */
 typedef enum { FCCL_SUM, FCCL_PROD, FCCL_MAX, FCCL_MIN, FCCL_AVG,
                FCCL_NUM_OPS } fccl_redop_t;
 
-/* Bytes per element; 0 for an invalid dtype. */
-size_t fccl_dtype_size(fccl_dtype_t dtype);
-/* "float32", "sum", ...; "?" if invalid. */
-const char *fccl_dtype_name(fccl_dtype_t dtype);
-const char *fccl_redop_name(fccl_redop_t op);
-/* Parse a name ("float32", "fp32", "sum", ...); -1 if unknown. */
-int fccl_dtype_parse(const char *name);
-int fccl_redop_parse(const char *name);
+/** @name Types and ops by name
+ * Pure functions: never block, never set fccl_last_error(), thread-safe.
+ * Returned strings are static, owned by the library.
+ * @{ */
 
-/* Force the algorithm of one operation on this group, overriding
- * FCCL_ALGO_<OP> (e.g. FCCL_ALGO_ALL_REDUCE=ring): op is named as in the
- * API ("all_reduce", "broadcast", ...), algo is one of that operation's
- * algorithms or "auto"/NULL for the automatic choice.  Every rank of the
- * group must make the same choice.  Never blocks; call it from the thread
- * that drives the group.  FCCL_ERR_INVALID (listing the choices) for an
- * unknown operation or algorithm. */
-int fccl_set_algo(fccl_group_t *g, const char *op, const char *algo);
+/** Bytes per element of `dtype`; 0 for a value that is not a dtype. */
+FCCL_API size_t fccl_dtype_size(fccl_dtype_t dtype);
+/** The API name of a dtype ("float32", "bfloat16", ...); "?" if invalid. */
+FCCL_API const char *fccl_dtype_name(fccl_dtype_t dtype);
+/** The API name of a reduction op ("sum", "avg", ...); "?" if invalid. */
+FCCL_API const char *fccl_redop_name(fccl_redop_t op);
+/** Parse a dtype name, ignoring case: the API names and the usual
+ * spellings of nccl-tests and PyTorch ("float", "fp32", "half", "bf16",
+ * "int", "long", "double", "i8", "u64", ...).
+ * @return the fccl_dtype_t value, or -1 if unknown or NULL. */
+FCCL_API int fccl_dtype_parse(const char *name);
+/** Parse a reduction op name, ignoring case: "sum", "prod" ("product",
+ * "mul"), "max", "min", "avg" ("mean").
+ * @return the fccl_redop_t value, or -1 if unknown or NULL. */
+FCCL_API int fccl_redop_parse(const char *name);
+/** @} */
+
+/**
+ * Force the algorithm of one operation on this group, overriding
+ * FCCL_ALGO_<OP> (e.g. FCCL_ALGO_ALL_REDUCE=ring).  Every rank of the
+ * group must make the same choice.  The README's table "Collective
+ * algorithms" lists the choices; an algorithm that needs what the group
+ * lacks (shm on a group that spans hosts) runs a general one instead.
+ *
+ * Never blocks.  Not thread-safe: call it from the thread that drives the
+ * group, when none of its asynchronous collectives is pending (a queued
+ * collective picks its algorithm when it starts running).
+ *
+ * @param g a group; not NULL.
+ * @param op the operation as named in the API ("all_reduce", "broadcast",
+ *     "reduce", "all_gather", "reduce_scatter", "gather", "scatter",
+ *     "all_to_all", "barrier", "neighbor_exchange"; case, '_' and '-' are
+ *     ignored, "bcast" and "alltoall" also work).  The _v variants share
+ *     the choice of their operation.
+ * @param algo one of that operation's algorithms, or "auto", "" or NULL
+ *     for the automatic choice (which also clears a bad FCCL_ALGO_<OP>).
+ * @return FCCL_OK; FCCL_ERR_INVALID for a NULL group, an unknown
+ *     operation or an unknown algorithm (the message lists the choices).
+ */
+FCCL_API int fccl_set_algo(fccl_group_t *g, const char *op, const char *algo);
 
 /* ---- requests ---- */
 
-/* Wait for an asynchronous operation and free the handle.  timeout_ms < 0
- * uses the group timeout.  Returns the operation's status.  If timeout_ms
- * passes first, returns FCCL_ERR_TIMEOUT and the handle stays valid (wait
- * or test it again); the operation itself still ends by the group
- * timeout.  Wait for every handle before destroying its group. */
-int fccl_wait(fccl_request_t *req, int64_t timeout_ms);
-/* *done = 1 and the handle is freed when finished (the return value is then
- * the operation's status); *done = 0 otherwise.  Never blocks. */
-int fccl_test(fccl_request_t *req, int *done);
+/**
+ * Wait for an asynchronous operation and free the handle.
+ *
+ * Blocks until the operation ends or timeout_ms passes.  timeout_ms < 0
+ * uses the group timeout: for a point-to-point request, the group timeout
+ * counted from this call; for a collective, as long as the collectives
+ * queued ahead of it and itself may take (each ends by the group timeout).
+ * If timeout_ms passes first, returns FCCL_ERR_TIMEOUT and the handle
+ * stays valid (wait or test it again); nothing sticks to the group.  A
+ * collective itself still ends by the group timeout; a point-to-point
+ * request has no deadline of its own: only a wait with timeout_ms < 0
+ * applies the group timeout to it (and only that wait notices a peer on
+ * this host that exited).  When a point-to-point request fails in a wait
+ * with timeout_ms < 0 (a timeout included), the handle is freed and the
+ * error sticks to the group.  Wait for every handle before destroying its
+ * group.
+ *
+ * Thread-safety: waiting counts as using the group (one thread at a time
+ * per group); that thread need not be the one that started the
+ * operation.
+ *
+ * @param req a handle from an asynchronous call, not yet freed; not NULL.
+ * @param timeout_ms how long to wait, in milliseconds; < 0: see above.
+ * @return the operation's status (FCCL_OK or any error of the overview's
+ *     list) once it ended, with its message in fccl_last_error(); the
+ *     handle is then freed.  FCCL_ERR_TIMEOUT if timeout_ms >= 0 passed
+ *     first (handle still valid).  FCCL_ERR_INVALID if req is NULL.
+ */
+FCCL_API int fccl_wait(fccl_request_t *req, int64_t timeout_ms);
+/**
+ * Check whether an asynchronous operation has ended; if so, free the
+ * handle.  *done = 1 and the handle is freed when finished (the return
+ * value is then the operation's status); *done = 0 otherwise.
+ *
+ * Never blocks (a point-to-point request is moved forward once).  It never
+ * times out by itself: a point-to-point request whose peer never answers
+ * stays at *done = 0, so bound a loop of tests yourself or finish with
+ * fccl_wait(req, -1).  A collective ends by the group timeout in any
+ * case.
+ * Thread-safety as fccl_wait().
+ *
+ * @param req a handle from an asynchronous call, not yet freed; not NULL.
+ * @param done receives 1 (ended; handle freed) or 0 (still running).
+ * @return FCCL_OK while running; once ended, the operation's status (any
+ *     error of the overview's list; FCCL_ERR_ABORTED for a point-to-point
+ *     request whose group was aborted); FCCL_ERR_INVALID if req or done
+ *     is NULL.
+ */
+FCCL_API int fccl_test(fccl_request_t *req, int *done);
 
 /* ---- point to point (tag >= 0 separates messages between a pair) ---- */
-int fccl_send(const void *buf, size_t count, fccl_dtype_t dtype, int peer,
-              int tag, fccl_group_t *g);
-int fccl_recv(void *buf, size_t count, fccl_dtype_t dtype, int peer, int tag,
-              fccl_group_t *g);
-int fccl_isend(const void *buf, size_t count, fccl_dtype_t dtype, int peer,
-               int tag, fccl_group_t *g, fccl_request_t **req);
-int fccl_irecv(void *buf, size_t count, fccl_dtype_t dtype, int peer,
-               int tag, fccl_group_t *g, fccl_request_t **req);
 
+/*
+ * Point-to-point operations send `count` elements to, or receive them
+ * from, one peer of the group.  A message matches the receive of the same
+ * peer, group and tag; tags never meet collective traffic.  Sizes must
+ * match on both ends: a receive that gets a message of another size fails
+ * with FCCL_ERR_PROTOCOL.  A transfer of 0 elements completes at once
+ * without any message (so both ends must agree on 0).  Failures stick to
+ * the group like those of collectives.  They are not collectives: only
+ * the two ranks involved call them.  Thread-safety: as for collectives,
+ * one thread at a time per group.
+ *
+ * Parameters common to all of them:
+ *   buf    count elements of dtype; NULL only when count is 0.  Borrowed
+ *          until the operation ends.
+ *   count  elements; count * element size must fit in size_t.
+ *   dtype  a valid fccl_dtype_t.
+ *   peer   a group rank other than the caller's (0..size-1).
+ *   tag    >= 0 (any non-negative int).
+ *   g      the group; not NULL.
+ *
+ * Errors: FCCL_ERR_INVALID (NULL group, bad dtype, peer out of range or
+ * the caller itself, negative tag, count overflow, NULL buffer, NULL req
+ * for the i-forms), the group's sticky error or FCCL_ERR_ABORTED, then
+ * FCCL_ERR_NOMEM, FCCL_ERR_FABRIC, FCCL_ERR_TIMEOUT, FCCL_ERR_PEER,
+ * FCCL_ERR_PROTOCOL (for the i-forms, from fccl_wait() / fccl_test()).
+ */
+
+/** Send and wait until buf may be reused (or the group timeout).
+ * Returns FCCL_OK or an error of the list above. */
+FCCL_API int fccl_send(const void *buf, size_t count, fccl_dtype_t dtype,
+                       int peer, int tag, fccl_group_t *g);
+/** Receive and wait until the message has arrived (or the group timeout).
+ * Returns FCCL_OK or an error of the list above. */
+FCCL_API int fccl_recv(void *buf, size_t count, fccl_dtype_t dtype, int peer,
+                       int tag, fccl_group_t *g);
+/** Start a send and return at once with a handle in *req (not NULL).
+ * Returns FCCL_OK or a posting error of the list above. */
+FCCL_API int fccl_isend(const void *buf, size_t count, fccl_dtype_t dtype,
+                        int peer, int tag, fccl_group_t *g,
+                        fccl_request_t **req);
+/** Start a receive and return at once with a handle in *req (not NULL).
+ * Returns FCCL_OK or a posting error of the list above. */
+FCCL_API int fccl_irecv(void *buf, size_t count, fccl_dtype_t dtype, int peer,
+                        int tag, fccl_group_t *g, fccl_request_t **req);
+
+/** One operation of fccl_batch_isend_irecv(); fields as the parameters of
+ * the point-to-point calls above. */
 typedef struct fccl_p2p_op {
-    int is_send;        /* 1 send, 0 recv */
-    void *buf;
-    size_t count;
-    fccl_dtype_t dtype;
-    int peer;
-    int tag;
+    int is_send;        /**< 1 send, 0 recv */
+    void *buf;          /**< data; borrowed until the batch ends */
+    size_t count;       /**< elements of dtype */
+    fccl_dtype_t dtype; /**< element type */
+    int peer;           /**< group rank, not the caller */
+    int tag;            /**< >= 0 */
 } fccl_p2p_op_t;
-/* Post all sends and receives at once; one handle completes when all do. */
-int fccl_batch_isend_irecv(const fccl_p2p_op_t *ops, size_t n,
-                           fccl_group_t *g, fccl_request_t **req);
+/**
+ * Post all sends and receives at once; one handle completes when all do.
+ *
+ * Never blocks.  Every op is checked before any is posted; if posting one
+ * fails, those already posted are cancelled.  Thread-safety as the other
+ * point-to-point calls.
+ *
+ * @param ops n operations; read during the call only.  NULL if n is 0.
+ * @param n number of operations (0 gives a handle that completes at once).
+ * @param g the group; not NULL.
+ * @param req receives the handle; not NULL.  Finish with fccl_wait() or
+ *     fccl_test(), which report the first failure among the ops.
+ * @return FCCL_OK, or an error of the point-to-point list (an op's
+ *     argument error names its index).
+ */
+FCCL_API int fccl_batch_isend_irecv(const fccl_p2p_op_t *ops, size_t n,
+                                    fccl_group_t *g, fccl_request_t **req);
 
 /* ---- collectives ---- */
-int fccl_barrier(fccl_group_t *g, fccl_request_t **req);
-int fccl_broadcast(void *buf, size_t count, fccl_dtype_t dtype, int root,
-                   fccl_group_t *g, fccl_request_t **req);
-/* recvbuf is used on root only (may be NULL elsewhere). */
-int fccl_reduce(const void *sendbuf, void *recvbuf, size_t count,
-                fccl_dtype_t dtype, fccl_redop_t op, int root,
-                fccl_group_t *g, fccl_request_t **req);
-int fccl_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
-                    fccl_dtype_t dtype, fccl_redop_t op, fccl_group_t *g,
-                    fccl_request_t **req);
-/* recvbuf holds size * sendcount elements, rank r's block at r*sendcount. */
-int fccl_all_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                    fccl_dtype_t dtype, fccl_group_t *g, fccl_request_t **req);
-/* Uneven: rank r contributes recvcounts[r] elements (its sendcount must
- * equal recvcounts[rank]); blocks are packed in rank order. */
-int fccl_all_gather_v(const void *sendbuf, size_t sendcount, void *recvbuf,
-                      const size_t *recvcounts, fccl_dtype_t dtype,
-                      fccl_group_t *g, fccl_request_t **req);
-/* sendbuf holds size * recvcount elements; rank r gets the reduction of
- * block r. */
-int fccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                        fccl_dtype_t dtype, fccl_redop_t op, fccl_group_t *g,
-                        fccl_request_t **req);
-/* Uneven: sendbuf holds sum(recvcounts); rank r gets recvcounts[r]. */
-int fccl_reduce_scatter_v(const void *sendbuf, void *recvbuf,
-                          const size_t *recvcounts, fccl_dtype_t dtype,
-                          fccl_redop_t op, fccl_group_t *g,
-                          fccl_request_t **req);
-/* recvbuf (root only) holds size * sendcount. */
-int fccl_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
-                fccl_dtype_t dtype, int root, fccl_group_t *g,
-                fccl_request_t **req);
-/* sendbuf (root only) holds size * recvcount. */
-int fccl_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
-                 fccl_dtype_t dtype, int root, fccl_group_t *g,
-                 fccl_request_t **req);
-/* count elements to and from every rank (sendbuf, recvbuf: size*count). */
-int fccl_all_to_all(const void *sendbuf, void *recvbuf, size_t count,
-                    fccl_dtype_t dtype, fccl_group_t *g, fccl_request_t **req);
-/* Per-peer counts; blocks are packed in rank order (displacements are the
- * prefix sums).  sendcounts[p] on this rank must equal recvcounts[me] on p. */
-int fccl_all_to_all_v(const void *sendbuf, const size_t *sendcounts,
-                      void *recvbuf, const size_t *recvcounts,
-                      fccl_dtype_t dtype, fccl_group_t *g,
-                      fccl_request_t **req);
-/* Full send-count matrix (size x size, row-major; [i][j] = elements rank i
+
+/*
+ * Every collective below is called by every rank of the group, in the
+ * same order, with matching arguments (same count, dtype, op and root,
+ * unless a comment says otherwise).  Parameters common to all:
+ *   dtype  a valid fccl_dtype_t;
+ *   op     a valid fccl_redop_t (FCCL_AVG not on FCCL_BOOL);
+ *   root   a group rank, 0..size-1;
+ *   g      the group; not NULL;
+ *   req    NULL to block until the operation is done on this rank (at
+ *          most the group timeout; longer if asynchronous collectives of
+ *          the group are queued ahead, which run first), or where to
+ *          store the handle of an asynchronous operation (see the
+ *          overview).
+ * Buffers may be NULL only where they hold no element.  Counts times the
+ * element size (times the group size where a buffer holds one block per
+ * rank) must fit in size_t.  They return FCCL_OK or an error of the
+ * overview's list; FCCL_ERR_INVALID covers exactly the checks each
+ * comment names plus the common ones above.
+ */
+
+/** Completes once every rank of the group has entered the barrier. */
+FCCL_API int fccl_barrier(fccl_group_t *g, fccl_request_t **req);
+/** Copy count elements of buf on root into buf on every other rank. */
+FCCL_API int fccl_broadcast(void *buf, size_t count, fccl_dtype_t dtype,
+                            int root, fccl_group_t *g, fccl_request_t **req);
+/** Reduce every rank's sendbuf (count elements) with op into recvbuf on
+ * root.  recvbuf is used on root only (may be NULL elsewhere). */
+FCCL_API int fccl_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                         fccl_dtype_t dtype, fccl_redop_t op, int root,
+                         fccl_group_t *g, fccl_request_t **req);
+/** Reduce every rank's sendbuf (count elements) with op into recvbuf on
+ * every rank. */
+FCCL_API int fccl_all_reduce(const void *sendbuf, void *recvbuf, size_t count,
+                             fccl_dtype_t dtype, fccl_redop_t op,
+                             fccl_group_t *g, fccl_request_t **req);
+/** Gather sendcount elements from every rank into recvbuf on every rank.
+ * recvbuf holds size * sendcount elements, rank r's block at r*sendcount. */
+FCCL_API int fccl_all_gather(const void *sendbuf, void *recvbuf,
+                             size_t sendcount, fccl_dtype_t dtype,
+                             fccl_group_t *g, fccl_request_t **req);
+/** Uneven all_gather: rank r contributes recvcounts[r] elements (its
+ * sendcount must equal recvcounts[rank]: FCCL_ERR_INVALID otherwise);
+ * blocks are packed in rank order.  recvcounts (size entries, the same
+ * on every rank, not NULL) is read during the call only. */
+FCCL_API int fccl_all_gather_v(const void *sendbuf, size_t sendcount,
+                               void *recvbuf, const size_t *recvcounts,
+                               fccl_dtype_t dtype, fccl_group_t *g,
+                               fccl_request_t **req);
+/** Reduce with op and scatter: sendbuf holds size * recvcount elements;
+ * rank r gets the reduction of block r in recvbuf (recvcount elements). */
+FCCL_API int fccl_reduce_scatter(const void *sendbuf, void *recvbuf,
+                                 size_t recvcount, fccl_dtype_t dtype,
+                                 fccl_redop_t op, fccl_group_t *g,
+                                 fccl_request_t **req);
+/** Uneven reduce_scatter: sendbuf holds sum(recvcounts), block r at the
+ * prefix sum; rank r gets recvcounts[r] reduced elements.  recvcounts
+ * (size entries, the same on every rank, not NULL) is read during the
+ * call only. */
+FCCL_API int fccl_reduce_scatter_v(const void *sendbuf, void *recvbuf,
+                                   const size_t *recvcounts,
+                                   fccl_dtype_t dtype, fccl_redop_t op,
+                                   fccl_group_t *g, fccl_request_t **req);
+/** Gather sendcount elements from every rank into recvbuf on root, rank
+ * r's block at r*sendcount.  recvbuf (root only; may be NULL elsewhere)
+ * holds size * sendcount. */
+FCCL_API int fccl_gather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                         fccl_dtype_t dtype, int root, fccl_group_t *g,
+                         fccl_request_t **req);
+/** Scatter from root: block r of sendbuf goes to rank r's recvbuf
+ * (recvcount elements).  sendbuf (root only; may be NULL elsewhere) holds
+ * size * recvcount. */
+FCCL_API int fccl_scatter(const void *sendbuf, void *recvbuf,
+                          size_t recvcount, fccl_dtype_t dtype, int root,
+                          fccl_group_t *g, fccl_request_t **req);
+/** count elements to and from every rank (sendbuf, recvbuf: size*count):
+ * block p of sendbuf goes to rank p, block p of recvbuf comes from it. */
+FCCL_API int fccl_all_to_all(const void *sendbuf, void *recvbuf, size_t count,
+                             fccl_dtype_t dtype, fccl_group_t *g,
+                             fccl_request_t **req);
+/** Per-peer counts; blocks are packed in rank order (displacements are the
+ * prefix sums).  sendcounts[p] on this rank must equal recvcounts[me] on p
+ * (not checked locally: a mismatch fails with FCCL_ERR_PROTOCOL or
+ * FCCL_ERR_TIMEOUT, and can go unnoticed where the receiver expects 0).
+ * sendcounts[me] must equal recvcounts[me] (FCCL_ERR_INVALID).  Both
+ * arrays (size entries, not NULL) are read during the call only. */
+FCCL_API int fccl_all_to_all_v(const void *sendbuf, const size_t *sendcounts,
+                               void *recvbuf, const size_t *recvcounts,
+                               fccl_dtype_t dtype, fccl_group_t *g,
+                               fccl_request_t **req);
+/** Full send-count matrix (size x size, row-major; [i][j] = elements rank i
  * sends to rank j), identical on every rank, as MindSpore's
- * all_to_all_v_c. */
-int fccl_all_to_all_v_c(const void *sendbuf, void *recvbuf,
-                        const size_t *send_count_matrix, fccl_dtype_t dtype,
-                        fccl_group_t *g, fccl_request_t **req);
-/* Send send_counts[i] elements from send_bufs[i] to send_peers[i] and
+ * all_to_all_v_c.  Row `me` gives this rank's send counts, column `me`
+ * its receive counts, packed as in fccl_all_to_all_v().  The matrix (not
+ * NULL) is read during the call only. */
+FCCL_API int fccl_all_to_all_v_c(const void *sendbuf, void *recvbuf,
+                                 const size_t *send_count_matrix,
+                                 fccl_dtype_t dtype, fccl_group_t *g,
+                                 fccl_request_t **req);
+/** Send send_counts[i] elements from send_bufs[i] to send_peers[i] and
  * receive recv_counts[j] into recv_bufs[j] from recv_peers[j] (MindSpore's
  * NeighborExchange).  Each peer at most once per list.  Collective: every
- * rank of the group calls it, with empty lists if it exchanges nothing. */
-int fccl_neighbor_exchange(const int *send_peers, const void *const *send_bufs,
-                           const size_t *send_counts, size_t nsend,
-                           const int *recv_peers, void *const *recv_bufs,
-                           const size_t *recv_counts, size_t nrecv,
-                           fccl_dtype_t dtype, fccl_group_t *g,
-                           fccl_request_t **req);
+ * rank of the group calls it, with empty lists if it exchanges nothing.
+ * Peers are group ranks; what this rank sends to p must be what p expects
+ * from it (as in fccl_all_to_all_v()).  A send to the caller itself needs
+ * a receive from itself of the same count.  The four lists of each side
+ * may be NULL when their length is 0 and are read during the call only;
+ * the buffers are borrowed.  FCCL_ERR_INVALID also for a peer out of
+ * range or listed twice, NULL lists, or an unmatched send to oneself. */
+FCCL_API int fccl_neighbor_exchange(const int *send_peers,
+                                    const void *const *send_bufs,
+                                    const size_t *send_counts, size_t nsend,
+                                    const int *recv_peers,
+                                    void *const *recv_bufs,
+                                    const size_t *recv_counts, size_t nrecv,
+                                    fccl_dtype_t dtype, fccl_group_t *g,
+                                    fccl_request_t **req);
 
 #ifdef __cplusplus
 }
