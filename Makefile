@@ -42,7 +42,10 @@ endif
 VERSION := 0.1.0
 SOMAJOR := 0
 
+# Everything is hidden unless marked FCCL_API (the public headers), so the
+# shared library exports only fccl_* names.
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
+  -fvisibility=hidden \
   -I$(BUILD)/include -Icommon -Istore -Icoll -Ibootstrap \
   $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 ALL_CFLAGS := $(CFLAGS_BASE) $(OPT) $(CFLAGS)
@@ -66,7 +69,19 @@ BENCH_SRCS := $(filter-out bench/mpi_%.c,$(sort $(wildcard bench/*.c)))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 SHLIB := $(BUILD)/lib/libfccl.so.$(VERSION)
+# The installed static library is one prelinked object whose internal
+# (hidden) symbols are made local, so a user's own `boot` or `kv_find`
+# cannot collide with ours; programs, tests and benchmarks that use
+# internal calls link the internal archive of plain objects instead.
 STLIB := $(BUILD)/lib/libfccl.a
+INTLIB := $(BUILD)/lib/libfccl_internal.a
+# fccl-run's LD_PRELOAD for its ranks (preload/kallsyms.c); not built for
+# the sanitized tree, where ASan's runtime must come first.
+ifeq ($(SAN),1)
+PRELOAD :=
+else
+PRELOAD := $(BUILD)/lib/libfccl-preload.so
+endif
 
 .SECONDARY:
 .PHONY: all lib progs benches tests test check check-san install uninstall clean demo bench
@@ -74,7 +89,7 @@ STLIB := $(BUILD)/lib/libfccl.a
 all: lib progs benches
 benches: $(BENCHES)
 
-lib: $(SHLIB) $(STLIB)
+lib: $(SHLIB) $(STLIB) $(INTLIB) $(PRELOAD)
 progs: $(PROGS)
 tests: $(TESTS) $(THELPERS)
 
@@ -86,33 +101,52 @@ $(BUILD)/obj/%.o: %.c $(PUB_LINKS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
-$(SHLIB): $(LIB_OBJS)
+# Linking fails when the library would export or define anything but
+# fccl_* names (scripts/check-symbols.sh).
+$(SHLIB): $(LIB_OBJS) scripts/check-symbols.sh
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libfccl.so.$(SOMAJOR) $(SANLD) -o $@ $^ $(LIBS)
+	$(CC) -shared -Wl,-soname,libfccl.so.$(SOMAJOR) $(SANLD) -o $@.tmp \
+	  $(LIB_OBJS) $(LIBS)
+	scripts/check-symbols.sh shared $@.tmp
+	mv $@.tmp $@
 	ln -sf libfccl.so.$(VERSION) $(BUILD)/lib/libfccl.so.$(SOMAJOR)
 	ln -sf libfccl.so.$(SOMAJOR) $(BUILD)/lib/libfccl.so
 
-$(STLIB): $(LIB_OBJS)
+$(STLIB): $(LIB_OBJS) scripts/check-symbols.sh
+	@mkdir -p $(dir $@)
+	rm -f $@ $(BUILD)/lib/fccl.o
+	$(LD) -r -o $(BUILD)/lib/fccl.o $(LIB_OBJS)
+	objcopy --localize-hidden $(BUILD)/lib/fccl.o
+	scripts/check-symbols.sh static $(BUILD)/lib/fccl.o
+	ar rcs $@ $(BUILD)/lib/fccl.o
+	rm -f $(BUILD)/lib/fccl.o
+
+$(INTLIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
 
-# Programs link the static library: no rpath games, one file to copy.
-$(BUILD)/bin/%: $(BUILD)/obj/cli/%.o $(STLIB)
+$(BUILD)/lib/libfccl-preload.so: preload/kallsyms.c
 	@mkdir -p $(dir $@)
-	$(CC) $(SANLD) -o $@ $< $(STLIB) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $< -ldl
 
-$(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(STLIB)
+# Programs link statically (no rpath games, one file to copy), from the
+# internal archive: some use internal calls (the server, the transport).
+$(BUILD)/bin/%: $(BUILD)/obj/cli/%.o $(INTLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(SANLD) -o $@ $< $(STLIB) $(LIBS) -lcriterion
+	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(STLIB)
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(INTLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(SANLD) -o $@ $< $(STLIB) $(LIBS)
+	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS) -lcriterion
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(STLIB)
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(INTLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(SANLD) -o $@ $< $(STLIB) $(LIBS)
+	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(INTLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
 
 # The README's test command.  Plain build runs everything; the sanitized
 # build runs the unit/store tests and a reduced collective matrix
@@ -142,6 +176,8 @@ install: all
 	ln -sf libfccl.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfccl.so.$(SOMAJOR)
 	ln -sf libfccl.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libfccl.so
 	install -m 0644 $(STLIB) $(DESTDIR)$(PREFIX)/lib/
+	install -d $(DESTDIR)$(PREFIX)/lib/fccl
+	install -m 0755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/fccl/
 	install -m 0644 $(PUB_HDRS) $(DESTDIR)$(PREFIX)/include/fccl/
 	install -m 0755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 conf/tcpstore-server.conf conf/tcpstore-server.service \
@@ -151,6 +187,7 @@ install: all
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fccl $(DESTDIR)$(PREFIX)/share/fccl
+	rm -rf $(DESTDIR)$(PREFIX)/lib/fccl
 	rm -f $(DESTDIR)$(PREFIX)/lib/libfccl.* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/fccl.pc \
 	  $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(PROGS)))

@@ -386,6 +386,7 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     uint64_t t0 = fccl_now_ns(), t_store, t_tp, t_xchg, t_world;
     struct tp_start ts = {.opts = {.provider = opts->provider,
                                    .need_network = need_network()}};
+    tp_env_defaults(); /* before the thread: setenv races with getenv */
     pthread_t th;
     int threaded = pthread_create(&th, NULL, tp_start_main, &ts) == 0;
     if (!threaded)

@@ -590,7 +590,7 @@ static int read_discard(struct sc_call *k, uint64_t len, uint64_t deadline)
 int sc_read_bytes(struct sc_call *k, void **val, size_t *len,
                   uint64_t deadline)
 {
-    uint64_t n;
+    uint64_t n = 0;
     int rc = sc_read_u64(k, &n, deadline);
     if (rc < 0)
         return rc;

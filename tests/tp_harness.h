@@ -135,6 +135,7 @@ static inline int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
         putenv((char *)h->rank_env[rank]);
     if (!o.net_iface && !getenv("FCCL_NET_IFACE"))
         o.net_iface = "lo";
+    tp_env_defaults();
     struct fccl_tp *tp = NULL;
     uint64_t t0 = fccl_now_ns();
     int rc = tp_open(&o, &tp);

@@ -25,8 +25,10 @@
 #define BLOB_MAGIC "FTP1"
 
 /* libfabric defaults we change, only where the user has not set them.
- * Set before main, while the process has one thread (setenv is not safe
- * against a concurrent getenv), since providers read them at first use.
+ * Providers read them at libfabric's first use, so fccl_init sets them
+ * before its first fi_getinfo, while it still runs on one thread of its
+ * own (setenv is not safe against a concurrent getenv); nothing is set at
+ * load time, so a program that merely links libfccl is untouched.
  * - rxm over tcp posts FI_OFI_RXM_MSG_RX_SIZE bounce buffers of 16 KiB on
  *   a shared receive context, 4096 by default: 64 MiB touched in fi_enable
  *   (~37 ms and ~50 MB of RSS per process).  256 keeps unexpected eager
@@ -37,7 +39,7 @@
  *   (libfabric 1.17; ofiwg/libfabric#8274).  Without them rxm truncates
  *   from its bounce buffer and the connection stays usable, for ~10% of
  *   eager (<= 16 KiB) bandwidth on tcp. */
-__attribute__((constructor)) static void tp_env_defaults(void)
+void tp_env_defaults(void)
 {
     setenv("FI_OFI_RXM_MSG_RX_SIZE", "256", 0);
     setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);

@@ -46,9 +46,9 @@
  * - Environment: FCCL_PROVIDER / FI_PROVIDER force a provider ("tcp" also
  *   selects "tcp;ofi_rxm"; "auto" or a FI_PROVIDER list means auto),
  *   FCCL_NET_IFACE restricts network providers to one interface/domain.
- *   At load time, unless already set, FI_OFI_RXM_MSG_RX_SIZE=256 (cheap
- *   rxm endpoint open) and FI_OFI_RXM_ENABLE_DYN_RBUF=0 (a truncated
- *   receive must not break the tcp connection, libfabric 1.17 bug).
+ *   tp_env_defaults() sets FI_OFI_RXM_MSG_RX_SIZE=256 (cheap rxm endpoint
+ *   open) and FI_OFI_RXM_ENABLE_DYN_RBUF=0 (a truncated receive must not
+ *   break the tcp connection, libfabric 1.17 bug) unless already set.
  */
 #ifndef FCCL_COLL_TRANSPORT_H
 #define FCCL_COLL_TRANSPORT_H
@@ -114,6 +114,12 @@ struct tp_stats {
     uint64_t completions;  /* CQ entries read */
     uint64_t cma;          /* messages received by CMA (single copy) */
 };
+
+/* Set libfabric's variables that fccl changes (FI_OFI_RXM_MSG_RX_SIZE=256,
+ * FI_OFI_RXM_ENABLE_DYN_RBUF=0), each only if unset.  Call once before the
+ * process first uses libfabric, while no other thread may read the
+ * environment (fccl_init does). */
+void tp_env_defaults(void);
 
 /* Open the endpoints (fabric, domain, endpoint, CQ, AV).  Can run before the
  * peers are known, e.g. in parallel with the store rendezvous.  Errors:

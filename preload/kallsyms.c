@@ -1,15 +1,18 @@
 /*
- * A libfabric start-up workaround, the only code in fccl that interposes
- * on libc.
+ * libfccl-preload.so: a libfabric start-up workaround that fccl-run puts
+ * into LD_PRELOAD of the ranks it starts (not part of libfccl, so a
+ * program that merely links libfccl keeps libc's fopen).
  *
- * Debian's libfabric (1.17 API, library 1.20) probes verbs dmabuf support
- * during the first fi_getinfo() by reading /proc/kallsyms twice, whatever
- * provider is asked for and even on hosts with no RDMA device.  That costs
- * about 0.1 s of kernel CPU per process: on 2 cores a 64-rank job spent
- * 3.0 of its 3.6 s start-up there (bench/RESULTS.md).  On a host without
+ * Debian's libfabric (1.17 API, library 1.20) reads /proc/kallsyms twice
+ * inside its first fi_getinfo() (a dmabuf probe), whatever provider is
+ * asked for and even on hosts with no RDMA device.  That costs about 0.1 s
+ * of kernel CPU per process: on 2 cores a 64-rank job spent 3.0 of its
+ * 3.6 s start-up there.  No libfabric variable skips the read
+ * (bench/RESULTS.md lists the ones tried).  On a host without
  * /sys/class/infiniband the probe's answer cannot matter, so there the read
  * sees an empty file instead.  Hosts with RDMA devices, and anyone who sets
- * FCCL_KEEP_KALLSYMS=1, get the real file.
+ * FCCL_KEEP_KALLSYMS=1 (then fccl-run does not inject it either), get the
+ * real file.
  */
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -45,7 +48,8 @@ static int hide_kallsyms(void)
     return d;
 }
 
-FILE *fopen(const char *path, const char *mode)
+__attribute__((visibility("default"))) FILE *fopen(const char *path,
+                                               const char *mode)
 {
     fopen_fn f = real_fopen();
     if (!f)
