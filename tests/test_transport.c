@@ -936,8 +936,9 @@ static int body_auto(struct fccl_tp *tp, int rank, int n, void *arg)
         TPH_CHECK(bad_byte((unsigned char *)in, 64, (uint32_t)(p * 10 + rank)) < 0,
                   "data from %d", p);
         int want = node[p] == node[rank] ? 0 : 1; /* eps: shm, then net */
-        TPH_CHECK(r[0].ep == want && r[1].ep == want, "rank %d via ep %d",
-                  p, r[0].ep);
+        TPH_CHECK(tp_req_endpoint(&r[0]) == want &&
+                      tp_req_endpoint(&r[1]) == want,
+                  "rank %d via ep %d", p, tp_req_endpoint(&r[0]));
     }
     return 0;
 }

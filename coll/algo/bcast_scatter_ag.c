@@ -53,7 +53,7 @@ static int scatter(struct coll_run *run, const struct coll_view *rv,
                           lay_range_bytes(l, child, end - child), &reqs[k]);
         if (rc < 0) {
             for (size_t i = 0; i < k; i++)
-                if (atomic_load(&reqs[i].state) == TP_REQ_PENDING)
+                if (tp_req_pending(&reqs[i]))
                     tp_cancel(run->g->tp, &reqs[i]);
             return rc;
         }

@@ -52,10 +52,7 @@ static int post_fail(struct coll_run *run, int rc, const char *what, int grank)
  * so neither posts anything and the request counts as done. */
 static void complete_locally(struct tp_req *req, int peer, int is_send)
 {
-    memset(req, 0, sizeof(*req));
-    req->peer = peer;
-    req->is_send = is_send;
-    atomic_store(&req->state, TP_REQ_DONE);
+    tp_req_complete_empty(req, peer, is_send);
 }
 
 int cr_isend(struct coll_run *run, const struct coll_view *v, int vpeer,
@@ -137,7 +134,7 @@ int cr_sendrecv(struct coll_run *run, const struct coll_view *v, int to,
         return rc;
     rc = cr_isend(run, v, to, step, sbuf, slen, &r[1]);
     if (rc < 0) {
-        if (atomic_load(&r[0].state) == TP_REQ_PENDING)
+        if (tp_req_pending(&r[0]))
             tp_cancel(run->g->tp, &r[0]);
         return rc;
     }
@@ -202,7 +199,7 @@ struct tp_req *cr_reqs(struct coll_run *run, size_t n)
 void cr_cancel_pending(struct coll_run *run)
 {
     for (size_t i = 0; i < run->nreqs; i++)
-        if (atomic_load(&run->reqs[i].state) == TP_REQ_PENDING)
+        if (tp_req_pending(&run->reqs[i]))
             tp_cancel(run->g->tp, &run->reqs[i]);
     run->nreqs = 0;
 }

@@ -60,10 +60,7 @@ static int post(struct fccl_group *g, const fccl_p2p_op_t *op,
     size_t len = op->count * fccl_dtype_size(op->dtype);
     int w = g->world[op->peer];
     if (len == 0) {
-        memset(req, 0, sizeof(*req));
-        req->peer = w;
-        req->is_send = op->is_send;
-        atomic_store(&req->state, TP_REQ_DONE);
+        tp_req_complete_empty(req, w, op->is_send);
         return FCCL_OK;
     }
     uint64_t tag = coll_p2p_tag(g->ctx, op->tag);
@@ -80,7 +77,7 @@ static int post(struct fccl_group *g, const fccl_p2p_op_t *op,
 static void cancel_pending(struct fccl_group *g, struct tp_req *reqs, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (atomic_load(&reqs[i].state) == TP_REQ_PENDING)
+        if (tp_req_pending(&reqs[i]))
             tp_cancel(g->tp, &reqs[i]);
 }
 

@@ -1,7 +1,7 @@
 /*
  * Endpoint setup for the transport: pick a provider, then the flat checked
  * sequence hints -> fabric -> domain -> CQ -> AV -> endpoint -> bind ->
- * enable -> getname.  Also the name blob that ranks publish.
+ * enable -> getname.  (The name blob that ranks publish is names.c.)
  *
  * Hints ask for tagged RDM messaging with directed receive (a receive names
  * its source) and send-after-send ordering (two messages with the same
@@ -22,7 +22,6 @@
 #include "transport/tp_int.h"
 
 #define TP_FI_VERSION FI_VERSION(1, 17)
-#define BLOB_MAGIC "FTP1"
 
 /* libfabric defaults we change, only where the user has not set them.
  * Providers read them at libfabric's first use, so fccl_init sets them
@@ -43,11 +42,6 @@ void tp_env_defaults(void)
 {
     setenv("FI_OFI_RXM_MSG_RX_SIZE", "256", 0);
     setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);
-}
-
-const char *tp_fi_strerror(int err)
-{
-    return fi_strerror(err < 0 ? -err : err);
 }
 
 /* ------------------------------------------------------------------ */
@@ -320,87 +314,4 @@ void tp_ep_close(struct tp_ep *e)
     e->domain = NULL;
     e->fabric = NULL;
     e->info = NULL;
-}
-
-/* ------------------------------------------------------------------ */
-/* Name blob: "FTP1" | u8 count | count x (u8 kind | u8 plen | prov | */
-/* u16le alen | addr): the endpoints, then a "proc" entry (kind       */
-/* TP_EP_PROC: pid and pid namespace, transport_live.c)               */
-/* ------------------------------------------------------------------ */
-
-int tp_blob_encode(const struct fccl_tp *tp, void *buf, size_t *len)
-{
-    size_t need = 5 + 4 + strlen(TP_PROC_NAME) + TP_LIVE_ADDR_LEN;
-    for (int i = 0; i < tp->nep; i++)
-        need += 4 + strlen(tp->eps[i].prov) + tp->eps[i].addrlen;
-    if (!buf) {
-        *len = need;
-        return FCCL_OK;
-    }
-    if (*len < need)
-        return fccl_err(FCCL_ERR_INVALID,
-                        "transport: name buffer %zu B, need %zu B", *len, need);
-    unsigned char *p = buf;
-    memcpy(p, BLOB_MAGIC, 4);
-    p[4] = (unsigned char)(tp->nep + 1);
-    p += 5;
-    for (int i = 0; i < tp->nep; i++) {
-        const struct tp_ep *e = &tp->eps[i];
-        size_t pl = strlen(e->prov);
-        *p++ = (unsigned char)e->kind;
-        *p++ = (unsigned char)pl;
-        memcpy(p, e->prov, pl);
-        p += pl;
-        *p++ = (unsigned char)(e->addrlen & 0xff);
-        *p++ = (unsigned char)(e->addrlen >> 8);
-        memcpy(p, e->addr, e->addrlen);
-        p += e->addrlen;
-    }
-    size_t pl = strlen(TP_PROC_NAME);
-    *p++ = TP_EP_PROC;
-    *p++ = (unsigned char)pl;
-    memcpy(p, TP_PROC_NAME, pl);
-    p += pl;
-    *p++ = TP_LIVE_ADDR_LEN;
-    *p++ = 0;
-    p += tp_live_encode(tp, p);
-    *len = need;
-    return FCCL_OK;
-}
-
-/* Find the endpoint in a peer's blob: by provider name when `prov` is set,
- * else by kind.  FCCL_ERR_NOTFOUND if absent, PROTOCOL if malformed. */
-int tp_blob_find(const void *blob, size_t len, int kind, const char *prov,
-                 const unsigned char **addr, size_t *addrlen)
-{
-    const unsigned char *p = blob, *end = p + len;
-    if (!blob || len < 5 || memcmp(p, BLOB_MAGIC, 4) != 0)
-        return fccl_err(FCCL_ERR_PROTOCOL, "bad transport name blob "
-                        "(%zu B, no magic)", len);
-    int n = p[4];
-    p += 5;
-    for (int i = 0; i < n; i++) {
-        if (end - p < 2 || end - p < 2 + p[1] + 2)
-            goto bad;
-        int k = p[0];
-        size_t pl = p[1];
-        const char *pn = (const char *)p + 2;
-        p += 2 + pl;
-        size_t al = (size_t)p[0] | (size_t)p[1] << 8;
-        p += 2;
-        if ((size_t)(end - p) < al || al > TP_ADDR_MAX)
-            goto bad;
-        int match = prov ? strlen(prov) == pl && memcmp(prov, pn, pl) == 0
-                         : k == kind;
-        if (match) {
-            *addr = p;
-            *addrlen = al;
-            return FCCL_OK;
-        }
-        p += al;
-    }
-    return FCCL_ERR_NOTFOUND;
-bad:
-    return fccl_err(FCCL_ERR_PROTOCOL, "truncated transport name blob "
-                    "(%zu B)", len);
 }

@@ -30,36 +30,18 @@ static int pidfd_open_(int pid)
 #endif
 }
 
-/* Blob entry: pid (4 bytes) and pid-namespace inode (8), little endian. */
-size_t tp_live_encode(const struct fccl_tp *tp, unsigned char *p)
-{
-    uint64_t v[2] = {(uint64_t)tp->pid, tp->pidns};
-    for (int k = 0; k < 4; k++)
-        p[k] = (unsigned char)(v[0] >> (8 * k));
-    for (int k = 0; k < 8; k++)
-        p[4 + k] = (unsigned char)(v[1] >> (8 * k));
-    return TP_LIVE_ADDR_LEN;
-}
-
 void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
                  size_t len, int local)
 {
-    const unsigned char *a;
-    size_t al = 0;
+    int pid = 0;
+    uint64_t ns = 0;
     p->pidfd = -1;
-    if (!local ||
-        tp_blob_find(blob, len, TP_EP_PROC, NULL, &a, &al) != FCCL_OK ||
-        al != TP_LIVE_ADDR_LEN)
+    if (!local || tp_blob_proc(blob, len, &pid, &ns) != FCCL_OK)
         return;
-    uint64_t pid = 0, ns = 0;
-    for (int k = 0; k < 4; k++)
-        pid |= (uint64_t)a[k] << (8 * k);
-    for (int k = 0; k < 8; k++)
-        ns |= (uint64_t)a[4 + k] << (8 * k);
-    if (ns != tp->pidns || ns == 0 || (int)pid == tp->pid)
+    if (ns != tp->pidns || ns == 0 || pid == tp->pid)
         return;
-    p->live_pid = (int)pid;
-    p->pidfd = pidfd_open_((int)pid);
+    p->live_pid = pid;
+    p->pidfd = pidfd_open_(pid);
     if (p->pidfd < 0)
         LOG_DEBUG("FABRIC", "pidfd_open(%d): %s; a dead peer is found only "
                   "by the deadline", (int)pid, strerror(errno));

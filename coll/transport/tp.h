@@ -10,7 +10,18 @@
  * provider (unexpected queue), so algorithms may post in any order.
  *
  * Requests are caller-owned structs that must not move or be reused while
- * pending.  All calls are thread-safe: several threads may post and wait at
+ * pending.  Module map (tp_int.h has the private state):
+ *   open.c      tp_open / tp_close, stats
+ *   peers.c     tp_add_peers: where each peer is reached
+ *   wait.c      posting, testing, waiting, cancelling (the calls below)
+ *   progress.c  reading completion queues; hands each to rndv.c
+ *   rndv.c      a request's state machine: clear-to-send, single copy
+ *               (CMA) and FIN, held sends, retry of refused posts
+ *   post.c      putting data and control messages on the wire
+ *   ep.c, mr.c, cma.c, live.c, names.c: endpoints, registration
+ *               cache, process_vm_readv, peer liveness, name blobs
+ * Each file calls only files below it in this list (wait -> progress ->
+ * rndv -> post), never back up.  All calls are thread-safe: several threads may post and wait at
  * once (completions found by any thread are credited to their owners).
  * Waits yield the CPU when nothing completes (oversubscribed hosts).
  *
@@ -61,33 +72,28 @@ struct fccl_tp;
 
 enum tp_req_state { TP_REQ_IDLE = 0, TP_REQ_PENDING, TP_REQ_DONE, TP_REQ_ERROR };
 
-/* Caller-owned request.  Fields are the transport's; read only via calls. */
+/* Room for the transport's bookkeeping inside each request. */
+#define TP_REQ_PRIV_BYTES 192
+
+/* Caller-owned request.  The caller may read peer, is_send and (once it
+ * completed) len; everything else is the transport's: state and status
+ * are read through tp_test/tp_waitall, priv is opaque (tp_int.h). */
 struct tp_req {
-    _Alignas(16) unsigned char fi_ctx[64]; /* struct fi_context2 lives here */
-    _Atomic int state;
-    int status;   /* FCCL status when state == TP_REQ_ERROR */
-    int peer;
-    size_t len;   /* bytes received (recv) */
-    int ep;       /* endpoint index used */
+    int peer;        /* world rank of the other side */
     int is_send;
-    /* Transport-private bookkeeping (added; callers never touch these). */
-    uint64_t tag;          /* wire tag as posted */
-    unsigned char *buf;    /* caller's buffer */
-    size_t total;          /* posted size (send: exact; recv: capacity) */
-    size_t off;            /* bytes moved by completed chunks */
-    size_t chunk;          /* size of the chunk in flight */
-    void *mr;              /* MR cache entry in use, or NULL */
-    struct tp_req *next;   /* post-retry queue link */
-    int fi_err;            /* libfabric errno of a failed completion */
-    int queued;            /* waiting in the post-retry queue */
-    int mode;              /* single message or chunked */
-    int phase;             /* rendezvous step (shm: wait for clear-to-send) */
-    int in_rv;             /* on its peer's rendezvous-order list */
-    struct tp_req *rnext;  /* that list's link */
-    size_t olen;           /* bytes that did not fit (truncation) */
-    int cma;               /* send: payload read by the peer via CMA */
-    struct tp_req *fnext;  /* CMA: link in the peer's FIN list */
+    size_t len;      /* bytes received (recv), once complete */
+    _Atomic int state;
+    int status;      /* FCCL status when state == TP_REQ_ERROR */
+    _Alignas(16) unsigned char priv[TP_REQ_PRIV_BYTES];
 };
+
+/* Mark req complete without any message: a zero-length operation both
+ * sides know about (the callers' shortcut). */
+void tp_req_complete_empty(struct tp_req *req, int peer, int is_send);
+/* 1 while req is posted and not yet complete. */
+int tp_req_pending(const struct tp_req *req);
+/* Index of the endpoint that carried req (tests: which provider). */
+int tp_req_endpoint(const struct tp_req *req);
 
 struct tp_opts {
     const char *provider; /* force one provider for all peers; NULL = auto

@@ -1,13 +1,7 @@
 /*
- * Private to coll/transport*.c: the transport's internal state.  These are
- * the only files that include libfabric headers.
- *
- *   transport_ep.c    provider choice, endpoint setup/teardown, name blobs
- *   transport_mr.c    memory-registration cache
- *   transport_wire.c  requests -> tagged messages, completions, retry queues
- *   transport_cma.c   single-copy transfers between local processes
- *   transport_live.c  noticing that a local peer's process has exited
- *   transport.c       open/close, peers, the progress engine, waiting
+ * Private to coll/transport/: the transport's internal state, and the
+ * calls its files make of each other (tp.h lists the files and the one
+ * direction they call in).  The only files that include libfabric headers.
  */
 #ifndef FCCL_COLL_TRANSPORT_INT_H
 #define FCCL_COLL_TRANSPORT_INT_H
@@ -23,29 +17,80 @@
 #include "transport/tp.h"
 
 #define TP_MAX_EPS 2
+#define TP_SPIN_NS 50000ull /* waiters poll this long after progress */
 #define TP_PROV_MAX 64
 #define TP_ADDR_MAX 256
 #define TP_CTS_SLOTS 8 /* receives kept posted for control messages */
 #define TP_CTL_WORDS 6  /* control message: rank, kind, 4 arguments */
 #define TP_CMA_RTS 0x434d41ull /* remote CQ data of a CMA descriptor */
+#define TP_CTS_BIT (1ull << 63)   /* tag of every control message */
+#define TP_CHUNK_BIT (1ull << 62) /* tag bit of a chunk */
 
-/* Control messages (tag TP_CTS_BIT, any source; transport_wire.c). */
+/* Control messages (tag TP_CTS_BIT, any source; rndv.c). */
 enum { TP_CTL_CTS = 1, TP_CTL_FIN, TP_CTL_PROBE, TP_CTL_PROBE_ACK };
-/* Request phases: a send waits for clear-to-send, then sends data (or a
- * CMA descriptor, then waits for FIN); a receive posts its buffer, then
- * tells the sender to go. */
+/* The states of a request (rndv.c has the transitions):
+ *   DATA      its next wire message may be posted (data, a chunk, or a CMA
+ *             descriptor); a posted receive stays here until it completes
+ *   HELD      a send behind an earlier same-tag send that is not on the
+ *             wire yet (it must not overtake it)
+ *   WAIT_CTS  a send waiting for the receiver's clear-to-send
+ *   SEND_CTS  a posted receive that still owes its sender a clear-to-send
+ *             (queued: the provider refused the inject for now)
+ *   WAIT_FIN  a send whose payload the receiver copies (CMA); done at FIN */
 enum { TP_PH_DATA = 0, TP_PH_WAIT_CTS, TP_PH_SEND_CTS, TP_PH_HELD,
        TP_PH_WAIT_FIN };
-/* May this process read a peer's memory (transport_cma.c)? */
+/* May this process read a peer's memory (cma.c, rndv.c)? */
 enum { TP_CMA_UNKNOWN = 0, TP_CMA_PROBING, TP_CMA_YES, TP_CMA_NO };
-/* How a send uses CMA (tp_req.cma). */
+/* How a send uses CMA (tp_req_priv.cma). */
 enum { TP_CMA_OFF = 0, TP_CMA_AFTER_CTS, TP_CMA_EAGER };
 
 enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2, TP_EP_PROC = 3 /* blob only */ };
 #define TP_PROC_NAME "proc"
 #define TP_LIVE_ADDR_LEN 12
 
-struct tp_mr_cache; /* transport_mr.c */
+struct tp_mr_cache; /* mr.c */
+
+/* The private part of a request (tp_req.priv). */
+struct tp_req_priv {
+    struct fi_context2 ctx;  /* the provider's; its address is the op
+                                context, so completions find the request */
+    int ep;                  /* endpoint index used */
+    int fi_err;              /* libfabric errno of a failed completion */
+    uint64_t tag;            /* wire tag as posted */
+    unsigned char *buf;      /* caller's buffer */
+    size_t total;            /* posted size (send: exact; recv: capacity) */
+    size_t off;              /* bytes moved by completed chunks */
+    size_t chunk;            /* size of the wire message in flight */
+    size_t olen;             /* bytes that did not fit (truncation) */
+    void *mr;                /* MR cache entry in use, or NULL */
+    struct tp_req *next;     /* retry queue link */
+    struct tp_req *rnext;    /* its peer's rendezvous-order list */
+    struct tp_req *fnext;    /* CMA: its peer's FIN list */
+    unsigned char queued;    /* waiting in a retry queue */
+    unsigned char mode;      /* single message or chunked */
+    unsigned char phase;     /* TP_PH_* */
+    unsigned char in_rv;     /* on its peer's rendezvous-order list */
+    unsigned char cma;       /* TP_CMA_OFF / _AFTER_CTS / _EAGER */
+};
+_Static_assert(sizeof(struct tp_req_priv) <= TP_REQ_PRIV_BYTES,
+               "TP_REQ_PRIV_BYTES too small");
+
+static inline struct tp_req_priv *P(struct tp_req *r)
+{
+    return (struct tp_req_priv *)(void *)r->priv;
+}
+static inline const struct tp_req_priv *PC(const struct tp_req *r)
+{
+    return (const struct tp_req_priv *)(const void *)r->priv;
+}
+/* The request whose op context a completion carries. */
+static inline struct tp_req *tp_req_of_ctx(void *ctx)
+{
+    return (struct tp_req *)(void *)((char *)ctx -
+                                     offsetof(struct tp_req, priv));
+}
+
+enum { TP_MODE_SINGLE = 0, TP_MODE_CHUNKED };
 
 /* A receive kept posted for any peer's control message. */
 struct tp_cts_slot {
@@ -133,57 +178,27 @@ struct fccl_tp {
     _Atomic uint64_t st_eagain, st_chunks, st_completions, st_cma;
 };
 
-/* transport_ep.c */
+/* ep.c */
 int tp_ep_open(struct tp_ep *e, int kind, const char *prov,
                const char *iface, int forced);
 void tp_ep_close(struct tp_ep *e);
-/* Name blob: encode all endpoints; decode one peer's endpoint of `kind`
- * (or, forced, the one with provider `prov`). */
+
+/* libfabric's message for err (negative or positive; shm negates some). */
+static inline const char *tp_fi_strerror(int err)
+{
+    return fi_strerror(err < 0 ? -err : err);
+}
+
+/* names.c: encode all endpoints and this process; decode one peer's
+ * endpoint of `kind` (or, forced, the one with provider `prov`), or its
+ * process (FCCL_ERR_NOTFOUND when absent). */
 int tp_blob_encode(const struct fccl_tp *tp, void *buf, size_t *len);
 int tp_blob_find(const void *blob, size_t len, int kind, const char *prov,
                  const unsigned char **addr, size_t *addrlen);
-const char *tp_fi_strerror(int err); /* err may be negative or positive */
+int tp_blob_proc(const void *blob, size_t len, int *pid, uint64_t *pidns);
 
-/* transport.c */
-int tp_progress_locked(struct fccl_tp *tp);
-
-/* transport_wire.c */
-size_t tp_chunk_limit(const struct fccl_tp *tp, const struct tp_ep *e);
-int tp_wire_submit(struct fccl_tp *tp, struct tp_req *r);
-void tp_wire_finish(struct fccl_tp *tp, struct tp_req *r, int status);
-int tp_wire_unqueue(struct fccl_tp *tp, struct tp_req *r);
-void tp_wire_drain(struct fccl_tp *tp, struct tp_ep *e);
-int tp_wire_start(struct fccl_tp *tp);
-void tp_wire_stop(struct fccl_tp *tp);
-void tp_wire_on_cq(struct fccl_tp *tp, struct tp_ep *e,
-                   const struct fi_cq_tagged_entry *ent);
-void tp_wire_on_err(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
-                    const struct fi_cq_err_entry *ee);
-
-/* Send control message `kind` with arguments a..d to peer (queued and
- * retried if the provider is busy). */
-void tp_ctl_send(struct fccl_tp *tp, int peer, int kind, uint64_t a,
-                 uint64_t b, uint64_t c, uint64_t d);
-
-/* transport_cma.c */
-void tp_cma_init(struct fccl_tp *tp);
-int tp_cma_plan(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r);
-ssize_t tp_cma_post(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r,
-                    fi_addr_t fa);
-void tp_cma_wait_fin(struct fccl_tp *tp, struct tp_req *r);
-void tp_cma_forget(struct fccl_tp *tp, struct tp_req *r);
-void tp_cma_on_rts(struct fccl_tp *tp, struct tp_req *r);
-void tp_cma_on_ctl(struct fccl_tp *tp, int peer, const uint64_t *msg);
-
-/* transport_live.c */
-size_t tp_live_encode(const struct fccl_tp *tp, unsigned char *p);
-void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
-                 size_t len, int local);
-void tp_live_close(struct tp_peer *p);
-int tp_live_dead(const struct fccl_tp *tp, const int *ranks, size_t n);
-
-/* transport_mr.c: descriptor for [buf, buf+len) on endpoint e, registering
- * on a miss; *entry is released with tp_mr_put when the op completes. */
+/* mr.c: descriptor for [buf, buf+len) on endpoint e, registering on a
+ * miss; *entry is released with tp_mr_put when the op completes. */
 int tp_mr_get(struct tp_ep *e, const void *buf, size_t len, void **desc,
               void **entry);
 void tp_mr_put(struct tp_ep *e, void *entry);
@@ -191,5 +206,61 @@ void *tp_mr_desc(void *entry); /* NULL for a NULL entry */
 void tp_mr_cache_free(struct tp_ep *e);
 void tp_mr_stats(const struct tp_ep *e, uint64_t *hits, uint64_t *misses,
                  uint64_t *entries);
+
+/* cma.c: may this process read others' memory (sets tp->cma_ok); copy
+ * len bytes from (pid, addr) (0 or a positive errno); does (pid, addr)
+ * hold `value` in our pid namespace `pidns`? */
+void tp_cma_init(struct fccl_tp *tp);
+int tp_cma_pull(int pid, uint64_t addr, void *dst, size_t len);
+int tp_cma_probe_ok(const struct fccl_tp *tp, int pid, uint64_t pidns,
+                    uint64_t addr, uint64_t value);
+
+/* live.c (uses names.c) */
+void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
+                 size_t len, int local);
+void tp_live_close(struct tp_peer *p);
+int tp_live_dead(const struct fccl_tp *tp, const int *ranks, size_t n);
+
+/* post.c: put messages on the wire (all under tp->lock).  Each returns 0
+ * or a negative fi errno; tp_post_busy() tells the ones to retry later. */
+int tp_post_busy(ssize_t rc);
+size_t tp_chunk_limit(const struct fccl_tp *tp, const struct tp_ep *e);
+ssize_t tp_post_data(struct fccl_tp *tp, struct tp_req *r); /* 1: inject,
+                                                     complete already */
+ssize_t tp_post_recv(struct fccl_tp *tp, struct tp_req *r);
+ssize_t tp_post_cts(struct fccl_tp *tp, struct tp_req *r);
+ssize_t tp_post_desc(struct fccl_tp *tp, struct tp_req *r); /* CMA */
+/* Control messages: send (queued and retried in order when refused),
+ * retry the queue, (re)post the receive slots, which slot a context is. */
+void tp_ctl_send(struct fccl_tp *tp, int peer, int kind, uint64_t a,
+                 uint64_t b, uint64_t c, uint64_t d);
+void tp_ctl_drain(struct fccl_tp *tp, struct tp_ep *e);
+void tp_ctl_free(struct tp_ep *e);
+void tp_slots_post(struct tp_ep *e);
+struct tp_cts_slot *tp_slot_of(struct tp_ep *e, void *ctx);
+/* Retry queues: per peer for sends, per endpoint for receives and for
+ * owed clear-to-sends (which need no receive entry). */
+struct tp_req **tp_q_head(struct fccl_tp *tp, struct tp_req *r);
+void tp_q_push(struct fccl_tp *tp, struct tp_req *r, int front);
+void tp_q_pop(struct fccl_tp *tp, struct tp_req *r);
+
+/* rndv.c: the request state machine (all under tp->lock). */
+int tp_rv_submit(struct fccl_tp *tp, struct tp_req *r);
+void tp_rv_finish(struct fccl_tp *tp, struct tp_req *r, int status);
+int tp_rv_unqueue(struct fccl_tp *tp, struct tp_req *r);
+void tp_rv_drain(struct fccl_tp *tp, struct tp_ep *e);
+int tp_rv_start(struct fccl_tp *tp);
+void tp_rv_stop(struct fccl_tp *tp);
+void tp_rv_on_cq(struct fccl_tp *tp, struct tp_ep *e,
+                 const struct fi_cq_tagged_entry *ent);
+void tp_rv_on_err(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
+                  const struct fi_cq_err_entry *ee);
+
+/* progress.c: read every CQ once (under tp->lock); try without waiting
+ * for the lock; drop the completion of an abandoned context. */
+int tp_progress_locked(struct fccl_tp *tp);
+int tp_progress_try(struct fccl_tp *tp);
+void tp_zombie_add(struct fccl_tp *tp, void *ctx, int *ok);
+int tp_zombie_take(struct fccl_tp *tp, void *ctx);
 
 #endif
