@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# bench/ab.sh: the same fccl-bench cells on two builds, interleaved, to
+# show that a change costs nothing (the library-shape issue's check).
+#
+#   bench/ab.sh BEFORE_BIN AFTER_BIN      (folders holding fccl-run, fccl-bench)
+#
+# For each round (ROUNDS, default 5), for each op (OPS), rank count (NPS)
+# and size (SIZES), runs `fccl-run -n N --provider shm fccl-bench -o OP -b S
+# -e S -n ITERS` with the before build, then the after build, and records
+# the time column (us).  Prints per cell the median of each build, the
+# median of the per-round after/before ratios, and its min..max.
+set -u
+B=${1:?before bin dir} A=${2:?after bin dir}
+ROUNDS=${ROUNDS:-5}
+OPS=${OPS:-all_reduce all_gather all_to_all}
+NPS=${NPS:-2 4}
+SIZES=${SIZES:-8 1M 64M}
+ITERS=${ITERS:-20}
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+one() { # dir op n size -> time in us (the time column of the one size)
+    timeout 300 "$1/fccl-run" -n "$3" --provider shm --no-prefix \
+        "$1/fccl-bench" -o "$2" -b "$4" -e "$4" -n "$ITERS" --csv 2>/dev/null |
+        awk -F, '/^[a-z_]+,[0-9]/ {print $8; exit}'
+}
+
+for r in $(seq "$ROUNDS"); do
+    for op in $OPS; do for n in $NPS; do for s in $SIZES; do
+        key="$op-$n-$s"
+        echo "$(one "$B" "$op" "$n" "$s")" >> "$OUT/$key.before"
+        echo "$(one "$A" "$op" "$n" "$s")" >> "$OUT/$key.after"
+    done; done; done
+    echo "round $r done" >&2
+done
+
+echo "| op | ranks | size | before us (median) | after us (median) | after/before speed, median of rounds (min..max) |"
+echo "|---|---:|---:|---:|---:|---:|"
+for op in $OPS; do for n in $NPS; do for s in $SIZES; do
+    key="$op-$n-$s"
+    paste "$OUT/$key.before" "$OUT/$key.after" | awk -v op="$op" -v n="$n" -v s="$s" '
+        function med(a, k,   i, j, t) {
+            for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+                if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+            return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+        }
+        $1 > 0 && $2 > 0 { k++; b[k] = $1; a[k] = $2; q[k] = $1 / $2 }
+        END {
+            if (!k) { printf "| %s | %d | %s | - | - | - |\n", op, n, s; exit }
+            lo = q[1]; hi = q[1]
+            for (i = 1; i <= k; i++) { if (q[i] < lo) lo = q[i]; if (q[i] > hi) hi = q[i] }
+            printf "| %s | %d | %s | %.2f | %.2f | %.2f (%.2f..%.2f) |\n",
+                   op, n, s, med(b, k), med(a, k), med(q, k), lo, hi
+        }'
+done; done; done
