@@ -1,0 +1,162 @@
+# tests/multihost/tests.sh: the multi-host tests, sourced by run.sh.
+#
+# Every t_NAME function is one test, run in a subshell with $T its scratch
+# directory; it returns 0 when it passed, else prints why.  Lines starting
+# with "measured:" are shown in the summary.  Hosts: node1..node4 (IPv4 and
+# IPv6), node5 and node6 (IPv6 only), made once by mh_setup_hosts.
+
+mh_setup_hosts()
+{
+    local i
+    for i in 1 2 3 4; do mh_add_host "$i" both || return 1; done
+    for i in 5 6; do mh_add_host "$i" v6 || return 1; done
+}
+
+# ---- helpers ----
+
+BG_PIDS=()
+BG_RCS=()
+
+# bg HOST LOGFILE CMD...: run CMD on HOST in the background (hard timeout).
+bg()
+{
+    local h=$1 log=$2
+    shift 2
+    mh_exec "$h" timeout -k 5 90 "$@" > "$log" 2>&1 &
+    BG_PIDS+=($!)
+}
+
+# Wait for every bg command; exit statuses in BG_RCS, in start order.
+wait_bg()
+{
+    local p
+    BG_RCS=()
+    for p in "${BG_PIDS[@]}"; do
+        wait "$p"
+        BG_RCS+=($?)
+    done
+    BG_PIDS=()
+}
+
+fail() { echo "FAIL: $*"; return 1; }
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# A plain store server on host 1 (background); waits until it listens.
+store_on_node1()
+{
+    local port=$1
+    mh_exec 1 timeout -k 5 100 "$BIN/tcpstore-server" --host node1 \
+        --port "$port" > "$T/server.log" 2>&1 &
+    STORE_PID=$!
+    for _ in $(seq 50); do
+        grep -q listening "$T/server.log" && return 0
+        sleep 0.1
+    done
+    fail "store did not start: $(cat "$T/server.log")"
+}
+
+store_keys() { mh_exec 1 "$BIN/tcpstore" --addr "node1:$1" keys ""; }
+
+# fccl-run on hosts 1..M with N ranks each; store on node1:PORT hosted by
+# node 1's fccl-run unless HOSTED=0.  Logs $T/node<K>.log.
+run_nodes()
+{
+    local m=$1 n=$2 port=$3 k hs
+    shift 3
+    for k in $(seq 0 $((m - 1))); do
+        hs=
+        [ "$k" -eq 0 ] && [ "${HOSTED:-1}" = 1 ] && hs=--host-store
+        bg $((k + 1)) "$T/node$k.log" "$BIN/fccl-run" -n "$n" --nnodes "$m" \
+            --node-rank "$k" --store "node1:$port" $hs "$@"
+    done
+    wait_bg
+}
+
+all_zero()
+{
+    local rc i=0
+    for rc in "${BG_RCS[@]}"; do
+        [ "$rc" -eq 0 ] || { cat "$T"/*.log | tail -n 30; fail "job $i exited $rc"; return 1; }
+        i=$((i + 1))
+    done
+}
+
+# boot_check env prints "R<rank> topo <nodes> <node> <local> <localsize>".
+check_topo()
+{
+    local want_ranks=$1 want_nodes=$2 per=$3 r line
+    for r in $(seq 0 $((want_ranks - 1))); do
+        line=$(cat "$T"/*.log | sed -n "s/^\(\[$r\] \)\{0,1\}R$r topo //p" | head -n 1)
+        [ "$line" = "$want_nodes $((r / per)) $((r % per)) $per" ] ||
+            { fail "rank $r topology '$line', want '$want_nodes $((r / per)) $((r % per)) $per'"; return 1; }
+        grep -q "R$r done 0" "$T"/*.log || { fail "rank $r did not finish"; return 1; }
+    done
+}
+
+# ---- tests ----
+
+# 2 hosts x 2 ranks: fccl-demo's checked collectives, and the topology
+# bootstrap sees (2 nodes, 2 local ranks each).
+t_nnodes_2x2()
+{
+    run_nodes 2 2 29411 "$BIN/fccl-demo"
+    all_zero || return 1
+    grep -q '^\[0\] fccl-demo: 4 ranks on 2 node(s)' "$T/node0.log" ||
+        fail "no '4 ranks on 2 node(s)' line" || return 1
+    grep -q '^\[0\] fccl-demo: all results correct' "$T/node0.log" ||
+        fail "no 'all results correct'" || return 1
+    run_nodes 2 2 29412 "$TBIN/boot_check" env
+    all_zero && check_topo 4 2 2
+}
+
+# 4 hosts x 1 rank.
+t_nnodes_4x1()
+{
+    run_nodes 4 1 29421 "$BIN/fccl-demo"
+    all_zero || return 1
+    grep -q '^\[0\] fccl-demo: 4 ranks on 4 node(s)' "$T/node0.log" ||
+        fail "no '4 ranks on 4 node(s)' line" || return 1
+    grep -q '^\[0\] fccl-demo: all results correct' "$T/node0.log" ||
+        fail "no 'all results correct'" || return 1
+    run_nodes 4 1 29422 "$TBIN/boot_check" env
+    all_zero && check_topo 4 4 1
+}
+
+# Without a job id, the nodes of one launch agree on one, the next launch
+# on the same store gets another, and a finished job leaves no keys.
+t_nnodes_job_id()
+{
+    store_on_node1 29431 || return 1
+    local prog='echo "JOB=$FCCL_JOB_ID"; exec "$0" "$@"' l j0 j1 prev=
+    for l in 1 2; do
+        HOSTED=0 run_nodes 2 2 29431 sh -c "$prog" "$BIN/fccl-demo"
+        all_zero || return 1
+        j0=$(sed -n 's/^\[[0-9]*\] JOB=//p' "$T/node0.log" | sort -u)
+        j1=$(sed -n 's/^\[[0-9]*\] JOB=//p' "$T/node1.log" | sort -u)
+        echo "launch $l: job ids '$j0' / '$j1'"
+        [ -n "$j0" ] && [ "$j0" = "$j1" ] || fail "nodes disagree" || return 1
+        [ "$j0" != "$prev" ] || fail "same id as the previous launch" || return 1
+        prev=$j0
+        local keys
+        keys=$(store_keys 29431)
+        [ -z "$keys" ] || fail "keys left on the store: $keys" || return 1
+    done
+    kill "$STORE_PID"
+}
+
+# A rank failing on node 1 stops node 0 too; both exit with its status.
+t_nnodes_failure()
+{
+    local prog='if [ "$RANK" = 3 ]; then sleep 0.5; exit 5; fi; exec sleep 60'
+    local t0 ms
+    t0=$(now_ms)
+    run_nodes 2 2 29441 sh -c "$prog"
+    ms=$(( $(now_ms) - t0 ))
+    echo "measured: failure of rank 3 on node 1 ended both nodes in $ms ms"
+    [ "${BG_RCS[0]}" -eq 5 ] && [ "${BG_RCS[1]}" -eq 5 ] ||
+        { cat "$T"/*.log; fail "exit codes ${BG_RCS[*]}, want 5 5"; return 1; }
+    grep -q "rank 3 exited with status 5 on node 1 (node2)" "$T/node0.log" ||
+        fail "node 0 does not name the failed rank: $(cat "$T/node0.log")" || return 1
+    [ "$ms" -lt 15000 ] || fail "took $ms ms"
+}
