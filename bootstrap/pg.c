@@ -19,6 +19,7 @@
 #include "boot.h"
 #include "clock.h"
 #include "err.h"
+#include "launcher_env.h"
 #include "log.h"
 #include "net.h"
 #include "server.h"
@@ -372,7 +373,16 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     if (boot.initialized)
         return fccl_err(FCCL_ERR_STATE, "init: already initialized "
                                         "(call fccl_finalize first)");
-    int rank, size, rc;
+    int rank, size, rc, lhost = 0;
+    /* srun / mpirun: fill in the torchrun variables they imply. */
+    if (!opts->store &&
+        (rc = launcher_env_apply(!opts->init_method ||
+                                     strcmp(opts->init_method, "env://") == 0,
+                                 &lhost)) < 0)
+        return rc;
+    fccl_init_opts_t with_launcher = *opts;
+    with_launcher.host_store |= lhost;
+    opts = &with_launcher;
     if ((rc = resolve_args(opts, &rank, &size)) < 0)
         return rc;
     memset(&boot, 0, sizeof(boot));

@@ -160,3 +160,108 @@ t_nnodes_failure()
         fail "node 0 does not name the failed rank: $(cat "$T/node0.log")" || return 1
     [ "$ms" -lt 15000 ] || fail "took $ms ms"
 }
+
+# ---- launchers other than fccl-run: variables set by hand per rank ----
+
+CLEAN_ENV=(env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE
+    -u MASTER_ADDR -u MASTER_PORT -u FCCL_JOB_ID -u TORCHELASTIC_RUN_ID
+    -u FCCL_NET_IFACE)
+
+# by_hand M N VARFN PROG...: start M hosts x N ranks without a launcher;
+# VARFN R L K prints rank R's (local L, node K) variables, one per word.
+by_hand()
+{
+    local m=$1 n=$2 varfn=$3 k l r
+    shift 3
+    for k in $(seq 0 $((m - 1))); do
+        for l in $(seq 0 $((n - 1))); do
+            r=$((k * n + l))
+            bg $((k + 1)) "$T/rank$r.log" "${CLEAN_ENV[@]}" \
+                $($varfn "$r" "$l" "$k") "$@"
+        done
+    done
+    wait_bg
+}
+
+# srun's variables for 2 hosts x 2 tasks, node list compressed.
+srun_vars()
+{
+    echo "SLURM_PROCID=$1 SLURM_NTASKS=4 SLURM_LOCALID=$2 SLURM_NODEID=$3"
+    echo "SLURM_TASKS_PER_NODE=2(x2) SLURM_JOB_NODELIST=node[1-2]"
+    echo "SLURM_JOB_ID=4242 SLURM_STEP_ID=0"
+}
+
+# An srun start with no MASTER_ADDR and no MASTER_PORT: rank 0 serves the
+# store on the node list's first host, port 29500.
+t_srun_no_master_addr()
+{
+    by_hand 2 2 srun_vars "$TBIN/boot_check" env
+    all_zero && check_topo 4 2 2 || return 1
+    by_hand 2 2 srun_vars "$BIN/fccl-demo"
+    all_zero || return 1
+    grep -q 'fccl-demo: 4 ranks on 2 node(s)' "$T/rank0.log" &&
+        grep -q 'all results correct' "$T/rank0.log" ||
+        fail "fccl-demo under srun: $(cat "$T/rank0.log")"
+}
+
+slurm4_vars()
+{
+    echo "SLURM_PROCID=$1 SLURM_NTASKS=4 SLURM_LOCALID=$2 SLURM_NODEID=$3"
+    echo "SLURM_NTASKS_PER_NODE=1 SLURM_JOB_NODELIST=node[1-4]"
+    echo "MASTER_ADDR=node1 MASTER_PORT=29461"
+}
+
+# Slurm with MASTER_ADDR/MASTER_PORT given: 4 hosts x 1 task.
+t_slurm_master_addr_4x1()
+{
+    by_hand 4 1 slurm4_vars "$TBIN/boot_check" env
+    all_zero && check_topo 4 4 1
+}
+
+ompi_vars()
+{
+    echo "OMPI_COMM_WORLD_RANK=$1 OMPI_COMM_WORLD_SIZE=4"
+    echo "OMPI_COMM_WORLD_LOCAL_RANK=$2 OMPI_COMM_WORLD_LOCAL_SIZE=2"
+    echo "MASTER_ADDR=node1 MASTER_PORT=29471"
+}
+
+# Open MPI's mpirun with MASTER_ADDR exported: 2 hosts x 2 ranks.
+t_openmpi_env()
+{
+    by_hand 2 2 ompi_vars "$TBIN/boot_check" env
+    all_zero && check_topo 4 2 2 || return 1
+    by_hand 2 2 ompi_vars "$BIN/fccl-demo"
+    all_zero && grep -q 'all results correct' "$T/rank0.log" ||
+        fail "fccl-demo under Open MPI variables: $(cat "$T/rank0.log")"
+}
+
+pmi_vars()
+{
+    echo "PMI_RANK=$1 PMI_SIZE=4 MPI_LOCALRANKID=$2 MPI_LOCALNRANKS=2"
+    echo "MASTER_ADDR=node2 MASTER_PORT=29481"
+}
+
+# MPICH/hydra variables; the store on node2 (rank 0 is on node1, so rank
+# 0 cannot bind it and someone must serve it: a standalone server).
+t_mpich_env()
+{
+    mh_exec 2 timeout -k 5 60 "$BIN/tcpstore-server" --host node2 \
+        --port 29481 > "$T/server.log" 2>&1 &
+    by_hand 2 2 pmi_vars "$TBIN/boot_check" env
+    all_zero && check_topo 4 2 2
+}
+
+# mpirun without MASTER_ADDR: a clear error naming the variable.
+t_mpirun_no_master_addr()
+{
+    bg 1 "$T/ompi.log" "${CLEAN_ENV[@]}" OMPI_COMM_WORLD_RANK=0 \
+        OMPI_COMM_WORLD_SIZE=2 "$BIN/fccl-demo"
+    bg 1 "$T/pmi.log" "${CLEAN_ENV[@]}" PMI_RANK=1 PMI_SIZE=2 "$TBIN/boot_check" env
+    wait_bg
+    cat "$T/ompi.log" "$T/pmi.log"
+    [ "${BG_RCS[0]}" -ne 0 ] && [ "${BG_RCS[1]}" -ne 0 ] ||
+        fail "exit codes ${BG_RCS[*]}, want failures" || return 1
+    grep -q 'OMPI_COMM_WORLD_RANK is set) but MASTER_ADDR is not set' "$T/ompi.log" &&
+        grep -q 'PMI_RANK is set) but MASTER_ADDR is not set' "$T/pmi.log" ||
+        fail "no error naming MASTER_ADDR"
+}
