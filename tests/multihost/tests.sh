@@ -59,15 +59,17 @@ store_on_node1()
 store_keys() { mh_exec 1 "$BIN/tcpstore" --addr "node1:$1" keys ""; }
 
 # fccl-run on hosts 1..M with N ranks each; store on node1:PORT hosted by
-# node 1's fccl-run unless HOSTED=0.  Logs $T/node<K>.log.
+# node 1's fccl-run unless HOSTED=0; NODE_ENV_<K> adds variables on node
+# K.  Logs $T/node<K>.log.
 run_nodes()
 {
-    local m=$1 n=$2 port=$3 k hs
+    local m=$1 n=$2 port=$3 k hs extra
     shift 3
     for k in $(seq 0 $((m - 1))); do
         hs=
         [ "$k" -eq 0 ] && [ "${HOSTED:-1}" = 1 ] && hs=--host-store
-        bg $((k + 1)) "$T/node$k.log" "$BIN/fccl-run" -n "$n" --nnodes "$m" \
+        eval "extra=\${NODE_ENV_$k:-}"
+        bg $((k + 1)) "$T/node$k.log" env $extra "$BIN/fccl-run" -n "$n" --nnodes "$m" \
             --node-rank "$k" --store "node1:$port" $hs "$@"
     done
     wait_bg
@@ -264,4 +266,19 @@ t_mpirun_no_master_addr()
     grep -q 'OMPI_COMM_WORLD_RANK is set) but MASTER_ADDR is not set' "$T/ompi.log" &&
         grep -q 'PMI_RANK is set) but MASTER_ADDR is not set' "$T/pmi.log" ||
         fail "no error naming MASTER_ADDR"
+}
+
+# Mixed installs: node 1 pretends another fccl version; init fails on
+# every rank with an error naming both versions and a rank of each.
+t_mixed_versions()
+{
+    NODE_ENV_1=FCCL_FAKE_VERSION=9.9.9 run_nodes 2 1 29491 "$TBIN/boot_check" env
+    cat "$T"/node*.log
+    [ "${BG_RCS[0]}" -ne 0 ] && [ "${BG_RCS[1]}" -ne 0 ] ||
+        fail "exit codes ${BG_RCS[*]}, want failures" || return 1
+    local v
+    v=$(sed -n 's/^#define FCCL_VERSION_STRING "\(.*\)"/\1/p' "$ROOT/common/core.h")
+    local want="rank 0 runs fccl $v wire 1, rank 1 runs fccl 9.9.9 wire 1"
+    grep -q "^\[0\] .*$want" "$T/node0.log" && grep -q "^\[1\] .*$want" "$T/node1.log" ||
+        fail "no error naming both versions on both nodes"
 }
