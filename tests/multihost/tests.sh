@@ -96,14 +96,26 @@ check_topo()
     done
 }
 
+# Each of the first N ranks opened its network endpoint on eth0 (the
+# interface to the other hosts), not on loopback (needs FCCL_LOG_LEVEL=info).
+net_on_eth0()
+{
+    local r
+    for r in $(seq 0 $(($1 - 1))); do
+        grep -q "^\[$r\] .*tcp;ofi_rxm endpoint open on eth0" "$T"/*.log ||
+            { fail "rank $r: no tcp;ofi_rxm endpoint on eth0"; return 1; }
+    done
+}
+
 # ---- tests ----
 
 # 2 hosts x 2 ranks: fccl-demo's checked collectives, and the topology
 # bootstrap sees (2 nodes, 2 local ranks each).
 t_nnodes_2x2()
 {
-    run_nodes 2 2 29411 "$BIN/fccl-demo"
-    all_zero || return 1
+    NODE_ENV_0=FCCL_LOG_LEVEL=info NODE_ENV_1=FCCL_LOG_LEVEL=info \
+        run_nodes 2 2 29411 "$BIN/fccl-demo"
+    all_zero && net_on_eth0 4 || return 1
     grep -q '^\[0\] fccl-demo: 4 ranks on 2 node(s)' "$T/node0.log" ||
         fail "no '4 ranks on 2 node(s)' line" || return 1
     grep -q '^\[0\] fccl-demo: all results correct' "$T/node0.log" ||
@@ -281,4 +293,59 @@ t_mixed_versions()
     local want="rank 0 runs fccl $v wire 1, rank 1 runs fccl 9.9.9 wire 1"
     grep -q "^\[0\] .*$want" "$T/node0.log" && grep -q "^\[1\] .*$want" "$T/node1.log" ||
         fail "no error naming both versions on both nodes"
+}
+
+# IPv6 only: node5 and node6 have no IPv4 address but loopback's; the
+# store at [fd00:231::5] and the ranks' traffic over IPv6.
+t_ipv6_2x2()
+{
+    local k hs store="[$(mh_addr 5 v6)]:29501"
+    for k in 0 1; do
+        hs=
+        [ "$k" -eq 0 ] && hs=--host-store
+        bg $((k + 5)) "$T/node$k.log" env FCCL_LOG_LEVEL=info "$BIN/fccl-run" \
+            -n 2 --nnodes 2 --node-rank "$k" --store "$store" $hs "$BIN/fccl-demo"
+    done
+    wait_bg
+    all_zero && net_on_eth0 4 || return 1
+    grep -q '^\[0\] fccl-demo: 4 ranks on 2 node(s)' "$T/node0.log" &&
+        grep -q '^\[0\] fccl-demo: all results correct' "$T/node0.log" ||
+        fail "fccl-demo over IPv6: $(cat "$T/node0.log")"
+}
+
+# A rank SIGKILLed mid-job: every node's fccl-run exits 137 (128 + 9), and
+# no rank of the job leaves its libfabric shm file ("/dev/shm/<pid>:...").
+t_killed_rank_shm_cleanup()
+{
+    local k hs pids=() i p left
+    for k in 0 1; do
+        hs=
+        [ "$k" -eq 0 ] && hs=--host-store
+        bg $((k + 1)) "$T/node$k.log" "$BIN/fccl-run" -n 2 --nnodes 2 \
+            --node-rank "$k" --store node1:29511 $hs "$TBIN/boot_check" hold 30000
+    done
+    for i in $(seq 100); do
+        [ "$(cat "$T"/node*.log | grep -c ' ready$')" -eq 4 ] && break
+        sleep 0.1
+    done
+    pids=($(sed -n 's/^\[[0-9]*\] R[0-9]* pid \([0-9]*\) ready$/\1/p' "$T"/node*.log))
+    [ ${#pids[@]} -eq 4 ] || { wait_bg; fail "ranks not ready: $(cat "$T"/node*.log)"; return 1; }
+    for p in "${pids[@]}"; do
+        ls /dev/shm | grep -q "^$p:" || echo "note: no shm file of pid $p before the kill"
+    done
+    p=$(sed -n 's/^\[1\] R1 pid \([0-9]*\) ready$/\1/p' "$T/node0.log")
+    local t0 ms
+    t0=$(now_ms)
+    kill -9 "$p"
+    wait_bg
+    ms=$(( $(now_ms) - t0 ))
+    echo "measured: rank 1 killed; both nodes' fccl-run exited after $ms ms"
+    cat "$T"/node*.log | grep -v ' ready$'
+    [ "${BG_RCS[0]}" -eq 137 ] && [ "${BG_RCS[1]}" -eq 137 ] ||
+        fail "exit codes ${BG_RCS[*]}, want 137 137" || return 1
+    left=
+    for p in "${pids[@]}"; do
+        left="$left$(ls /dev/shm | grep "^$p:")"
+    done
+    [ -z "$left" ] || fail "left in /dev/shm: $left"
 }
