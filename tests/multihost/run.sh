@@ -46,7 +46,12 @@ fi
 ip netns del "$MH_ID-probe"
 
 OUT=$(mktemp -d "/tmp/fccl-mh.XXXXXX")
-trap 'mh_cleanup; rm -rf "$OUT"' EXIT
+# FCCL_MH_KEEP=1 keeps the logs (the path is printed at the end).
+if [ "${FCCL_MH_KEEP:-0}" = 1 ]; then
+    trap 'mh_cleanup; echo "multihost: logs kept in $OUT"' EXIT
+else
+    trap 'mh_cleanup; rm -rf "$OUT"' EXIT
+fi
 
 . "$HERE/tests.sh"
 

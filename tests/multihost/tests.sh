@@ -349,3 +349,23 @@ t_killed_rank_shm_cleanup()
     done
     [ -z "$left" ] || fail "left in /dev/shm: $left"
 }
+
+# 2 hosts x 3 ranks: the collective test matrix (tests/coll_check -e):
+# every operation, dtype, op and forced algorithm, checked against
+# references on every rank and compared across ranks; shm within a host,
+# tcp;ofi_rxm between them.
+t_coll_matrix_2x3()
+{
+    run_nodes 2 3 29521 "$TBIN/coll_check" -e -m matrix -t 200 ${COLL_ARGS:-}
+    local line
+    line=$(grep -h 'coll_check: ' "$T/node0.log")
+    echo "$line"
+    echo "measured: ${line#*coll_check: }"
+    all_zero || return 1
+    local cases failed mism
+    read -r cases failed mism <<< "$(echo "$line" |
+        sed -n 's/.*: \([0-9]*\) cases, \([0-9]*\) failed, \([0-9]*\) hash.*/\1 \2 \3/p')"
+    [ -n "$cases" ] && [ "$cases" -ge 300 ] && [ "$failed" -eq 0 ] && [ "$mism" -eq 0 ] ||
+        fail "cases='$cases' failed='$failed' mismatches='$mism'"
+    echo "$line" | grep -q '(env, 2 hosts) ranks=6' || fail "not 6 ranks on 2 hosts"
+}
