@@ -369,3 +369,37 @@ t_coll_matrix_2x3()
         fail "cases='$cases' failed='$failed' mismatches='$mism'"
     echo "$line" | grep -q '(env, 2 hosts) ranks=6' || fail "not 6 ranks on 2 hosts"
 }
+
+# The harness itself: a run interrupted by SIGTERM removes its namespaces;
+# a run killed outright leaves them, and the next run's mh_reap_stale
+# removes them (and nothing of a live run).
+t_harness_cleanup()
+{
+    local sig pid n
+    for sig in TERM KILL; do
+        MH_PREFIX=fcclmhn FCCL_MH_TEST_TIMEOUT=60 setsid "$HERE/run.sh" \
+            "$BUILD" t_nnodes_failure > "$T/nested-$sig.log" 2>&1 &
+        pid=$!
+        for _ in $(seq 100); do
+            n=$(ip netns list | grep -c "^fcclmhn-$pid-h")
+            [ "$n" -ge 6 ] && break
+            sleep 0.05
+        done
+        [ "$n" -ge 6 ] || { kill -9 "$pid"; fail "nested run made $n hosts"; return 1; }
+        kill -"$sig" "$pid"
+        wait "$pid"
+        n=$(ip netns list | grep -c "^fcclmhn-$pid-")
+        echo "after SIG$sig: $n namespaces of the nested run left"
+        if [ "$sig" = TERM ]; then
+            [ "$n" -eq 0 ] || fail "SIGTERM left $n namespaces" || return 1
+        else
+            [ "$n" -ge 1 ] || fail "SIGKILL left nothing to reap?" || return 1
+            ( MH_PREFIX=fcclmhn; . "$HERE/netns.sh"; mh_reap_stale )
+            n=$(ip netns list | grep -c "^fcclmhn-$pid-")
+            [ "$n" -eq 0 ] || fail "reap left $n namespaces" || return 1
+            [ ! -e "/etc/netns/fcclmhn-$pid-h1" ] || fail "/etc/netns entry left" || return 1
+        fi
+    done
+    # our own hosts are alive and untouched
+    [ "$(ip netns list | grep -c "^$MH_ID-h")" -eq 6 ] || fail "our hosts were touched"
+}
