@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,6 +88,7 @@ struct launcher {
 };
 
 static int sig_pipe[2] = {-1, -1};
+static pid_t launcher_pid;
 
 static void on_signal(int sig)
 {
@@ -379,7 +381,17 @@ static void watch(struct launcher *L)
     job_key(L, key, sizeof(key), "failed");
     const char *kp = key;
     int present = 0;
-    if (fccl_store_check(L->kv, &kp, 1, &present) < 0 || !present)
+    if (fccl_store_check(L->kv, &kp, 1, &present) < 0) {
+        /* The store is gone (its host died?): the ranks find out about
+         * their peers themselves; stop asking. */
+        fprintf(stderr, "fccl-run: node %d: lost the store (%s); no longer "
+                        "watching the other nodes\n",
+                L->node_rank, fccl_last_error());
+        fccl_store_close(L->kv);
+        L->kv = NULL;
+        return;
+    }
+    if (!present)
         return;
     void *v = NULL;
     size_t len = 0;
@@ -460,6 +472,11 @@ static void exec_rank(struct launcher *L, int r, int out_fd, int err_fd)
 {
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
+    /* A launcher killed outright takes its ranks along, so the other
+     * nodes see this node's ranks go instead of a half-alive node. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher_pid)
+        _exit(128 + SIGKILL);
     set_env_int("RANK", L->node_rank * L->n + r);
     set_env_int("LOCAL_RANK", r);
     signal(SIGINT, SIG_DFL);
@@ -739,6 +756,7 @@ static void free_launcher(struct launcher *L)
 int main(int argc, char **argv)
 {
     struct launcher L = {.fail_rank = -1};
+    launcher_pid = getpid();
     if (parse_args(&L, argc, argv) < 0)
         return 2;
     install_signals();
