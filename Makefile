@@ -123,6 +123,7 @@ test: all tests
 	tests/multihost/run.sh $(BUILD)
 	$(MAKE) SAN=1 all tests
 	FCCL_TEST_REDUCED=1 scripts/run-tests.sh build-san
+	tests/multihost/run.sh build-san
 
 check: all tests
 	scripts/run-tests.sh $(BUILD)

@@ -20,6 +20,10 @@ case "$BUILD" in /*) ;; *) BUILD="$ROOT/$BUILD" ;; esac
 BIN=$BUILD/bin
 TBIN=$BUILD/tests
 TEST_TIMEOUT=${FCCL_MH_TEST_TIMEOUT:-120}
+# as scripts/run-tests.sh, for a sanitized build
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp:print_suppressions=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export FCCL_TIMEOUT=${FCCL_TIMEOUT:-60}
 
 if [ "$(id -u)" -ne 0 ]; then
