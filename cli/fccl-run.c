@@ -24,10 +24,11 @@
  *  - failure: the first node whose rank fails ADDs "fccl-run/<job>/nfail"
  *    and, being first, SETs "fccl-run/<job>/failed" to "<status> <text>";
  *    every node checks that key every 250 ms and then stops its ranks and
- *    exits with that status.
+ *    exits with that status.  Launcher store calls time out after 5 s, so
+ *    a node cut off from the store still exits.
  *  - end: each node ADDs "fccl-run/<job>/exited"; the node that brings it
  *    to M deletes the job's fccl-run keys; the node hosting the store waits
- *    (up to 15 s) for that before it stops serving.
+ *    (up to 8 s) for that before it stops serving.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -53,7 +54,10 @@
 #define GRACE_MS 3000
 #define LINE_MAX_BYTES 65536
 #define WATCH_MS 250         /* how often a node checks for failures */
-#define END_WAIT_MS 15000    /* store host: wait for the other nodes */
+#define KV_CALL_MS 5000      /* launcher store calls (not waits) */
+/* Store host: wait this long for the other nodes to finish; they need at
+ * most a watch period plus the SIGTERM grace to stop their ranks. */
+#define END_WAIT_MS (GRACE_MS + 5000)
 #define LAUNCH_KEY "fccl-run/launch"
 
 struct stream {
@@ -274,7 +278,17 @@ static int connect_kv(struct launcher *L, const char *host, int port)
     fccl_store_opts_t o;
     fccl_store_opts_init(&o);
     o.addr = addr;
-    if (fccl_store_connect(&o, &L->kv) < 0) {
+    /* Wait for the store as long as ranks would (its node may start
+     * later), then reopen with a short call timeout: a node cut off from
+     * the store must not hang its exit on it. */
+    int rc = fccl_store_connect(&o, &L->kv);
+    if (rc >= 0) {
+        fccl_store_close(L->kv);
+        L->kv = NULL;
+        o.timeout_ms = KV_CALL_MS;
+        rc = fccl_store_connect(&o, &L->kv);
+    }
+    if (rc < 0) {
         fprintf(stderr, "fccl-run: node %d: cannot reach the store %s: %s\n",
                 L->node_rank, addr, fccl_last_error());
         return -1;
