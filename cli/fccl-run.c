@@ -27,8 +27,10 @@
  *    exits with that status.  Launcher store calls time out after 5 s, so
  *    a node cut off from the store still exits.
  *  - end: each node ADDs "fccl-run/<job>/exited"; the node that brings it
- *    to M deletes the job's fccl-run keys; the node hosting the store waits
- *    (up to 8 s) for that before it stops serving.
+ *    to M deletes the job's fccl-run keys; the node hosting the store
+ *    waits (up to 8 s) for that before it stops serving.  With a given job
+ *    id, node 0 also deletes them at its start: keys left by an earlier
+ *    launch of that id whose node was killed outright.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -88,6 +90,7 @@ struct launcher {
     fccl_store_t *kv;         /* launcher's store connection (nnodes > 1) */
     int remote_fail;          /* a rank on another node failed */
     int launch_pending;       /* node 0: launch key still to remove */
+    int stale_fail;           /* a failure key predates this launch */
     uint64_t next_watch;
 };
 
@@ -333,6 +336,17 @@ fail:
     return -1;
 }
 
+static const char *const JOB_KEYS[] = {"failed", "nfail", "seen", "exited"};
+
+static void clear_job_keys(struct launcher *L)
+{
+    char key[200];
+    for (size_t i = 0; i < sizeof(JOB_KEYS) / sizeof(JOB_KEYS[0]); i++) {
+        job_key(L, key, sizeof(key), JOB_KEYS[i]);
+        fccl_store_delete(L->kv, key, NULL);
+    }
+}
+
 static int pick_job_id(struct launcher *L, const char *host, int port)
 {
     const char *j = L->job_opt;
@@ -349,7 +363,21 @@ static int pick_job_id(struct launcher *L, const char *host, int port)
         return 0;
     if (connect_kv(L, host, port) < 0)
         return -1;
-    return L->job[0] ? 0 : agree_job_id(L);
+    if (!L->job[0])
+        return agree_job_id(L);
+    /* A given id may be reused: keys left by an earlier launch of it whose
+     * node was killed outright must not fail or end this one.  Node 0
+     * deletes them; a node that finds a failure key before that ignores it
+     * until it is gone. */
+    if (L->node_rank == 0) {
+        clear_job_keys(L);
+        return 0;
+    }
+    char key[200];
+    job_key(L, key, sizeof(key), "failed");
+    const char *kp = key;
+    fccl_store_check(L->kv, &kp, 1, &L->stale_fail);
+    return 0;
 }
 
 /* First failure of the job: publish "<status> <text>" for the others. */
@@ -405,6 +433,9 @@ static void watch(struct launcher *L)
         L->kv = NULL;
         return;
     }
+    if (present && L->stale_fail)
+        return; /* an earlier launch's, until node 0 deletes it */
+    L->stale_fail = 0;
     if (!present)
         return;
     void *v = NULL;
@@ -428,7 +459,6 @@ static void finish_nodes(struct launcher *L)
 {
     if (!L->kv)
         return;
-    static const char *const what[] = {"failed", "nfail", "seen", "exited"};
     char key[200];
     int64_t n = 0;
     job_key(L, key, sizeof(key), "exited");
@@ -437,10 +467,7 @@ static void finish_nodes(struct launcher *L)
         L->launch_pending = 0;
     }
     if (fccl_store_add(L->kv, key, 1, &n) >= 0 && n >= L->nnodes) {
-        for (size_t i = 0; i < sizeof(what) / sizeof(what[0]); i++) {
-            job_key(L, key, sizeof(key), what[i]);
-            fccl_store_delete(L->kv, key, NULL);
-        }
+        clear_job_keys(L);
         return;
     }
     if (!L->server)

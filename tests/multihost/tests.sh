@@ -403,3 +403,25 @@ t_harness_cleanup()
     # our own hosts are alive and untouched
     [ "$(ip netns list | grep -c "^$MH_ID-h")" -eq 6 ] || fail "our hosts were touched"
 }
+
+# A given job id reused after a launch whose node was killed outright: its
+# stale failure key must not fail the next launch.
+t_nnodes_job_id_reused()
+{
+    store_on_node1 29531 || return 1
+    mh_exec 1 "$BIN/tcpstore" --addr node1:29531 set fccl-run/jobx/failed "9 stale" &&
+        mh_exec 1 "$BIN/tcpstore" --addr node1:29531 add fccl-run/jobx/exited 1 > /dev/null ||
+        fail "cannot seed the store" || return 1
+    # node 1 first: it sees the stale key before node 0 deletes it
+    local k
+    for k in 1 0; do
+        bg $((k + 1)) "$T/node$k.log" "$BIN/fccl-run" -n 2 --nnodes 2 \
+            --node-rank "$k" --store node1:29531 --job-id jobx "$BIN/fccl-demo"
+        sleep 0.6
+    done
+    wait_bg
+    all_zero || return 1
+    local keys
+    keys=$(store_keys 29531)
+    [ -z "$keys" ] || fail "keys left on the store: $keys"
+}
