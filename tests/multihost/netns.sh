@@ -38,13 +38,15 @@ mh_addr()
     esac
 }
 
-# Kill every process in namespace $1 (they are our test's), then delete it
-# and its /etc/netns directory.
+# Kill every process in namespace $1 (they are our test's) and remove the
+# libfabric shm files ("/dev/shm/<pid>:...") they can no longer remove,
+# then delete the namespace and its /etc/netns directory.
 mh_del_ns()
 {
-    local ns=$1 pids
+    local ns=$1 pids p
     pids=$(ip netns pids "$ns" 2>/dev/null)
     [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+    for p in $pids; do rm -f /dev/shm/"$p":*; done
     for _ in 1 2 3 4 5 6 7 8 9 10; do
         [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
         sleep 0.1

@@ -85,10 +85,13 @@ run_test()
     wait "$pid"
     rc=$?
     [ "$waited" -ge $((TEST_TIMEOUT * 10)) ] && rc=124
-    # Whatever a test left running on our hosts goes now.
+    # Whatever a test left running on our hosts goes now, with the
+    # libfabric shm files ("/dev/shm/<pid>:...") of what was killed.
     for i in "${MH_HOSTS[@]}"; do
-        p=$(mh_pids_on "$i")
-        [ -n "$p" ] && kill -9 $p 2> /dev/null
+        for p in $(mh_pids_on "$i"); do
+            kill -9 "$p" 2> /dev/null
+            rm -f /dev/shm/"$p":*
+        done
     done
     secs=$(( ($(date +%s%N) - start) / 100000000 ))
     secs="$((secs / 10)).$((secs % 10))"
