@@ -635,7 +635,10 @@ static void reap(struct launcher *L)
             L->running--;
             remove_shm_files(pid);
             int code = status_code(status);
-            if (code == 0 || L->fail_rank >= 0 || L->remote_fail)
+            /* After a remote failure or our own ^C, ranks ending is the
+             * consequence, not a failure of their own. */
+            if (code == 0 || L->fail_rank >= 0 || L->remote_fail ||
+                L->signalled)
                 break;
             L->fail_rank = r;
             L->fail_code = code;
@@ -670,6 +673,10 @@ static void handle_signals(struct launcher *L)
         L->signalled = sigs[i];
         signal_all(L, sigs[i]);
         L->kill_at = fccl_now_ns() + GRACE_MS * 1000000ull;
+        char what[96];
+        snprintf(what, sizeof(what), "fccl-run interrupted by signal %d (%s)",
+                 sigs[i], strsignal(sigs[i]));
+        publish_failure(L, 128 + sigs[i], what);
     }
     reap(L);
 }

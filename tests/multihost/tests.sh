@@ -134,7 +134,13 @@ t_nnodes_4x1()
     grep -q '^\[0\] fccl-demo: all results correct' "$T/node0.log" ||
         fail "no 'all results correct'" || return 1
     run_nodes 4 1 29422 "$TBIN/boot_check" env
-    all_zero && check_topo 4 4 1
+    all_zero && check_topo 4 4 1 || return 1
+    # fccl-bench counts the hosts in its header and checks its results
+    run_nodes 4 1 29423 "$BIN/fccl-bench" -b 8 -e 64K -f 32 -n 3 -w 1 -c 1
+    all_zero || return 1
+    grep -q '^\[0\] # fccl-bench .*: 4 ranks on 4 node(s)' "$T/node0.log" &&
+        grep -q '^\[0\] # all results correct' "$T/node0.log" ||
+        fail "fccl-bench: $(cat "$T/node0.log")"
 }
 
 # Without a job id, the nodes of one launch agree on one, the next launch
@@ -424,4 +430,31 @@ t_nnodes_job_id_reused()
     local keys
     keys=$(store_keys 29531)
     [ -z "$keys" ] || fail "keys left on the store: $keys"
+}
+
+# ^C on one node's fccl-run: its ranks get SIGINT, and the other node
+# stops too; both exit non-zero (130 for the interrupted one).
+t_nnodes_sigint()
+{
+    local k hs i
+    for k in 0 1; do
+        hs=
+        [ "$k" -eq 0 ] && hs=--host-store
+        bg $((k + 1)) "$T/node$k.log" "$BIN/fccl-run" -n 2 --nnodes 2 \
+            --node-rank "$k" --store node1:29541 $hs "$TBIN/boot_check" hold 30000
+    done
+    for i in $(seq 100); do
+        [ "$(cat "$T"/node*.log | grep -c ' ready$')" -eq 4 ] && break
+        sleep 0.1
+    done
+    local p
+    for p in $(mh_pids_on 2); do
+        [ "$(cat /proc/"$p"/comm 2> /dev/null)" = fccl-run ] && kill -INT "$p"
+    done
+    wait_bg
+    cat "$T"/node*.log | grep -v ' ready$'
+    [ "${BG_RCS[1]}" -eq 130 ] && [ "${BG_RCS[0]}" -eq 130 ] ||
+        fail "exit codes ${BG_RCS[*]}, want 130 130" || return 1
+    grep -q "node 0: fccl-run interrupted by signal 2 (Interrupt) on node 1" "$T/node0.log" ||
+        fail "node 0 does not say why it stopped"
 }
