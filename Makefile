@@ -84,7 +84,8 @@ PRELOAD := $(BUILD)/lib/libfccl-preload.so
 endif
 
 .SECONDARY:
-.PHONY: all lib progs benches tests test check check-san install uninstall clean demo bench
+.PHONY: all lib progs benches tests test check check-san install uninstall clean demo bench \
+  test-multihost
 
 all: lib progs benches
 benches: $(BENCHES)
@@ -153,11 +154,19 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(INTLIB)
 # (FCCL_TEST_REDUCED=1).
 test: all tests
 	scripts/run-tests.sh $(BUILD)
+	tests/multihost/run.sh $(BUILD)
 	$(MAKE) SAN=1 all tests
 	FCCL_TEST_REDUCED=1 scripts/run-tests.sh build-san
+	tests/multihost/run.sh build-san
 
 check: all tests
 	scripts/run-tests.sh $(BUILD)
+	tests/multihost/run.sh $(BUILD)
+
+# Jobs across network-namespace hosts (root only; prints SKIPPED and
+# passes otherwise): tests/multihost/.
+test-multihost: progs tests
+	tests/multihost/run.sh $(BUILD)
 
 check-san:
 	$(MAKE) SAN=1 all tests

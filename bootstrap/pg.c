@@ -19,6 +19,7 @@
 #include "boot.h"
 #include "clock.h"
 #include "err.h"
+#include "launcher_env.h"
 #include "log.h"
 #include "net.h"
 #include "server.h"
@@ -187,24 +188,44 @@ static int need_network(void)
     return 0;
 }
 
-/* ---- records: u32 hostid len, hostid, u32 name len, name ---- */
+/* ---- records: u32 magic, u32 version len, version, u32 hostid len,
+ * hostid, u32 name len, name.  The version leads so that ranks of
+ * different fccl installs can still read each other's and say so. ---- */
+#define REC_MAGIC 0x31564346u /* "FCV1" */
+#define REC_WIRE 1            /* rank-to-rank protocol: records, tags */
+#define REC_VER_MAX 64
+
+/* "fccl 0.1.0 wire 1"; FCCL_FAKE_VERSION (testing) pretends another. */
+static void my_version(char *out, size_t len)
+{
+    const char *fake = getenv("FCCL_FAKE_VERSION");
+    snprintf(out, len, "fccl %s wire %d",
+             fake && *fake ? fake : FCCL_VERSION_STRING, REC_WIRE);
+}
+
 static int make_record(struct fccl_tp *tp, void **out, size_t *outlen)
 {
-    char hostid[HOSTID_MAX];
+    char hostid[HOSTID_MAX], ver[REC_VER_MAX];
     topo_host_id(hostid, sizeof(hostid), boot.rank, boot.size);
+    my_version(ver, sizeof(ver));
     size_t nlen = 0;
     int rc = tp_local_name(tp, NULL, &nlen);
     if (rc < 0)
         return rc;
+    uint32_t magic = REC_MAGIC, vl = (uint32_t)strlen(ver);
     uint32_t hl = (uint32_t)strlen(hostid), nl = (uint32_t)nlen;
-    size_t total = 8 + hl + nl;
-    uint8_t *p = malloc(total);
+    size_t total = 16 + vl + hl + nl;
+    uint8_t *p = malloc(total), *q = p;
     if (!p)
         return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
-    memcpy(p, &hl, 4);
-    memcpy(p + 4, hostid, hl);
-    memcpy(p + 4 + hl, &nl, 4);
-    rc = tp_local_name(tp, p + 8 + hl, &nlen);
+    memcpy(q, &magic, 4);
+    memcpy(q + 4, &vl, 4);
+    memcpy(q + 8, ver, vl);
+    q += 8 + vl;
+    memcpy(q, &hl, 4);
+    memcpy(q + 4, hostid, hl);
+    memcpy(q + 4 + hl, &nl, 4);
+    rc = tp_local_name(tp, q + 8 + hl, &nlen);
     if (rc < 0) {
         free(p);
         return rc;
@@ -214,11 +235,50 @@ static int make_record(struct fccl_tp *tp, void **out, size_t *outlen)
     return FCCL_OK;
 }
 
+/* The version field of a record ("" for a record without one: an fccl
+ * from before versions were published). */
+static size_t record_version(const uint8_t *p, size_t len, char *ver)
+{
+    uint32_t magic, vl;
+    ver[0] = '\0';
+    if (len < 8)
+        return 0;
+    memcpy(&magic, p, 4);
+    memcpy(&vl, p + 4, 4);
+    if (magic != REC_MAGIC || vl >= REC_VER_MAX || 8 + (size_t)vl > len)
+        return 0;
+    memcpy(ver, p + 8, vl);
+    ver[vl] = '\0';
+    return 8 + vl;
+}
+
+/* Every rank must run the fccl of rank 0: name the first that does not. */
+static int check_versions(void **vals, size_t *lens)
+{
+    char v0[REC_VER_MAX], vr[REC_VER_MAX];
+    record_version(vals[0], lens[0], v0);
+    for (int r = 1; r < boot.size; r++) {
+        record_version(vals[r], lens[r], vr);
+        if (strcmp(v0, vr) == 0)
+            continue;
+        return fccl_err(FCCL_ERR_PROTOCOL,
+                        "init: mixed fccl installs: rank 0 runs %s, rank %d "
+                        "runs %s; every rank must use the same fccl version",
+                        v0[0] ? v0 : "an fccl older than 0.1.0", r,
+                        vr[0] ? vr : "an fccl older than 0.1.0");
+    }
+    return FCCL_OK;
+}
+
 static int parse_record(const uint8_t *p, size_t len, int rank, char *hostid,
                         const void **name, size_t *namelen)
 {
+    char ver[REC_VER_MAX];
+    size_t skip = record_version(p, len, ver), total = len;
     uint32_t hl, nl;
-    if (len < 8)
+    p += skip;
+    len -= skip;
+    if (!skip || len < 8)
         goto bad;
     memcpy(&hl, p, 4);
     if (hl >= HOSTID_MAX || 8 + (size_t)hl > len)
@@ -235,7 +295,7 @@ bad:
     return fccl_err(FCCL_ERR_PROTOCOL,
                     "init: malformed record of rank %d (%zu bytes); is "
                     "another job using job id '%s'?",
-                    rank, len, boot.job);
+                    rank, total, boot.job);
 }
 
 static void addr_key(char *out, size_t len, int rank)
@@ -313,6 +373,7 @@ static int build_world(void **vals, size_t *lens)
         rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
         goto out;
     }
+    CHECK_GOTO(check_versions(vals, lens), rc, out);
     for (int r = 0; r < n; r++) {
         CHECK_GOTO(parse_record(vals[r], lens[r], r, hostids[r], &names[r],
                                 &nlens[r]),
@@ -372,7 +433,16 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     if (boot.initialized)
         return fccl_err(FCCL_ERR_STATE, "init: already initialized "
                                         "(call fccl_finalize first)");
-    int rank, size, rc;
+    int rank, size, rc, lhost = 0;
+    /* srun / mpirun: fill in the torchrun variables they imply. */
+    if (!opts->store &&
+        (rc = launcher_env_apply(!opts->init_method ||
+                                     strcmp(opts->init_method, "env://") == 0,
+                                 &lhost)) < 0)
+        return rc;
+    fccl_init_opts_t with_launcher = *opts;
+    with_launcher.host_store |= lhost;
+    opts = &with_launcher;
     if ((rc = resolve_args(opts, &rank, &size)) < 0)
         return rc;
     memset(&boot, 0, sizeof(boot));

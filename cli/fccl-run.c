@@ -1,13 +1,38 @@
 /*
- * fccl-run: launch an N-rank job on this machine, like torchrun or msrun.
+ * fccl-run: launch the ranks of a job, like torchrun or msrun.
  *
  *   fccl-run -n N [--store HOST:PORT] [options] PROGRAM ARGS...
+ *   fccl-run -n N --nnodes M --node-rank K --store HOST:PORT [--host-store]
+ *            PROGRAM ARGS...          (once on each of M hosts)
  *
- * Starts a store in-process unless one is given, starts N ranks with the
- * torchrun variables, prefixes every output line with the rank, forwards
- * SIGINT/SIGTERM, and when a rank fails stops the rest and exits with that
- * rank's status (128 + N when it was killed by signal N).
+ * Starts a store in-process unless one is given (or, with --host-store,
+ * serves the given address itself), starts this node's N ranks with the
+ * torchrun variables (global rank K*N + local rank), prefixes every output
+ * line with the global rank, forwards SIGINT/SIGTERM, and when a rank fails
+ * stops the rest and exits with that rank's status (128 + N when it was
+ * killed by signal N).  It removes the /dev/shm files a killed rank's
+ * libfabric shm endpoint leaves behind (they are named "<pid>:...").
+ *
+ * Several nodes meet through the store, under keys "fccl-run/...":
+ *  - job id: --job-id, else FCCL_JOB_ID, else TORCHELASTIC_RUN_ID; with
+ *    none, node 0 makes a fresh one (host, pid, clock) and SETs it under
+ *    "fccl-run/launch"; the other nodes GET it (waiting for it) and ADD 1
+ *    to "fccl-run/<job>/seen"; once all M-1 have, node 0 deletes both.  So
+ *    every node of one launch has the same id and the next launch on the
+ *    store gets a new one.  (Launches without a job id on one store must
+ *    not overlap in their start; give --job-id when they might.)
+ *  - failure: the first node whose rank fails ADDs "fccl-run/<job>/nfail"
+ *    and, being first, SETs "fccl-run/<job>/failed" to "<status> <text>";
+ *    every node checks that key every 250 ms and then stops its ranks and
+ *    exits with that status.  Launcher store calls time out after 5 s, so
+ *    a node cut off from the store still exits.
+ *  - end: each node ADDs "fccl-run/<job>/exited"; the node that brings it
+ *    to M deletes the job's fccl-run keys; the node hosting the store
+ *    waits (up to 8 s) for that before it stops serving.  With a given job
+ *    id, node 0 also deletes them at its start: keys left by an earlier
+ *    launch of that id whose node was killed outright.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -16,18 +41,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "fccl/core.h"
+#include "fccl/store.h"
 #include "log.h"
 #include "net.h"
 #include "server.h"
 
 #define GRACE_MS 3000
 #define LINE_MAX_BYTES 65536
+#define WATCH_MS 250         /* how often a node checks for failures */
+#define KV_CALL_MS 5000      /* launcher store calls (not waits) */
+/* Store host: wait this long for the other nodes to finish; they need at
+ * most a watch period plus the SIGTERM grace to stop their ranks. */
+#define END_WAIT_MS (GRACE_MS + 5000)
+#define LAUNCH_KEY "fccl-run/launch"
 
 struct stream {
     int fd;          /* read end, -1 when closed */
@@ -44,7 +77,9 @@ struct rank_proc {
 
 struct launcher {
     int n, prefix;
-    const char *store_addr, *provider, *fake_nodes;
+    int nnodes, node_rank, host_store;
+    const char *store_addr, *provider, *fake_nodes, *job_opt;
+    char job[128];
     char **argv;
     struct rank_proc *ranks;
     int running;
@@ -52,9 +87,15 @@ struct launcher {
     int signalled;            /* signal the launcher got, 0 if none */
     uint64_t kill_at;         /* SIGKILL survivors at this time */
     struct store_server *server;
+    fccl_store_t *kv;         /* launcher's store connection (nnodes > 1) */
+    int remote_fail;          /* a rank on another node failed */
+    int launch_pending;       /* node 0: launch key still to remove */
+    int stale_fail;           /* a failure key predates this launch */
+    uint64_t next_watch;
 };
 
 static int sig_pipe[2] = {-1, -1};
+static pid_t launcher_pid;
 
 static void on_signal(int sig)
 {
@@ -73,48 +114,102 @@ static void usage(FILE *f)
             "MASTER_PORT,\nRANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE "
             "set.\n\n"
             "options:\n"
-            "  -n, --nproc N       number of ranks (required, >= 1)\n"
+            "  -n, --nproc N       ranks on this node (required, >= 1)\n"
+            "  --nnodes M          nodes in the job (default 1); each runs "
+            "fccl-run\n"
+            "  --node-rank K       this node, 0..M-1 (default 0): ranks "
+            "K*N..K*N+N-1\n"
             "  --store HOST:PORT   use this store instead of starting one "
             "in-process\n"
+            "                      (required with --nnodes > 1)\n"
+            "  --host-store        serve the store in-process, bound to "
+            "--store's\n"
+            "                      HOST:PORT (on the node that has that "
+            "address)\n"
+            "  --job-id ID         store key namespace (else FCCL_JOB_ID, "
+            "else\n"
+            "                      TORCHELASTIC_RUN_ID, else a fresh one "
+            "agreed by all\n"
+            "                      nodes through the store)\n"
             "  --provider NAME     set FCCL_PROVIDER for every rank "
             "(e.g. shm, \"tcp;ofi_rxm\")\n"
             "  --fake-nodes K      testing: pretend the ranks are spread over "
             "K hosts\n"
             "  --no-prefix         do not prefix output lines with \"[RANK] \"\n"
-            "\nRanks also get FCCL_JOB_ID (unique per launch) and, unless set,\n"
-            "FCCL_NET_IFACE=lo (all ranks are local).\n"
             "  -h, --help          this text\n\n"
+            "Ranks also get FCCL_JOB_ID and GROUP_RANK (the node rank); with "
+            "one node,\nFCCL_NET_IFACE=lo unless set (all ranks are local).  "
+            "With --nnodes > 1 a\nrank failing on any node stops every node.\n\n"
             "Exit status: 0 when every rank exits 0; else the first failing "
             "rank's\nstatus (128 + N if killed by signal N); 2 on usage "
             "errors.\n");
+}
+
+static int parse_count(const char *opt, const char *arg, long lo, long hi,
+                       int *out)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (!*arg || *end || v < lo || v > hi) {
+        fprintf(stderr, "fccl-run: %s must be %ld..%ld, got '%s'\n", opt, lo,
+                hi, arg);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int check_args(struct launcher *L)
+{
+    if (L->n == 0) {
+        fprintf(stderr, "fccl-run: need -n N and a PROGRAM\n");
+        return -1;
+    }
+    if (L->node_rank >= L->nnodes) {
+        fprintf(stderr, "fccl-run: --node-rank %d is out of range for "
+                        "--nnodes %d\n", L->node_rank, L->nnodes);
+        return -1;
+    }
+    if ((long long)L->n * L->nnodes > 1 << 24) {
+        fprintf(stderr, "fccl-run: %d nodes x %d ranks is too many\n",
+                L->nnodes, L->n);
+        return -1;
+    }
+    if ((L->nnodes > 1 || L->host_store) && !L->store_addr) {
+        fprintf(stderr, "fccl-run: %s needs --store HOST:PORT (the address "
+                        "every node can reach)\n",
+                L->host_store ? "--host-store" : "--nnodes > 1");
+        return -1;
+    }
+    return 0;
 }
 
 static int parse_args(struct launcher *L, int argc, char **argv)
 {
     static const struct option opts[] = {
         {"nproc", required_argument, NULL, 'n'},
+        {"nnodes", required_argument, NULL, 'M'},
+        {"node-rank", required_argument, NULL, 'K'},
+        {"node_rank", required_argument, NULL, 'K'},
         {"store", required_argument, NULL, 's'},
+        {"host-store", no_argument, NULL, 'H'},
+        {"job-id", required_argument, NULL, 'j'},
         {"provider", required_argument, NULL, 'p'},
         {"fake-nodes", required_argument, NULL, 'k'},
         {"no-prefix", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    int c;
+    int c, rc = 0;
     L->prefix = 1;
-    while ((c = getopt_long(argc, argv, "+n:h", opts, NULL)) != -1) {
+    L->nnodes = 1;
+    while (rc == 0 && (c = getopt_long(argc, argv, "+n:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'n': {
-            char *end;
-            long v = strtol(optarg, &end, 10);
-            if (*end || v < 1 || v > 4096) {
-                fprintf(stderr, "fccl-run: -n must be 1..4096, got '%s'\n",
-                        optarg);
-                return -1;
-            }
-            L->n = (int)v;
-            break;
-        }
+        case 'n': rc = parse_count("-n", optarg, 1, 4096, &L->n); break;
+        case 'M': rc = parse_count("--nnodes", optarg, 1, 1 << 16, &L->nnodes); break;
+        case 'K': rc = parse_count("--node-rank", optarg, 0, 1 << 16, &L->node_rank); break;
         case 's': L->store_addr = optarg; break;
+        case 'H': L->host_store = 1; break;
+        case 'j': L->job_opt = optarg; break;
         case 'p': L->provider = optarg; break;
         case 'k': L->fake_nodes = optarg; break;
         case 'q': L->prefix = 0; break;
@@ -122,35 +217,288 @@ static int parse_args(struct launcher *L, int argc, char **argv)
         default: usage(stderr); return -1;
         }
     }
-    if (L->n == 0 || optind >= argc) {
+    if (rc < 0)
+        return -1;
+    if (optind >= argc) {
         fprintf(stderr, "fccl-run: need -n N and a PROGRAM\n");
         usage(stderr);
         return -1;
     }
+    if (check_args(L) < 0)
+        return -1;
     L->argv = argv + optind;
     return 0;
 }
 
+/* The store: the one given, served here (--host-store) or a local one. */
 static int start_store(struct launcher *L, char *host, size_t hostlen,
                        int *port)
 {
-    if (L->store_addr)
-        return fccl_addr_parse(L->store_addr, host, hostlen, port);
     struct store_server_config cfg;
     store_server_config_default(&cfg);
-    snprintf(cfg.host, sizeof(cfg.host), "127.0.0.1");
-    cfg.port = 0;
+    if (L->store_addr) {
+        if (fccl_addr_parse(L->store_addr, host, hostlen, port) < 0) {
+            fprintf(stderr, "fccl-run: --store: %s\n", fccl_last_error());
+            return -1;
+        }
+        if (!L->host_store)
+            return 0;
+        snprintf(cfg.host, sizeof(cfg.host), "%s", host);
+        cfg.port = *port;
+    } else {
+        snprintf(cfg.host, sizeof(cfg.host), "127.0.0.1");
+        cfg.port = 0;
+    }
     int rc = store_server_create(&cfg, &L->server);
     if (rc >= 0)
         rc = store_server_start_thread(L->server);
     if (rc < 0) {
-        fprintf(stderr, "fccl-run: cannot start the store: %s\n",
-                fccl_last_error());
+        fprintf(stderr, "fccl-run: cannot start the store on %s:%d: %s\n",
+                cfg.host, cfg.port, fccl_last_error());
+        store_server_free(L->server);
+        L->server = NULL;
         return rc;
     }
-    snprintf(host, hostlen, "127.0.0.1");
-    *port = store_server_port(L->server);
+    if (!L->store_addr) {
+        snprintf(host, hostlen, "127.0.0.1");
+        *port = store_server_port(L->server);
+    }
     return 0;
+}
+
+/* ---- nodes meeting through the store (nnodes > 1) ---- */
+
+static void job_key(const struct launcher *L, char *out, size_t len,
+                    const char *what)
+{
+    snprintf(out, len, "fccl-run/%s/%s", L->job, what);
+}
+
+static int connect_kv(struct launcher *L, const char *host, int port)
+{
+    char addr[FCCL_HOST_MAX + 16];
+    fccl_addr_format(addr, sizeof(addr), host, port);
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    /* Wait for the store as long as ranks would (its node may start
+     * later), then reopen with a short call timeout: a node cut off from
+     * the store must not hang its exit on it. */
+    int rc = fccl_store_connect(&o, &L->kv);
+    if (rc >= 0) {
+        fccl_store_close(L->kv);
+        L->kv = NULL;
+        o.timeout_ms = KV_CALL_MS;
+        rc = fccl_store_connect(&o, &L->kv);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "fccl-run: node %d: cannot reach the store %s: %s\n",
+                L->node_rank, addr, fccl_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* Node 0 makes a fresh id and publishes it; the others wait for it and say
+ * they have seen it (node 0 then removes the launch key, see watch()). */
+static int agree_job_id(struct launcher *L)
+{
+    if (L->node_rank == 0) {
+        char host[64] = "";
+        gethostname(host, sizeof(host) - 1);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(L->job, sizeof(L->job), "run-%s-%d-%llx", host,
+                 (int)getpid(),
+                 (unsigned long long)ts.tv_sec * 1000000000ull +
+                     (unsigned long long)ts.tv_nsec);
+        if (fccl_store_set(L->kv, LAUNCH_KEY, L->job, strlen(L->job)) < 0)
+            goto fail;
+        L->launch_pending = 1;
+        return 0;
+    }
+    void *v = NULL;
+    size_t len = 0;
+    if (fccl_store_get(L->kv, LAUNCH_KEY, &v, &len,
+                       fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS)) < 0)
+        goto fail;
+    snprintf(L->job, sizeof(L->job), "%.*s", (int)len, (char *)v);
+    free(v);
+    char key[200];
+    job_key(L, key, sizeof(key), "seen");
+    if (fccl_store_add(L->kv, key, 1, NULL) < 0)
+        goto fail;
+    return 0;
+fail:
+    fprintf(stderr, "fccl-run: node %d: agreeing on a job id through the "
+                    "store: %s (or give --job-id)\n",
+            L->node_rank, fccl_last_error());
+    return -1;
+}
+
+static const char *const JOB_KEYS[] = {"failed", "nfail", "seen", "exited"};
+
+static void clear_job_keys(struct launcher *L)
+{
+    char key[200];
+    for (size_t i = 0; i < sizeof(JOB_KEYS) / sizeof(JOB_KEYS[0]); i++) {
+        job_key(L, key, sizeof(key), JOB_KEYS[i]);
+        fccl_store_delete(L->kv, key, NULL);
+    }
+}
+
+static int pick_job_id(struct launcher *L, const char *host, int port)
+{
+    const char *j = L->job_opt;
+    if (!j || !*j)
+        j = getenv("FCCL_JOB_ID");
+    if (!j || !*j)
+        j = getenv("TORCHELASTIC_RUN_ID");
+    if (j && *j)
+        snprintf(L->job, sizeof(L->job), "%s", j);
+    else if (L->nnodes == 1)
+        snprintf(L->job, sizeof(L->job), "run-%d-%lld", (int)getpid(),
+                 (long long)time(NULL));
+    if (L->nnodes == 1)
+        return 0;
+    if (connect_kv(L, host, port) < 0)
+        return -1;
+    if (!L->job[0])
+        return agree_job_id(L);
+    /* A given id may be reused: keys left by an earlier launch of it whose
+     * node was killed outright must not fail or end this one.  Node 0
+     * deletes them; a node that finds a failure key before that ignores it
+     * until it is gone. */
+    if (L->node_rank == 0) {
+        clear_job_keys(L);
+        return 0;
+    }
+    char key[200];
+    job_key(L, key, sizeof(key), "failed");
+    const char *kp = key;
+    fccl_store_check(L->kv, &kp, 1, &L->stale_fail);
+    return 0;
+}
+
+/* First failure of the job: publish "<status> <text>" for the others. */
+static void publish_failure(struct launcher *L, int code, const char *what)
+{
+    if (!L->kv || L->remote_fail)
+        return;
+    char key[200], val[256];
+    int64_t n = 0;
+    job_key(L, key, sizeof(key), "nfail");
+    if (fccl_store_add(L->kv, key, 1, &n) < 0 || n != 1)
+        return;
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    int len = snprintf(val, sizeof(val), "%d %s on node %d (%s)", code, what,
+                       L->node_rank, host);
+    job_key(L, key, sizeof(key), "failed");
+    fccl_store_set(L->kv, key, val, (size_t)len);
+}
+
+static void signal_all(struct launcher *L, int sig);
+
+/* Every WATCH_MS: another node's failure stops ours; node 0 removes the
+ * launch key once every node has read it. */
+static void watch(struct launcher *L)
+{
+    if (!L->kv || fccl_now_ns() < L->next_watch)
+        return;
+    L->next_watch = fccl_now_ns() + WATCH_MS * 1000000ull;
+    char key[200];
+    if (L->launch_pending) {
+        int64_t seen = 0;
+        job_key(L, key, sizeof(key), "seen");
+        if (fccl_store_add(L->kv, key, 0, &seen) >= 0 &&
+            seen >= L->nnodes - 1) {
+            fccl_store_delete(L->kv, LAUNCH_KEY, NULL);
+            fccl_store_delete(L->kv, key, NULL);
+            L->launch_pending = 0;
+        }
+    }
+    if (L->remote_fail || L->fail_rank >= 0)
+        return;
+    job_key(L, key, sizeof(key), "failed");
+    const char *kp = key;
+    int present = 0;
+    if (fccl_store_check(L->kv, &kp, 1, &present) < 0) {
+        /* The store is gone (its host died?): the ranks find out about
+         * their peers themselves; stop asking. */
+        fprintf(stderr, "fccl-run: node %d: lost the store (%s); no longer "
+                        "watching the other nodes\n",
+                L->node_rank, fccl_last_error());
+        fccl_store_close(L->kv);
+        L->kv = NULL;
+        return;
+    }
+    if (present && L->stale_fail)
+        return; /* an earlier launch's, until node 0 deletes it */
+    L->stale_fail = 0;
+    if (!present)
+        return;
+    void *v = NULL;
+    size_t len = 0;
+    if (fccl_store_get(L->kv, key, &v, &len, 5000) < 0)
+        return;
+    char *text = NULL;
+    long code = strtol(v, &text, 10);
+    L->remote_fail = 1;
+    L->fail_code = code > 0 && code < 256 ? (int)code : 1;
+    fprintf(stderr, "fccl-run: node %d: %s; stopping this node's ranks\n",
+            L->node_rank, text && *text ? text + 1 : "a rank failed");
+    free(v);
+    signal_all(L, SIGTERM);
+    L->kill_at = fccl_now_ns() + GRACE_MS * 1000000ull;
+}
+
+/* The node that brings "exited" to M removes the job's launcher keys; the
+ * node serving the store keeps it up until then (or END_WAIT_MS). */
+static void finish_nodes(struct launcher *L)
+{
+    if (!L->kv)
+        return;
+    char key[200];
+    int64_t n = 0;
+    job_key(L, key, sizeof(key), "exited");
+    if (L->launch_pending) {
+        fccl_store_delete(L->kv, LAUNCH_KEY, NULL);
+        L->launch_pending = 0;
+    }
+    if (fccl_store_add(L->kv, key, 1, &n) >= 0 && n >= L->nnodes) {
+        clear_job_keys(L);
+        return;
+    }
+    if (!L->server)
+        return;
+    uint64_t until = fccl_deadline_ms(END_WAIT_MS);
+    while (fccl_now_ns() < until) {
+        const char *kp = key;
+        int present = 1;
+        if (fccl_store_check(L->kv, &kp, 1, &present) < 0 || !present)
+            return;
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* libfabric's shm provider names its segment "/dev/shm/<pid>:..."; a rank
+ * that was killed leaves it behind.  The pid is our dead child's. */
+static void remove_shm_files(pid_t pid)
+{
+    char pre[32];
+    int plen = snprintf(pre, sizeof(pre), "%d:", (int)pid);
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, pre, (size_t)plen) == 0 &&
+            unlinkat(dirfd(d), e->d_name, 0) == 0)
+            LOG_INFO("RUN", "removed /dev/shm/%s of rank pid %d", e->d_name,
+                     (int)pid);
+    closedir(d);
 }
 
 static void set_env_int(const char *name, int v)
@@ -165,7 +513,12 @@ static void exec_rank(struct launcher *L, int r, int out_fd, int err_fd)
 {
     dup2(out_fd, STDOUT_FILENO);
     dup2(err_fd, STDERR_FILENO);
-    set_env_int("RANK", r);
+    /* A launcher killed outright takes its ranks along, so the other
+     * nodes see this node's ranks go instead of a half-alive node. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher_pid)
+        _exit(128 + SIGKILL);
+    set_env_int("RANK", L->node_rank * L->n + r);
     set_env_int("LOCAL_RANK", r);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -211,7 +564,7 @@ static void emit(struct launcher *L, int r, struct stream *s, const char *line,
                  size_t len)
 {
     if (L->prefix)
-        fprintf(s->out, "[%d] ", r);
+        fprintf(s->out, "[%d] ", L->node_rank * L->n + r);
     fwrite(line, 1, len, s->out);
     if (len == 0 || line[len - 1] != '\n')
         fputc('\n', s->out);
@@ -280,19 +633,26 @@ static void reap(struct launcher *L)
             p->done = 1;
             p->status = status;
             L->running--;
+            remove_shm_files(pid);
             int code = status_code(status);
-            if (code == 0 || L->fail_rank >= 0)
+            /* After a remote failure or our own ^C, ranks ending is the
+             * consequence, not a failure of their own. */
+            if (code == 0 || L->fail_rank >= 0 || L->remote_fail ||
+                L->signalled)
                 break;
             L->fail_rank = r;
             L->fail_code = code;
+            int g = L->node_rank * L->n + r;
+            char what[128];
             if (WIFSIGNALED(status))
-                fprintf(stderr, "fccl-run: rank %d killed by signal %d (%s)",
-                        r, WTERMSIG(status), strsignal(WTERMSIG(status)));
+                snprintf(what, sizeof(what), "rank %d killed by signal %d (%s)",
+                         g, WTERMSIG(status), strsignal(WTERMSIG(status)));
             else
-                fprintf(stderr, "fccl-run: rank %d exited with status %d", r,
-                        code);
-            fprintf(stderr, "%s\n",
+                snprintf(what, sizeof(what), "rank %d exited with status %d",
+                         g, code);
+            fprintf(stderr, "fccl-run: %s%s\n", what,
                     L->running ? "; stopping the other ranks" : "");
+            publish_failure(L, code, what);
             signal_all(L, SIGTERM);
             L->kill_at = fccl_now_ns() + GRACE_MS * 1000000ull;
         }
@@ -313,6 +673,10 @@ static void handle_signals(struct launcher *L)
         L->signalled = sigs[i];
         signal_all(L, sigs[i]);
         L->kill_at = fccl_now_ns() + GRACE_MS * 1000000ull;
+        char what[96];
+        snprintf(what, sizeof(what), "fccl-run interrupted by signal %d (%s)",
+                 sigs[i], strsignal(sigs[i]));
+        publish_failure(L, 128 + sigs[i], what);
     }
     reap(L);
 }
@@ -367,6 +731,7 @@ static void run_loop(struct launcher *L)
         goto out;
     for (;;) {
         reap(L);
+        watch(L);
         if (L->kill_at && fccl_now_ns() >= L->kill_at) {
             signal_all(L, SIGKILL);
             L->kill_at = 0;
@@ -438,9 +803,44 @@ static void preload_kallsyms_shim(void)
     }
 }
 
+/* The variables every rank of this node shares. */
+static void set_job_env(struct launcher *L, const char *host, int port)
+{
+    setenv("MASTER_ADDR", host, 1);
+    set_env_int("MASTER_PORT", port);
+    set_env_int("WORLD_SIZE", L->nnodes * L->n);
+    set_env_int("LOCAL_WORLD_SIZE", L->n);
+    set_env_int("GROUP_RANK", L->node_rank);
+    setenv("FCCL_JOB_ID", L->job, 1);
+    if (L->provider)
+        setenv("FCCL_PROVIDER", L->provider, 1);
+    /* One node: every rank is on this machine, so keep network providers
+     * on loopback rather than whatever interface they would pick first.
+     * Several: the provider must find the interface to the other hosts. */
+    if (L->nnodes == 1)
+        setenv("FCCL_NET_IFACE", "lo", 0);
+    if (L->fake_nodes)
+        setenv("FCCL_FAKE_NODES", L->fake_nodes, 1);
+}
+
+static void free_launcher(struct launcher *L)
+{
+    for (int r = 0; L->ranks && r < L->n; r++) {
+        free(L->ranks[r].io[0].buf);
+        free(L->ranks[r].io[1].buf);
+    }
+    free(L->ranks);
+    fccl_store_close(L->kv);
+    if (L->server) {
+        store_server_stop(L->server);
+        store_server_free(L->server);
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct launcher L = {.fail_rank = -1};
+    launcher_pid = getpid();
     if (parse_args(&L, argc, argv) < 0)
         return 2;
     install_signals();
@@ -449,42 +849,26 @@ int main(int argc, char **argv)
     int port;
     if (start_store(&L, host, sizeof(host), &port) < 0)
         return 1;
-    setenv("MASTER_ADDR", host, 1);
-    set_env_int("MASTER_PORT", port);
-    set_env_int("WORLD_SIZE", L.n);
-    set_env_int("LOCAL_WORLD_SIZE", L.n);
-    if (!getenv("FCCL_JOB_ID")) {
-        char job[64];
-        snprintf(job, sizeof(job), "run-%d-%lld", (int)getpid(),
-                 (long long)time(NULL));
-        setenv("FCCL_JOB_ID", job, 1);
-    }
-    if (L.provider)
-        setenv("FCCL_PROVIDER", L.provider, 1);
-    /* Every rank is on this machine: keep network providers on loopback
-     * rather than whatever interface they would pick first. */
-    setenv("FCCL_NET_IFACE", "lo", 0);
-    if (L.fake_nodes)
-        setenv("FCCL_FAKE_NODES", L.fake_nodes, 1);
-    L.ranks = calloc((size_t)L.n, sizeof(*L.ranks));
-    if (!L.ranks)
+    if (pick_job_id(&L, host, port) < 0) {
+        free_launcher(&L);
         return 1;
+    }
+    set_job_env(&L, host, port);
+    L.ranks = calloc((size_t)L.n, sizeof(*L.ranks));
+    if (!L.ranks) {
+        free_launcher(&L);
+        return 1;
+    }
     int rc = spawn_ranks(&L);
     if (rc < 0) {
         signal_all(&L, SIGKILL);
         L.fail_code = 1;
+        publish_failure(&L, 1, "cannot start the ranks");
     }
     run_loop(&L);
-    for (int r = 0; r < L.n; r++) {
-        free(L.ranks[r].io[0].buf);
-        free(L.ranks[r].io[1].buf);
-    }
-    free(L.ranks);
-    if (L.server) {
-        store_server_stop(L.server);
-        store_server_free(L.server);
-    }
-    if (L.fail_rank >= 0 || rc < 0)
+    finish_nodes(&L);
+    free_launcher(&L);
+    if (L.fail_rank >= 0 || L.remote_fail || rc < 0)
         return L.fail_code ? L.fail_code : 1;
     if (L.signalled)
         return 128 + L.signalled;

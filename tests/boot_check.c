@@ -9,6 +9,8 @@
  *   args                argument errors, single process, no store needed
  *   exit CODE RANK      rank RANK exits with CODE after init
  *   suicide MS RANK     rank RANK SIGKILLs itself MS ms after start
+ *   hold MS             init, print "R<rank> pid <pid> ready", stay up MS
+ *                       ms (for a test to kill it), barrier, finalize
  */
 #include <pthread.h>
 #include <signal.h>
@@ -206,6 +208,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "boot_check: barrier returned %d\n", rc);
         fccl_finalize();
         return rc < 0 ? 1 : 0;
+    }
+    if (strcmp(mode, "hold") == 0 && argc >= 3) {
+        fccl_group_t *w;
+        int rc = fccl_init(NULL, &w);
+        if (rc < 0)
+            return die("fccl_init", rc);
+        printf("R%d pid %d ready\n", fccl_get_rank(), (int)getpid());
+        fflush(stdout);
+        long ms = atol(argv[2]);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        if ((rc = fccl_barrier(w, NULL)) < 0)
+            return die("barrier", rc);
+        fccl_finalize();
+        return 0;
     }
     if (strcmp(mode, "suicide") == 0)
         mode = "env";

@@ -13,7 +13,12 @@
  * multi-MiB cases), also set by FCCL_TEST_REDUCED=1.
  *
  * The group is built by hand on top of tests/tp_harness.h (no store, no
- * bootstrap).  Inputs are a pure function of (case, rank, index)
+ * bootstrap).  -e (env mode, for jobs across hosts): this process is one
+ * rank of a job started by a launcher (fccl-run --nnodes, ...); it joins
+ * through fccl_init(env://), builds the same groups on the world's
+ * transport with the real host topology, runs matrix or smoke, and
+ * compares the result hashes and failure counts with all_reduce; rank 0
+ * prints the summary line.  Inputs are a pure function of (case, rank, index)
  * (coll_ref.h), so each rank checks the whole result itself; each rank
  * also records a hash of every result that must be identical on all
  * ranks, and the parent compares them.  Exit 0 only if every case passed;
@@ -49,10 +54,11 @@ struct shared {
 
 static struct {
     const char *provider, *mode;
-    int n, reduced, verbose, timeout_s;
-} O = {"shm", "matrix", 2, 0, 0, 0};
+    int n, reduced, verbose, timeout_s, env, provider_given;
+} O = {"shm", "matrix", 2, 0, 0, 0, 0, 0};
 
 static struct shared *SH;
+static int t_rank_env; /* -e: this process's rank */
 
 /* per-rank state */
 struct rt {
@@ -615,7 +621,7 @@ static void run(struct rt *t, struct tc c)
         k++;
     if (c.root >= t->n)
         c.root = t->n - 1;
-    if (t->rank == 0) {
+    if (t->rank == 0 || O.env) {
         describe(&c, SH->name[cs], sizeof(SH->name[cs]));
         SH->same[cs] = (unsigned char)ops[k].same;
         SH->ncases = cs;
@@ -686,16 +692,97 @@ static int compare_hashes(int n)
 static void usage(void)
 {
     fprintf(stderr, "usage: coll_check -p PROVIDER -n RANKS [-m matrix|smoke|"
-                    "args|groups|kill|abort] [-r] [-t SEC] [-v]\n");
+                    "args|groups|kill|abort] [-r] [-t SEC] [-v]\n"
+                    "       coll_check -e [-p PROVIDER] [-m matrix|smoke] "
+                    "[-r] [-t SEC] [-v]   (one rank, env://)\n");
     exit(2);
+}
+
+/* All ranks agree on a result hash iff its max equals its min. */
+static int env_compare(fccl_group_t *w, int ncases, int *fails)
+{
+    int n = (ncases < MAX_CASES - 1 ? ncases : MAX_CASES - 1) + 1, bad = 0;
+    uint64_t *mx = calloc((size_t)n, 8), *mn = calloc((size_t)n, 8);
+    uint64_t *mine = calloc((size_t)n, 8);
+    int64_t f = *fails, fsum = 0;
+    for (int cs = 0; cs < n; cs++)
+        mine[cs] = SH->hash[cs][t_rank_env];
+    if (fccl_all_reduce(mine, mx, (size_t)n, FCCL_UINT64, FCCL_MAX, w, NULL) < 0 ||
+        fccl_all_reduce(mine, mn, (size_t)n, FCCL_UINT64, FCCL_MIN, w, NULL) < 0 ||
+        fccl_all_reduce(&f, &fsum, 1, FCCL_INT64, FCCL_SUM, w, NULL) < 0) {
+        fprintf(stderr, "coll_check: comparing results: %s\n",
+                fccl_last_error());
+        bad = 1;
+    }
+    for (int cs = 1; cs < n && !bad; cs++)
+        if (SH->same[cs] && mx[cs] != mn[cs]) {
+            if (t_rank_env == 0)
+                fprintf(stderr, "case %d %s: the ranks' results differ\n", cs,
+                        SH->name[cs]);
+            bad++;
+        }
+    *fails = (int)fsum;
+    free(mx);
+    free(mn);
+    free(mine);
+    return bad;
+}
+
+/* -e: one rank of a launched job. */
+static int env_main(void)
+{
+    if (strcmp(O.mode, "matrix") != 0 && strcmp(O.mode, "smoke") != 0) {
+        fprintf(stderr, "coll_check -e: only matrix and smoke\n");
+        return 2;
+    }
+    fccl_init_opts_t o;
+    fccl_init_opts_init(&o);
+    o.provider = O.provider_given ? O.provider : NULL;
+    fccl_group_t *w;
+    if (fccl_init(&o, &w) < 0) {
+        fprintf(stderr, "coll_check: fccl_init: %s\n", fccl_last_error());
+        return 1;
+    }
+    int rank = fccl_get_rank(), n = fccl_get_world_size();
+    t_rank_env = rank;
+    if (n > TPH_MAX_RANKS) {
+        fprintf(stderr, "coll_check: at most %d ranks\n", TPH_MAX_RANKS);
+        return 2;
+    }
+    int node_of[TPH_MAX_RANKS];
+    for (int r = 0; r < n; r++)
+        node_of[r] = fccl_node_of(r);
+    int64_t to = (O.timeout_s ? O.timeout_s : 300) * 1000;
+    struct rt t = {.tp = w->tp, .rank = rank, .n = n};
+    t.g = make_group(w->tp, rank, n, NULL, 1, node_of, to, "fccl_world_group");
+    t.g2 = make_group(w->tp, rank, n, NULL, 2, node_of, to, "real_hosts");
+    if (!t.g || !t.g2)
+        return 1;
+    fccl_topology_t topo;
+    fccl_get_topology(&topo);
+    double t0 = (double)fccl_now_ns() / 1e9;
+    int rc = mode_run(&t);
+    double secs = (double)fccl_now_ns() / 1e9 - t0;
+    free_group(t.g2);
+    free_group(t.g);
+    int fails = t.fails, ran = SH->ran[rank];
+    int bad = env_compare(w, t.cs, &fails);
+    if (rank == 0)
+        printf("coll_check: provider=%s (env, %d hosts) ranks=%d mode=%s%s: "
+               "%d cases, %d failed, %d hash mismatches, %.1f s\n",
+               O.provider_given ? O.provider : "auto", topo.node_count, n,
+               O.mode, O.reduced ? " reduced" : "", ran, fails, bad, secs);
+    fccl_finalize();
+    return rc == 0 && bad == 0 && fails == 0 ? 0 : 1;
 }
 
 int main(int argc, char **argv)
 {
     int c;
-    while ((c = getopt(argc, argv, "p:n:m:rt:v")) != -1) {
+    while ((c = getopt(argc, argv, "p:n:m:rt:ve")) != -1) {
         switch (c) {
-        case 'p': O.provider = optarg; break;
+        case 'p': O.provider = optarg; O.provider_given = 1; break;
+        case 'e': O.env = 1; break;
         case 'n': O.n = atoi(optarg); break;
         case 'm': O.mode = optarg; break;
         case 'r': O.reduced = 1; break;
@@ -709,6 +796,12 @@ int main(int argc, char **argv)
     const char *red = getenv("FCCL_TEST_REDUCED");
     if (red && *red && strcmp(red, "0") != 0)
         O.reduced = 1;
+    if (O.env) {
+        SH = calloc(1, sizeof(*SH));
+        int rc = SH ? env_main() : 3;
+        free(SH);
+        return rc;
+    }
     SH = mmap(NULL, sizeof(*SH), PROT_READ | PROT_WRITE,
               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (SH == MAP_FAILED)

@@ -213,7 +213,7 @@ static void m_async_chain(struct rt *t)
     int rc = FCCL_OK;
     for (int k = 0; k < K; k++) {
         cs[k] = ++t->cs;
-        if (t->rank == 0 && cs[k] < MAX_CASES) {
+        if ((t->rank == 0 || O.env) && cs[k] < MAX_CASES) {
             snprintf(SH->name[cs[k]], sizeof(SH->name[0]),
                      "async chain %d of %d (all_reduce float32 n=%zu)", k, K, cnt);
             SH->same[cs[k]] = 1;

@@ -266,3 +266,55 @@ Test(launcher, usage_and_prefix, .timeout = 60)
     cr_expect(strstr(out, "--store") != NULL);
     free(out);
 }
+
+/* Two "nodes" of one job on loopback (tests/multihost runs them on
+ * separate network namespaces): global ranks, sizes, one job id agreed
+ * through the store, boot_check's collectives across both launchers. */
+Test(launcher, two_nodes_on_loopback, .timeout = 120)
+{
+    char cmd[2048], *out = NULL;
+    int port = pu_free_port();
+    /* no single quotes: pu_run wraps the command in them */
+    const char *prog = "sh -c \"echo id-\\$RANK-\\$WORLD_SIZE-\\$LOCAL_RANK-"
+                       "\\$LOCAL_WORLD_SIZE-\\$GROUP_RANK-\\$FCCL_JOB_ID; "
+                       "exec \\\"\\$0\\\" \\\"\\$@\\\"\"";
+    snprintf(cmd, sizeof(cmd),
+             ENVS "%s/fccl-run -n 2 --nnodes 2 --node-rank 0 --store "
+             "127.0.0.1:%d --host-store %s %s/boot_check env & a=$!; "
+             ENVS "%s/fccl-run -n 2 --nnodes 2 --node-rank 1 --store "
+             "127.0.0.1:%d %s %s/boot_check env & b=$!; "
+             "wait $a; ra=$?; wait $b; rb=$?; [ $ra = 0 ] && [ $rb = 0 ]",
+             PU_BIN, port, prog, PU_TESTBIN, PU_BIN, port, prog, PU_TESTBIN);
+    int st = pu_run(cmd, 100, &out);
+    cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
+    check_job_output(out, 4);
+    const char *p = strstr(out, "[0] id-0-4-0-2-0-");
+    cr_assert(p, "%s", out);
+    char job[128] = "", line[256];
+    sscanf(p + strlen("[0] id-0-4-0-2-0-"), "%127s", job);
+    cr_assert(job[0], "no job id:\n%s", out);
+    for (int r = 1; r < 4; r++) {
+        snprintf(line, sizeof(line), "[%d] id-%d-4-%d-2-%d-%s\n", r, r, r % 2,
+                 r / 2, job);
+        expect_line(out, line);
+    }
+    free(out);
+}
+
+Test(launcher, node_usage_errors, .timeout = 60)
+{
+    static const char *bad[] = {
+        "--nnodes 2 --node-rank 0",              /* no store */
+        "--nnodes 2 --node-rank 2 --store 127.0.0.1:1", /* rank out of range */
+        "--host-store",                          /* host what? */
+        "--nnodes 0 --store 127.0.0.1:1",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char cmd[512], *out = NULL;
+        snprintf(cmd, sizeof(cmd), "%s/fccl-run -n 1 %s true", PU_BIN, bad[i]);
+        cr_expect_eq(pu_run(cmd, 10, &out), 2, "%s:\n%s", cmd, out);
+        cr_expect(strstr(out, "fccl-run: ") != NULL, "%s: no message:\n%s",
+                  cmd, out);
+        free(out);
+    }
+}
