@@ -84,7 +84,7 @@ PRELOAD := $(BUILD)/lib/libfccl-preload.so
 endif
 
 .SECONDARY:
-.PHONY: all lib progs benches tests test check check-san install uninstall clean demo bench \
+.PHONY: check-embed all lib progs benches tests test check check-san install uninstall clean demo bench \
   test-multihost
 
 all: lib progs benches
@@ -108,7 +108,8 @@ $(SHLIB): $(LIB_OBJS) scripts/check-symbols.sh
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libfccl.so.$(SOMAJOR) $(SANLD) -o $@.tmp \
 	  $(LIB_OBJS) $(LIBS)
-	scripts/check-symbols.sh shared $@.tmp
+	FCCL_PUBLIC_HEADER=$(BUILD)/include/fccl/fccl.h CC=$(CC) \
+	  scripts/check-symbols.sh shared $@.tmp
 	mv $@.tmp $@
 	ln -sf libfccl.so.$(VERSION) $(BUILD)/lib/libfccl.so.$(SOMAJOR)
 	ln -sf libfccl.so.$(SOMAJOR) $(BUILD)/lib/libfccl.so
@@ -153,6 +154,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(INTLIB)
 # build runs the unit/store tests and a reduced collective matrix
 # (FCCL_TEST_REDUCED=1).
 test: all tests
+	$(MAKE) check-embed
 	scripts/run-tests.sh $(BUILD)
 	tests/multihost/run.sh $(BUILD)
 	$(MAKE) SAN=1 all tests
@@ -167,6 +169,17 @@ check: all tests
 # passes otherwise): tests/multihost/.
 test-multihost: progs tests
 	tests/multihost/run.sh $(BUILD)
+
+# A program defining names libfccl uses inside links against the static
+# and the shared library and runs (tests/embed/user.c); part of make test.
+check-embed: lib
+	$(CC) -std=c11 -Wall -Wextra -Werror -I$(BUILD)/include -o \
+	  $(BUILD)/tests/embed-static tests/embed/user.c $(STLIB) $(LIBS) $(SANLD)
+	$(CC) -std=c11 -Wall -Wextra -Werror -I$(BUILD)/include -o \
+	  $(BUILD)/tests/embed-shared tests/embed/user.c -L$(BUILD)/lib -lfccl \
+	  -Wl,-rpath,$(abspath $(BUILD)/lib) $(SANLD)
+	timeout 60 $(BUILD)/tests/embed-static $$((20000 + $$$$ % 20000))
+	timeout 60 $(BUILD)/tests/embed-shared $$((20001 + $$$$ % 20000))
 
 check-san:
 	$(MAKE) SAN=1 all tests

@@ -21,3 +21,25 @@ if [ -n "$bad" ]; then
 fi
 n=$(printf '%s\n' "$syms" | grep -c '^fccl_' || true)
 echo "check-symbols: $file ($kind): $n symbols, all fccl_*"
+
+# Every function the public headers declare must be marked FCCL_API and
+# exported (a forgotten mark would leave a documented call hidden).
+if [ "$kind" = shared ] && [ -n "${FCCL_PUBLIC_HEADER:-}" ]; then
+    decls=$(${CC:-cc} -E -P -std=c11 -DFCCL_API=FCCL_EXPORT_MARK \
+              -I"$(dirname "$(dirname "$FCCL_PUBLIC_HEADER")")" \
+              "$FCCL_PUBLIC_HEADER" | tr '\n' ' ' | tr ';{}' '\n\n\n' |
+            grep -E '\bfccl_[a-z0-9_]+[[:space:]]*\(' | grep -v typedef)
+    unmarked=$(printf '%s\n' "$decls" | grep -v FCCL_EXPORT_MARK |
+               grep -oE '\bfccl_[a-z0-9_]+[[:space:]]*\(' | tr -d ' (' || true)
+    missing=""
+    for f in $(printf '%s\n' "$decls" | grep FCCL_EXPORT_MARK |
+               grep -oE '\bfccl_[a-z0-9_]+[[:space:]]*\(' | tr -d ' ('); do
+        grep -qx "$f" <<<"$syms" || missing="$missing $f"
+    done
+    if [ -n "$unmarked$missing" ]; then
+        echo "check-symbols: declared but not exported:$missing" \
+             "$(printf ' %s' $unmarked) (mark them FCCL_API)" >&2
+        exit 1
+    fi
+    echo "check-symbols: every public declaration is exported"
+fi

@@ -46,95 +46,95 @@ typedef struct fccl_store_opts {
 } fccl_store_opts_t;
 
 /* Fill opts with defaults (addr NULL, timeout 0 = default, modern). */
-void fccl_store_opts_init(fccl_store_opts_t *opts);
+FCCL_API void fccl_store_opts_init(fccl_store_opts_t *opts);
 
 /* Connect, retrying refused connects with exponential backoff and jitter
  * (from 1 ms, capped at 250 ms) until the timeout, so the server may start
  * after the client.  Modern dialect sends VALIDATE first.
  * Errors: FCCL_ERR_INVALID (bad addr), FCCL_ERR_CONNECT (retries ran out),
  * FCCL_ERR_NOMEM. */
-int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
+FCCL_API int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
 
 /* A view of `parent` that prepends `prefix` to every key (after the "/"
  * when not raw), sharing its connection.  Views nest.  Close each view;
  * the connection is closed with the last handle using it. */
-int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,
+FCCL_API int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,
                         fccl_store_t **out);
 
 /* Close the handle (and the connection if it was the last user). NULL ok. */
-void fccl_store_close(fccl_store_t *store);
+FCCL_API void fccl_store_close(fccl_store_t *store);
 
 /* The server address and the effective default timeout of the handle. */
-const char *fccl_store_addr(const fccl_store_t *store);
-int64_t fccl_store_timeout_ms(const fccl_store_t *store);
+FCCL_API const char *fccl_store_addr(const fccl_store_t *store);
+FCCL_API int64_t fccl_store_timeout_ms(const fccl_store_t *store);
 
-int fccl_store_set(fccl_store_t *s, const char *key, const void *val,
+FCCL_API int fccl_store_set(fccl_store_t *s, const char *key, const void *val,
                    size_t len);
 
 /* Wait up to timeout_ms for `key`, then fetch it.  *val is malloc'd (with a
  * NUL after the last byte, not counted in *len); caller frees. */
-int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
+FCCL_API int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
                    int64_t timeout_ms);
 
 /* Atomically add delta to the decimal integer stored at key (missing = 0);
  * *out (may be NULL) receives the new value. */
-int fccl_store_add(fccl_store_t *s, const char *key, int64_t delta,
+FCCL_API int fccl_store_add(fccl_store_t *s, const char *key, int64_t delta,
                    int64_t *out);
 
 /* PyTorch's compare_set: if the stored value equals expected (or the key is
  * missing and expected is empty) store desired.  *cur (may be NULL; else
  * malloc'd, caller frees) receives the server's reply: the value stored
  * afterwards, or `expected` for a missing key with non-empty expected. */
-int fccl_store_compare_set(fccl_store_t *s, const char *key,
+FCCL_API int fccl_store_compare_set(fccl_store_t *s, const char *key,
                            const void *expected, size_t elen,
                            const void *desired, size_t dlen, void **cur,
                            size_t *curlen);
 
 /* *all_present = 1 if every key exists now, else 0. Does not wait. */
-int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
+FCCL_API int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
                      int *all_present);
 
 /* Block until every key exists or the timeout (FCCL_ERR_TIMEOUT). */
-int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
+FCCL_API int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
                     int64_t timeout_ms);
 
 /* *deleted (may be NULL) = 1 if the key existed. */
-int fccl_store_delete(fccl_store_t *s, const char *key, int *deleted);
+FCCL_API int fccl_store_delete(fccl_store_t *s, const char *key, int *deleted);
 
 /* Number of keys on the server (all keys, not only this view's). */
-int fccl_store_num_keys(fccl_store_t *s, int64_t *n);
+FCCL_API int fccl_store_num_keys(fccl_store_t *s, int64_t *n);
 
 /* Append bytes to the value (creating it). Needs modern or PyTorch 2.0. */
-int fccl_store_append(fccl_store_t *s, const char *key, const void *val,
+FCCL_API int fccl_store_append(fccl_store_t *s, const char *key, const void *val,
                       size_t len);
 
 /* Wait for all n keys, then fetch them in one round trip.  vals[i] are
  * malloc'd (NUL-terminated, not counted in lens[i]); caller frees each. */
-int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
+FCCL_API int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
                          void **vals, size_t *lens, int64_t timeout_ms);
 
-int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
+FCCL_API int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
                          const void *const *vals, const size_t *lens,
                          size_t n);
 
 /* Round trip; *rtt_us (may be NULL) receives it. Modern dialect only. */
-int fccl_store_ping(fccl_store_t *s, double *rtt_us);
+FCCL_API int fccl_store_ping(fccl_store_t *s, double *rtt_us);
 
 /* fccl extension (tcpstore-server, modern dialect): the keys that start
  * with prefix (as seen through this view, view prefix stripped).  *keys is
  * a malloc'd array of malloc'd strings; free with fccl_store_free_keys. */
-int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
+FCCL_API int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
                          size_t *n);
-void fccl_store_free_keys(char **keys, size_t n);
+FCCL_API void fccl_store_free_keys(char **keys, size_t n);
 
 /* Queues (modern dialect): push appends; pop returns the oldest value,
  * waiting up to timeout_ms when block is set (FCCL_ERR_NOTFOUND if empty
  * and not blocking); len gives the length. */
-int fccl_store_queue_push(fccl_store_t *s, const char *key, const void *val,
+FCCL_API int fccl_store_queue_push(fccl_store_t *s, const char *key, const void *val,
                           size_t len);
-int fccl_store_queue_pop(fccl_store_t *s, const char *key, int block,
+FCCL_API int fccl_store_queue_pop(fccl_store_t *s, const char *key, int block,
                          void **val, size_t *len, int64_t timeout_ms);
-int fccl_store_queue_len(fccl_store_t *s, const char *key, int64_t *n);
+FCCL_API int fccl_store_queue_len(fccl_store_t *s, const char *key, int64_t *n);
 
 #ifdef __cplusplus
 }
