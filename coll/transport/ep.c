@@ -7,7 +7,7 @@
  * its source) and send-after-send ordering (two messages with the same
  * source and tag match receives in the order they were sent).  When a
  * provider cannot give one of these we retry without it: without directed
- * receive the source rank travels in the tag's top bits (transport.c); a
+ * receive the source rank travels in the tag's top bits (peers.c); a
  * provider without FI_ORDER_SAS is logged, since same-tag messages between
  * one pair could then overtake each other.
  */

@@ -21,11 +21,13 @@
  *   ep.c, mr.c, cma.c, live.c, names.c: endpoints, registration
  *               cache, process_vm_readv, peer liveness, name blobs
  * Each file calls only files below it in this list (wait -> progress ->
- * rndv -> post), never back up.  All calls are thread-safe: several threads may post and wait at
- * once (completions found by any thread are credited to their owners).
+ * rndv -> post), never back up.
+ *
+ * All calls are thread-safe: several threads may post and wait at once
+ * (completions found by any thread are credited to their owners).
  * Waits yield the CPU when nothing completes (oversubscribed hosts).
  *
- * Details (coll/transport*.c have the reasons):
+ * Details (the files above have the reasons):
  * - Matching uses directed receive (FI_DIRECTED_RECV, granted by shm,
  *   tcp;ofi_rxm, udp;ofi_rxd, sockets) with exact tags; a provider without
  *   it carries the source rank in the tag bits above TP_TAG_BITS (then at
@@ -61,8 +63,8 @@
  *   open) and FI_OFI_RXM_ENABLE_DYN_RBUF=0 (a truncated receive must not
  *   break the tcp connection, libfabric 1.17 bug) unless already set.
  */
-#ifndef FCCL_COLL_TRANSPORT_H
-#define FCCL_COLL_TRANSPORT_H
+#ifndef FCCL_COLL_TP_H
+#define FCCL_COLL_TP_H
 
 #include <stdatomic.h>
 #include <stddef.h>

@@ -135,7 +135,7 @@ struct tp_ep {
                                              clear-to-send waits */
     size_t txq_count;            /* sends queued on this ep's peers */
     int rndv;                    /* large sends wait for clear-to-send
-                                    (shm): see transport_wire.c */
+                                    (shm): see rndv.c */
     struct tp_cts_slot cts[TP_CTS_SLOTS];
     int cts_unposted;            /* slots to post again (busy) */
     struct tp_ctl *ctlq_head, *ctlq_tail; /* control messages to retry */
