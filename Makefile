@@ -49,10 +49,11 @@ ALL_CFLAGS := $(CFLAGS_BASE) $(OPT) $(CFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 
 # Public headers: source path -> include/fccl/<name>
-PUB_HDRS := common/core.h common/fccl.h store/store.h coll/coll.h bootstrap/pg.h
+PUB_HDRS := common/core.h common/fccl.h store/store.h coll/coll.h bootstrap/pg.h \
+  coll/moe/moe.h
 PUB_LINKS := $(addprefix $(BUILD)/include/fccl/,$(notdir $(PUB_HDRS)))
 
-LIB_SRCS := $(sort $(wildcard common/*.c store/*.c coll/*.c bootstrap/*.c))
+LIB_SRCS := $(sort $(wildcard common/*.c store/*.c coll/*.c coll/moe/*.c bootstrap/*.c))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 CLI_SRCS := $(sort $(wildcard cli/*.c))
 PROGS := $(patsubst cli/%.c,$(BUILD)/bin/%,$(CLI_SRCS))

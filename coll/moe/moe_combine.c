@@ -1,0 +1,381 @@
+/*
+ * MoE combine: the experts' rows back to the tokens' owners, and the
+ * weighted sum (plus, fused, the residual add and RMSNorm) as they arrive.
+ *
+ *  1. local checks, including assist_info's consistency (it drives every
+ *     write, so a damaged one is refused rather than trusted);
+ *  2. one all_gather over EP of (verdict, rows each expert rank will send
+ *     to each owner, rows each owner expects): every rank checks every
+ *     pair, so "counts that do not add up" fail everyone at once;
+ *  3. with TP, an all_gather over TP of (verdict, block rows), then
+ *     ReduceScatterV of the two partial results (sum);
+ *  4. each owner posts one receive per piece (expert rank, local expert)
+ *     into its arrival workspace, the expert ranks send; then the owner
+ *     polls the receives: when a piece lands, each of its rows is noted
+ *     against its token, and a token whose last row has arrived is
+ *     finished at once (sum in float32 in slot order, then the add and
+ *     the norm), while the other pieces are still in flight.  A rank's own
+ *     pieces are used in place, without a copy.
+ * Memory: the arrival workspace (bs * slots rows, allocated once) and one
+ * float32 row; nothing of the size of the combined tensor.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "err.h"
+#include "moe_int.h"
+
+struct finish {
+    const fccl_moe_combine_in_t *in;
+    int fused;
+    void *x;                  /* combine: out; fused: x_out */
+    const void *residual, *gamma;
+    void *y;
+    float *rstd;
+};
+
+/* ---- checks ---- */
+
+static int check_assist(struct fccl_moe *m, int32_t *a, size_t bs)
+{
+    if (a[0] != MOE_ASSIST_MAGIC || a[1] < 0 || (size_t)a[1] != bs)
+        return moe_bad(m, "assist_info is not dispatch's for bs %zu", bs);
+    int32_t n = a[2], *off = moe_assist_off(a);
+    int32_t *s2p = moe_assist_slot2pos(m, a), *p2s = moe_assist_pos2slot(m, a);
+    size_t nslots = bs * (size_t)m->slots;
+    if (n < 0 || (size_t)n > nslots || off[0] != 0 || off[m->npieces] != n)
+        return moe_bad(m, "assist_info: bad row total %d", n);
+    for (size_t p = 0; p < m->npieces; p++)
+        if (off[p + 1] < off[p])
+            return moe_bad(m, "assist_info: piece offsets go backwards");
+    for (int32_t pos = 0; pos < n; pos++)
+        if (p2s[pos] < 0 || (size_t)p2s[pos] >= nslots ||
+            s2p[p2s[pos]] != pos)
+            return moe_bad(m, "assist_info: row %d maps to a bad slot", pos);
+    for (size_t t = 0; t < bs; t++)
+        for (int j = 0; j < m->slots; j++) {
+            int32_t v = s2p[t * m->slots + j];
+            if (v < -1 || v >= n || (v < 0) != (s2p[t * m->slots] < 0))
+                return moe_bad(m, "assist_info: token %zu has a bad slot", t);
+        }
+    return 0;
+}
+
+static int check_counts(struct fccl_moe *m, const fccl_moe_combine_in_t *in,
+                        size_t *rows)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < (size_t)m->my_L * m->ep_size; i++) {
+        if (in->ep_send_counts[i] < 0 ||
+            in->ep_send_counts[i] > (int64_t)m->block_cap)
+            return moe_bad(m, "ep_send_counts[%zu] = %lld out of range", i,
+                           (long long)in->ep_send_counts[i]);
+        sum += in->ep_send_counts[i];
+    }
+    if (sum > (int64_t)m->block_cap)
+        return moe_bad(m, "ep_send_counts add up to %lld rows, more than "
+                       "the capacity %zu", (long long)sum, m->block_cap);
+    if (m->tp && in->tp_send_counts[m->tp_rank] != sum)
+        return moe_bad(m, "ep_send_counts add up to %lld rows but "
+                       "tp_send_counts[%d] says %lld", (long long)sum,
+                       m->tp_rank, (long long)in->tp_send_counts[m->tp_rank]);
+    *rows = (size_t)sum;
+    return 0;
+}
+
+static int check_args(struct fccl_moe *m, const fccl_moe_combine_in_t *in,
+                      const struct finish *f, size_t *rows)
+{
+    if (!in || !in->assist_info || !in->ep_send_counts ||
+        (m->tp && !in->tp_send_counts))
+        return moe_bad(m, "in, assist_info, ep_send_counts or "
+                       "tp_send_counts is NULL");
+    if (in->bs > (size_t)m->bs)
+        return moe_bad(m, "bs %zu is more than the config's %d", in->bs,
+                       m->bs);
+    if (in->bs > 0 && (!in->expert_scales || !f->x ||
+                       (f->fused && (!f->residual || !f->gamma || !f->y ||
+                                     !f->rstd))))
+        return moe_bad(m, "expert_scales or an output/residual/gamma "
+                       "buffer is NULL");
+    if (check_counts(m, in, rows))
+        return 1;
+    if (*rows > 0 && !in->expand_x)
+        return moe_bad(m, "expand_x is NULL");
+    return check_assist(m, (int32_t *)in->assist_info, in->bs);
+}
+
+/* ---- step 2: the count exchange ---- */
+
+static int64_t *meta_of(struct fccl_moe *m, int r) {
+    return m->meta + (size_t)r * m->metalen;
+}
+
+static int pair_check(struct fccl_moe *m)
+{
+    size_t P = m->npieces;
+    for (int r = 0; r < m->ep_size; r++)
+        for (int s = 0; s < m->ep_size; s++)
+            for (int le = 0; le < m->L; le++) {
+                int64_t give = meta_of(m, r)[1 + (size_t)s * m->L + le];
+                int64_t want = meta_of(m, s)[1 + P + (size_t)r * m->L + le];
+                if (give != want)
+                    return fccl_err(FCCL_ERR_INVALID,
+                                    "moe_combine: EP rank %d would send %lld "
+                                    "rows of its expert %d to rank %d, which "
+                                    "expects %lld (ep_send_counts or "
+                                    "assist_info not from the matching "
+                                    "dispatch)", r, (long long)give, le, s,
+                                    (long long)want);
+            }
+    return FCCL_OK;
+}
+
+static int ep_check(struct fccl_moe *m, int bad, const fccl_moe_combine_in_t *in)
+{
+    size_t P = m->npieces;
+    memset(m->mine, 0, m->metalen * sizeof(int64_t));
+    m->mine[0] = bad;
+    if (!bad) {
+        const int32_t *off = moe_assist_off((int32_t *)in->assist_info);
+        for (int le = 0; le < m->my_L; le++)
+            for (int s = 0; s < m->ep_size; s++)
+                m->mine[1 + (size_t)s * m->L + le] =
+                    in->ep_send_counts[(size_t)le * m->ep_size + s];
+        for (size_t p = 0; p < P; p++)
+            m->mine[1 + P + p] = off[p + 1] - off[p];
+    }
+    int rc = fccl_all_gather(m->mine, m->meta, m->metalen, FCCL_INT64, m->ep,
+                             NULL);
+    if (rc == FCCL_OK)
+        rc = moe_verdict(m, m->meta, m->metalen, m->ep_size, "EP",
+                         "moe_combine");
+    return rc == FCCL_OK ? pair_check(m) : rc;
+}
+
+/* Step 3 (TP only): verdicts and block rows, then the partial sums. */
+static int tp_reduce(struct fccl_moe *m, int bad, size_t rows,
+                     const fccl_moe_combine_in_t *in)
+{
+    int64_t v[2] = {bad, (int64_t)rows}, all[4];
+    uint64_t t0 = fccl_now_ns();
+    int rc = fccl_all_gather(v, all, 2, FCCL_INT64, m->tp, NULL);
+    m->times.check_ns += fccl_now_ns() - t0;
+    if (rc < 0 || bad)
+        return rc;
+    if ((rc = moe_verdict(m, all, 2, 2, "TP", "moe_combine")) < 0)
+        return rc;
+    size_t cnt[2] = {(size_t)all[1] * m->H, (size_t)all[3] * m->H};
+    t0 = fccl_now_ns();
+    rc = fccl_reduce_scatter_v(in->expand_x, m->rs_rows, cnt, m->dt, FCCL_SUM,
+                               m->tp, NULL);
+    m->times.comm_ns += fccl_now_ns() - t0;
+    return rc;
+}
+
+/* ---- step 4: rows as they arrive ---- */
+
+static void finish_token(struct fccl_moe *m, const struct finish *f, size_t t)
+{
+    const fccl_moe_combine_in_t *in = f->in;
+    const int32_t *s2p = moe_assist_slot2pos(m, (int32_t *)in->assist_info);
+    size_t base = t * (size_t)m->slots;
+    int active = s2p[base] >= 0, first = 1;
+    for (int j = 0; active && j < m->slots; j++, first = 0)
+        moe_row_axpy(m->acc, m->rowptr[base + j],
+                     j < m->k ? in->expert_scales[t * m->k + j] : 1.0f, m->H,
+                     m->dt, first);
+    if (active && in->shared_expert_x)
+        moe_row_axpy(m->acc,
+                     (const unsigned char *)in->shared_expert_x + t * m->rowb,
+                     1.0f, m->H, m->dt, 0);
+    if (!active)
+        memset(m->acc, 0, m->H * sizeof(float));
+    unsigned char *x = (unsigned char *)f->x + t * m->rowb;
+    if (!f->fused) {
+        moe_row_store(x, m->acc, m->H, m->dt);
+        return;
+    }
+    f->rstd[t] = moe_row_add_rms_norm(
+        m->acc, (const unsigned char *)f->residual + t * m->rowb, f->gamma,
+        m->eps, x, (unsigned char *)f->y + t * m->rowb, m->H, m->dt);
+}
+
+/* Rows [pos0, pos0+n) of the packed order are at `rows`: note them, and
+ * finish the tokens they complete. */
+static void arrived(struct fccl_moe *m, const struct finish *f, int32_t pos0,
+                    size_t n, const unsigned char *rows)
+{
+    const int32_t *p2s = moe_assist_pos2slot(m, (int32_t *)f->in->assist_info);
+    uint64_t t0 = fccl_now_ns();
+    for (size_t i = 0; i < n; i++) {
+        size_t slot = (size_t)p2s[pos0 + (int32_t)i];
+        size_t t = slot / (size_t)m->slots;
+        m->rowptr[slot] = rows + i * m->rowb;
+        if (--m->rem[t] == 0)
+            finish_token(m, f, t);
+    }
+    m->times.math_ns += fccl_now_ns() - t0;
+}
+
+/* Post the receives (owner side) and the sends (expert side). */
+static int post(struct fccl_moe *m, const struct finish *f,
+                const unsigned char *data, size_t *nrecv,
+                fccl_request_t **sreq)
+{
+    const int32_t *off = moe_assist_off((int32_t *)f->in->assist_info);
+    size_t nr = 0, ns = 0;
+    int rc = FCCL_OK;
+    for (size_t p = 0; p < m->npieces && rc == FCCL_OK; p++) {
+        int r = (int)(p / (size_t)m->L), le = (int)(p % (size_t)m->L);
+        size_t n = (size_t)(off[p + 1] - off[p]);
+        if (n == 0 || r == m->ep_rank)
+            continue;
+        m->req_piece[nr] = (int)p;
+        rc = fccl_irecv(m->recv_rows + (size_t)off[p] * m->rowb, n * m->H,
+                        m->dt, r, MOE_TAG_COMBINE_ROWS + le, m->ep,
+                        &m->reqs[nr]);
+        nr += rc == FCCL_OK;
+    }
+    *nrecv = nr;
+    if (rc < 0)
+        return rc;
+    fccl_p2p_op_t *ops = calloc(m->npieces + 1, sizeof(*ops));
+    if (!ops)
+        return fccl_err(FCCL_ERR_NOMEM, "moe_combine: no memory");
+    size_t row = 0;
+    for (int le = 0; le < m->my_L; le++)
+        for (int s = 0; s < m->ep_size; s++) {
+            size_t n = (size_t)f->in->ep_send_counts[(size_t)le * m->ep_size + s];
+            m->recv_off[(size_t)le * m->ep_size + s] = row;
+            if (n > 0 && s != m->ep_rank)
+                ops[ns++] = (fccl_p2p_op_t){1, (void *)(data + row * m->rowb),
+                                            n * m->H, m->dt, s,
+                                            MOE_TAG_COMBINE_ROWS + le};
+            row += n;
+        }
+    rc = ns ? fccl_batch_isend_irecv(ops, ns, m->ep, sreq) : FCCL_OK;
+    free(ops);
+    return rc;
+}
+
+/* Poll the receives; a piece is used the moment it lands.  When a whole
+ * pass finds nothing, yield; after many such passes block on the oldest
+ * receive (the group timeout then bounds the wait). */
+static int drain(struct fccl_moe *m, const struct finish *f, size_t nr)
+{
+    const int32_t *off = moe_assist_off((int32_t *)f->in->assist_info);
+    int idle = 0, rc = FCCL_OK;
+    while (nr > 0 && rc == FCCL_OK) {
+        int progress = 0;
+        for (size_t i = 0; i < nr && rc == FCCL_OK;) {
+            int done = 1; /* a finished handle is freed, even on failure */
+            if (idle > 2000)
+                rc = fccl_wait(m->reqs[i], -1), idle = 0;
+            else
+                rc = fccl_test(m->reqs[i], &done);
+            if (!done) {
+                i++;
+                continue;
+            }
+            int p = m->req_piece[i];
+            m->reqs[i] = m->reqs[nr - 1]; /* swap out the finished one */
+            m->req_piece[i] = m->req_piece[nr - 1];
+            nr--;
+            progress = 1;
+            if (rc == FCCL_OK)
+                arrived(m, f, off[p], (size_t)(off[p + 1] - off[p]),
+                        m->recv_rows + (size_t)off[p] * m->rowb);
+        }
+        if (!progress) {
+            idle++;
+            sched_yield();
+        }
+    }
+    if (rc < 0) /* the group has failed: collect the other handles */
+        for (size_t i = 0; i < nr; i++)
+            fccl_wait(m->reqs[i], -1);
+    return rc;
+}
+
+static void self_pieces(struct fccl_moe *m, const struct finish *f,
+                        const unsigned char *data)
+{
+    const int32_t *off = moe_assist_off((int32_t *)f->in->assist_info);
+    for (int le = 0; le < m->my_L; le++) {
+        size_t p = (size_t)m->ep_rank * m->L + (size_t)le;
+        size_t at = m->recv_off[(size_t)le * m->ep_size + m->ep_rank];
+        arrived(m, f, off[p], (size_t)(off[p + 1] - off[p]),
+                data + at * m->rowb);
+    }
+}
+
+static void start_tokens(struct fccl_moe *m, const struct finish *f)
+{
+    const int32_t *s2p = moe_assist_slot2pos(m, (int32_t *)f->in->assist_info);
+    uint64_t t0 = fccl_now_ns();
+    for (size_t t = 0; t < f->in->bs; t++) {
+        m->rem[t] = s2p[t * m->slots] < 0 ? 0 : m->slots;
+        if (m->rem[t] == 0)
+            finish_token(m, f, t);
+    }
+    m->times.math_ns += fccl_now_ns() - t0;
+}
+
+static int move(struct fccl_moe *m, const struct finish *f,
+                const unsigned char *data)
+{
+    size_t nr = 0;
+    fccl_request_t *sreq = NULL;
+    uint64_t t0 = fccl_now_ns(), math0 = m->times.math_ns;
+    start_tokens(m, f);
+    int rc = post(m, f, data, &nr, &sreq);
+    if (rc == FCCL_OK)
+        self_pieces(m, f, data);
+    int drc = drain(m, f, nr);
+    int src = sreq ? fccl_wait(sreq, -1) : FCCL_OK;
+    m->times.comm_ns += fccl_now_ns() - t0 - (m->times.math_ns - math0);
+    return rc < 0 ? rc : drc < 0 ? drc : src;
+}
+
+static int combine(struct fccl_moe *m, const struct finish *f,
+                   const char *who)
+{
+    if (!m)
+        return fccl_err(FCCL_ERR_INVALID, "%s: moe is NULL", who);
+    uint64_t t0 = fccl_now_ns();
+    memset(&m->times, 0, sizeof(m->times));
+    m->msg[0] = '\0';
+    size_t rows = 0;
+    int bad = check_args(m, f->in, f, &rows);
+    int rc = ep_check(m, bad, f->in);
+    m->times.check_ns = fccl_now_ns() - t0;
+    if (m->tp) {
+        int trc = tp_reduce(m, rc < 0, rows, f->in);
+        if (rc == FCCL_OK)
+            rc = trc;
+    }
+    if (rc == FCCL_OK)
+        rc = move(m, f, m->tp ? m->rs_rows : f->in->expand_x);
+    m->times.total_ns = fccl_now_ns() - t0;
+    return rc;
+}
+
+int fccl_moe_combine(fccl_moe_t *m, const fccl_moe_combine_in_t *in, void *x)
+{
+    struct finish f = {.in = in, .fused = 0, .x = x};
+    return combine(m, &f, "moe_combine");
+}
+
+int fccl_moe_combine_add_rms_norm(fccl_moe_t *m,
+                                  const fccl_moe_combine_in_t *in,
+                                  const void *residual_x, const void *gamma,
+                                  void *y_out, float *rstd_out, void *x_out)
+{
+    struct finish f = {.in = in, .fused = 1, .x = x_out,
+                       .residual = residual_x, .gamma = gamma, .y = y_out,
+                       .rstd = rstd_out};
+    return combine(m, &f, "moe_combine_add_rms_norm");
+}

@@ -1,0 +1,144 @@
+/*
+ * MoE row kernels: the weighted sum of expert rows, the residual add and
+ * RMSNorm, on one token row at a time in float32.
+ *
+ * bfloat16 is widened exactly (a shift) and rounded back to nearest-even
+ * (NaN stays a quiet NaN, overflow goes to infinity).  The loops are plain
+ * element loops over contiguous rows so the compiler vectorises them; the
+ * file asks for -O3 because -O2's cost model refuses loops whose length is
+ * not a known multiple of the vector width.
+ */
+#pragma GCC optimize("O3")
+
+#include <math.h>
+
+#include "moe_int.h"
+
+static inline float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+static inline uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    uint32_t nan = (u >> 16) | 0x40u;
+    uint32_t rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rne);
+}
+
+static void axpy_bf16(float *restrict acc, const uint16_t *restrict row,
+                      float w, size_t H, int first)
+{
+    if (first) {
+        for (size_t i = 0; i < H; i++)
+            acc[i] = w * bf16_to_f32(row[i]);
+        return;
+    }
+    for (size_t i = 0; i < H; i++)
+        acc[i] += w * bf16_to_f32(row[i]);
+}
+
+static void axpy_f32(float *restrict acc, const float *restrict row, float w,
+                     size_t H, int first)
+{
+    if (first) {
+        for (size_t i = 0; i < H; i++)
+            acc[i] = w * row[i];
+        return;
+    }
+    for (size_t i = 0; i < H; i++)
+        acc[i] += w * row[i];
+}
+
+void moe_row_axpy(float *acc, const void *row, float w, size_t H,
+                  fccl_dtype_t dt, int first)
+{
+    if (dt == FCCL_BFLOAT16)
+        axpy_bf16(acc, row, w, H, first);
+    else
+        axpy_f32(acc, row, w, H, first);
+}
+
+void moe_row_store(void *dst, const float *acc, size_t H, fccl_dtype_t dt)
+{
+    if (dt != FCCL_BFLOAT16) {
+        memcpy(dst, acc, H * sizeof(float));
+        return;
+    }
+    uint16_t *restrict d = dst;
+    for (size_t i = 0; i < H; i++)
+        d[i] = f32_to_bf16(acc[i]);
+}
+
+/* Sum of squares in eight fixed lanes: vectorisable without reordering
+ * freedom (so the bits never depend on the compiler), and more accurate
+ * than one running sum. */
+static float sumsq(const float *restrict v, size_t H)
+{
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= H; i += 8)
+        for (int j = 0; j < 8; j++)
+            s[j] += v[i + j] * v[i + j];
+    for (; i < H; i++)
+        s[0] += v[i] * v[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* acc += residual; x_out = round(acc).  x_out may be residual (in place):
+ * each element is read before it is written, so no restrict on them. */
+static void add_bf16(float *restrict acc, const uint16_t *res,
+                     uint16_t *x_out, size_t H)
+{
+    for (size_t i = 0; i < H; i++) {
+        float v = acc[i] + bf16_to_f32(res[i]);
+        acc[i] = v;
+        x_out[i] = f32_to_bf16(v);
+    }
+}
+
+static void add_f32(float *restrict acc, const float *res, float *x_out,
+                    size_t H)
+{
+    for (size_t i = 0; i < H; i++) {
+        float v = acc[i] + res[i];
+        acc[i] = v;
+        x_out[i] = v;
+    }
+}
+
+static void norm_bf16(const float *restrict acc, const uint16_t *restrict g,
+                      float rstd, uint16_t *restrict y, size_t H)
+{
+    for (size_t i = 0; i < H; i++)
+        y[i] = f32_to_bf16(acc[i] * rstd * bf16_to_f32(g[i]));
+}
+
+static void norm_f32(const float *restrict acc, const float *restrict g,
+                     float rstd, float *restrict y, size_t H)
+{
+    for (size_t i = 0; i < H; i++)
+        y[i] = acc[i] * rstd * g[i];
+}
+
+float moe_row_add_rms_norm(float *acc, const void *residual,
+                           const void *gamma, float eps, void *x_out,
+                           void *y_out, size_t H, fccl_dtype_t dt)
+{
+    if (dt == FCCL_BFLOAT16)
+        add_bf16(acc, residual, x_out, H);
+    else
+        add_f32(acc, residual, x_out, H);
+    float ss = sumsq(acc, H);
+    float rstd = 1.0f / sqrtf(ss / (float)H + eps);
+    if (dt == FCCL_BFLOAT16)
+        norm_bf16(acc, gamma, rstd, y_out, H);
+    else
+        norm_f32(acc, gamma, rstd, y_out, H);
+    return rstd;
+}
