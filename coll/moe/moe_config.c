@@ -37,12 +37,12 @@ int moe_bad(struct fccl_moe *m, const char *fmt, ...)
 int moe_verdict(struct fccl_moe *m, const int64_t *flags, size_t stride,
                 int n, const char *group, const char *who)
 {
+    int me = strcmp(group, "TP") == 0 ? m->tp_rank : m->ep_rank;
+    if (flags[(size_t)me * stride] != 0 && m->msg[0]) /* my own, precise */
+        return fccl_err(FCCL_ERR_INVALID, "%s: %s", who, m->msg);
     for (int r = 0; r < n; r++) {
         if (flags[(size_t)r * stride] == 0)
             continue;
-        int me = strcmp(group, "TP") == 0 ? m->tp_rank : m->ep_rank;
-        if (r == me && m->msg[0])
-            return fccl_err(FCCL_ERR_INVALID, "%s: %s", who, m->msg);
         return fccl_err(FCCL_ERR_INVALID,
                         "%s: %s rank %d failed its checks (its own error "
                         "says why)", who, group, r);
@@ -153,6 +153,16 @@ static int compare(struct fccl_moe *m, const int64_t *v, const char *group,
     for (int i = 1; i < NV; i++) {
         if ((i == V_BS && bs_may_differ) || (i == V_EPRANK && rank_may_differ))
             continue;
+        if (v[2 * i] != -v[2 * i + 1] && i == V_EPS) {
+            float lo, hi;
+            uint32_t a = (uint32_t)-v[2 * i + 1], b = (uint32_t)v[2 * i];
+            memcpy(&lo, &a, sizeof(lo));
+            memcpy(&hi, &b, sizeof(hi));
+            return fccl_err(FCCL_ERR_INVALID, "moe_new: norm_eps differs "
+                            "across the %s group (%g and %g); every rank "
+                            "must pass the same", group, (double)lo,
+                            (double)hi);
+        }
         if (v[2 * i] != -v[2 * i + 1])
             return fccl_err(FCCL_ERR_INVALID,
                             "moe_new: %s differs across the %s group (from "
