@@ -105,6 +105,10 @@ void moe_row_axpy(float *acc, const void *row, float w, size_t H,
                   fccl_dtype_t dt, int first);
 /* dst = acc rounded to dt. */
 void moe_row_store(void *dst, const float *acc, size_t H, fccl_dtype_t dt);
+/* rstd = 1/sqrt(mean(acc^2)+eps); y = acc * rstd * gamma.  Returns rstd.
+ * (Also used by fccl-moe-bench's unfused path.) */
+float moe_row_rms_norm(const float *acc, const void *gamma, float eps,
+                       void *y_out, size_t H, fccl_dtype_t dt);
 /* acc += residual; x_out = round(acc); rstd = 1/sqrt(mean(acc^2)+eps);
  * y = acc * rstd * gamma.  Returns rstd. */
 float moe_row_add_rms_norm(float *acc, const void *residual,

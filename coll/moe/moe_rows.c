@@ -126,6 +126,17 @@ static void norm_f32(const float *restrict acc, const float *restrict g,
         y[i] = acc[i] * rstd * g[i];
 }
 
+float moe_row_rms_norm(const float *acc, const void *gamma, float eps,
+                       void *y_out, size_t H, fccl_dtype_t dt)
+{
+    float rstd = 1.0f / sqrtf(sumsq(acc, H) / (float)H + eps);
+    if (dt == FCCL_BFLOAT16)
+        norm_bf16(acc, gamma, rstd, y_out, H);
+    else
+        norm_f32(acc, gamma, rstd, y_out, H);
+    return rstd;
+}
+
 float moe_row_add_rms_norm(float *acc, const void *residual,
                            const void *gamma, float eps, void *x_out,
                            void *y_out, size_t H, fccl_dtype_t dt)
@@ -134,11 +145,5 @@ float moe_row_add_rms_norm(float *acc, const void *residual,
         add_bf16(acc, residual, x_out, H);
     else
         add_f32(acc, residual, x_out, H);
-    float ss = sumsq(acc, H);
-    float rstd = 1.0f / sqrtf(ss / (float)H + eps);
-    if (dt == FCCL_BFLOAT16)
-        norm_bf16(acc, gamma, rstd, y_out, H);
-    else
-        norm_f32(acc, gamma, rstd, y_out, H);
-    return rstd;
+    return moe_row_rms_norm(acc, gamma, eps, y_out, H, dt);
 }
