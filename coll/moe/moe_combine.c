@@ -261,9 +261,12 @@ static int post(struct fccl_moe *m, const struct finish *f,
     return rc;
 }
 
-/* Poll the receives; a piece is used the moment it lands.  When a whole
- * pass finds nothing, yield; after many such passes block on the oldest
- * receive (the group timeout then bounds the wait). */
+/* Poll the receives; a piece is used the moment it lands.  When a few
+ * whole passes find nothing, block on the first pending receive instead:
+ * fccl_wait backs off to sleeping, which leaves the CPU to the ranks still
+ * computing when there are more ranks than cores (and the group timeout
+ * bounds the wait). */
+#define MOE_IDLE_PASSES 8
 static int drain(struct fccl_moe *m, const struct finish *f, size_t nr)
 {
     const int32_t *off = moe_assist_off((int32_t *)f->in->assist_info);
@@ -272,7 +275,7 @@ static int drain(struct fccl_moe *m, const struct finish *f, size_t nr)
         int progress = 0;
         for (size_t i = 0; i < nr && rc == FCCL_OK;) {
             int done = 1; /* a finished handle is freed, even on failure */
-            if (idle > 2000)
+            if (idle > MOE_IDLE_PASSES)
                 rc = fccl_wait(m->reqs[i], -1), idle = 0;
             else
                 rc = fccl_test(m->reqs[i], &done);
