@@ -69,3 +69,33 @@ Test(moe_args, shm_2, .timeout = 170) { job("shm", 2, "args", 27); }
 Test(moe_args, shm_4, .timeout = 170) { job("shm", 4, "args", 35); }
 Test(moe_args, shm_8, .timeout = 170) { job("shm", 8, "args", 35); }
 Test(moe_args, tcp_4, .timeout = 170) { job(TCP, 4, "args", 35); }
+
+/* fccl-moe-bench with its defaults checks every output (exit 0 and the
+ * "all results correct" line), on 2 and 4 ranks and with TP; one rank is a
+ * usage error (exit 2). */
+static void bench(int n, const char *args, int want_rc)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 %s/fccl-run -n %d "
+             "%s/fccl-moe-bench %s",
+             PU_BIN, n, PU_BIN, args);
+    char *out = NULL;
+    int rc = pu_run(cmd, 150, &out);
+    if (rc != want_rc)
+        fprintf(stderr, "%s\n", out ? out : "");
+    cr_assert_eq(rc, want_rc, "%s: exit %d, want %d", cmd, rc, want_rc);
+    if (want_rc == 0)
+        cr_assert(strstr(out, "# all results correct") &&
+                      strstr(out, "fused") && strstr(out, "unfused"),
+                  "%s: %s", cmd, out);
+    free(out);
+}
+
+Test(moe_bench, checked_2, .timeout = 170) { bench(2, "-c 1 -n 2 -w 1", 0); }
+Test(moe_bench, checked_4_tp_shared, .timeout = 170)
+{
+    bench(4, "-c 1 -n 2 -w 1 -t 2 -S 1 -d float32", 0);
+}
+Test(moe_bench, one_rank, .timeout = 60) { bench(1, "", 2); }
+Test(moe_bench, bad_k, .timeout = 60) { bench(2, "-k 99", 2); }
