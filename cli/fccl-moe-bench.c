@@ -281,6 +281,18 @@ static void alloc_data(struct data *D)
     D->ref_x = xalloc(bs * O.H * sizeof(double));
 }
 
+static void free_data(struct data *D)
+{
+    void *p[] = {D->x, D->res, D->gamma, D->ids, D->scales, D->d.expand_x,
+                 D->d.expand_scales, D->d.expert_token_nums,
+                 D->d.ep_recv_counts, D->d.tp_recv_counts, D->d.assist_info,
+                 D->eo, D->xo, D->yo, D->comb, D->rstd, D->arrive,
+                 D->pos_slot, D->rcount, D->scount, D->pack, D->rsbuf,
+                 D->ref_x};
+    for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+        free(p[i]);
+}
+
 /* ---- the reference (dense, one process, double) ---- */
 
 static double mulf(int shared, int e) { return shared ? -0.5 : e + 1.0; }
@@ -687,6 +699,7 @@ int main(int argc, char **argv)
         for (int p = 0; p < NPATHS; p++)
             report((enum path)p, t[p], (long)w, moved);
     fccl_moe_destroy(m);
+    free_data(&D);
     if (tp) {
         fccl_group_destroy(tp);
         fccl_group_destroy(ep);

@@ -114,7 +114,7 @@ FCCL_API void fccl_moe_opts_init(fccl_moe_opts_t *opts);
 /* Create a config.  Collective over opts->ep and then opts->tp: every rank
  * of both calls it (blocks until they have; the groups' timeout applies).
  * Checks the options on this rank, then compares them across the groups
- * (one small all_reduce on each), so a rank with a different H, K, expert
+ * (one small all_reduce on each, and with TP one more on EP), so a rank with a different H, K, expert
  * layout, dtype, eps or global_bs makes every rank fail together.  Allocates
  * the workspaces (about 2 * bs * (k + shared_expert_num) * H elements, plus
  * the TP block).  *out is owned by the caller (fccl_moe_destroy).
@@ -197,7 +197,10 @@ typedef struct fccl_moe_combine_in {
     const int32_t *assist_info;    /* from dispatch */
     const int64_t *ep_send_counts; /* dispatch's ep_recv_counts */
     const int64_t *tp_send_counts; /* dispatch's tp_recv_counts; NULL
-                                      without TP */
+                                      without TP.  This rank's entry must
+                                      equal the sum of ep_send_counts; the
+                                      partner's block size comes from the
+                                      partner itself */
     const float *expert_scales;    /* [bs][k] the weights */
     const void *shared_expert_x;   /* [bs][H] dtype added to every active
                                       token, or NULL */

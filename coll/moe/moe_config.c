@@ -4,7 +4,9 @@
  * group: each rank checks its own options, then one all_reduce(max) per
  * group carries a "bad" flag and every option as (value, -value), so max
  * and min arrive together and a rank that differs makes all of them fail
- * at the same point instead of hanging later.
+ * at the same point instead of hanging later.  With TP, a third
+ * all_reduce over EP spreads a disagreement found only between two TP
+ * partners to both EP groups.
  */
 #include <math.h>
 #include <stdarg.h>
