@@ -75,6 +75,7 @@ static void *xcalloc(size_t n, size_t sz)
 
 struct mc {
     int tp, S, NS, L, k, bf16, skew, masked, uneven, fused, shx, nums_count;
+    int inplace; /* fused: x_out is the residual buffer */
     size_t H;
     int bs;
     uint64_t seed;
@@ -100,12 +101,13 @@ static void describe(const struct mc *c)
 {
     snprintf(cname, sizeof(cname),
              "tp=%d ep=%d shared_ranks=%d shared=%d E=%d k=%d %s %s%s%s%s%s "
-             "H=%zu bs=%d%s",
+             "H=%zu bs=%d%s%s",
              c->tp ? 2 : 0, ep_size(c), c->S, c->NS, experts(c), c->k,
              c->bf16 ? "bf16" : "f32", c->skew ? "skewed" : "random",
              c->masked ? " mask" : "", c->uneven ? " uneven" : "",
              c->fused ? " fused" : " combine", c->shx ? " shared_x" : "",
-             c->H, c->bs, c->nums_count ? " counts" : "");
+             c->H, c->bs, c->nums_count ? " counts" : "",
+             c->inplace ? " in-place" : "");
 }
 
 static void fill_opts(const struct mc *c, fccl_moe_opts_t *o)
@@ -403,8 +405,8 @@ out:
 }
 
 /* Argument sabotage, on rank `who` (-1: all). */
-enum tamper { T_NONE, T_ID_RANGE, T_ID_DUP, T_BS, T_DNULL, T_COUNTS, T_ASSIST,
-              T_TPCOUNTS, T_GAMMA };
+enum tamper { T_NONE, T_ID_RANGE, T_ID_DUP, T_BS, T_MASK, T_DNULL, T_COUNTS,
+              T_ASSIST, T_TPCOUNTS, T_GAMMA };
 
 struct verdict {
     int drc, crc;
@@ -429,11 +431,14 @@ static struct verdict layer(const struct mc *c, fccl_moe_t *m,
         in.ids[1] = in.ids[0];
     if (me && tm == T_BS)
         bs = (size_t)cfg_bs(c, W) + 1;
+    if (me && tm == T_MASK && bs)
+        in.mask[0] = 2;
     void *ex = o.d.expand_x;
     if (me && tm == T_DNULL)
         o.d.expand_x = NULL;
     v.drc = fccl_moe_dispatch(m, in.x, in.ids, in.scales,
-                              c->masked ? in.mask : NULL, bs, &o.d);
+                              c->masked || tm == T_MASK ? in.mask : NULL, bs,
+                              &o.d);
     o.d.expand_x = ex;
     if (v.drc < 0)
         goto out;
@@ -449,10 +454,12 @@ static struct verdict layer(const struct mc *c, fccl_moe_t *m,
     fccl_moe_combine_in_t ci = {o.eo, o.d.assist_info, o.d.ep_recv_counts,
                                 o.d.tp_recv_counts, in.scales,
                                 c->shx ? in.shx : NULL, in.bs};
+    if (c->fused && c->inplace) /* x_out over a copy of the residual */
+        memcpy(o.x, in.res, in.bs * c->H * (c->bf16 ? 2 : 4));
     if (c->fused)
         v.crc = fccl_moe_combine_add_rms_norm(
-            m, &ci, in.res, me && tm == T_GAMMA ? NULL : in.gamma, o.y,
-            o.rstd, o.x);
+            m, &ci, c->inplace ? o.x : in.res,
+            me && tm == T_GAMMA ? NULL : in.gamma, o.y, o.rstd, o.x);
     else
         v.crc = fccl_moe_combine(m, &ci, o.x);
     if (v.crc == FCCL_OK && tm == T_NONE)
@@ -514,6 +521,7 @@ static void layer_mode(void)
                             .bf16 = bf, .skew = skew, .masked = idx % 3 == 1,
                             .uneven = idx % 4 == 2, .fused = fused,
                             .shx = idx % 5 == 3, .nums_count = idx % 2,
+                            .inplace = fused && idx % 3 == 2,
                             .H = idx % 4 == 1 ? 1031
                                  : bf ? 40 + (size_t)(idx % 3) * 13 : 33,
                             .bs = 6 + idx % 7};
@@ -527,7 +535,7 @@ static void layer_mode(void)
 
 static const char *const tname[] = {"none", "expert id out of range",
                                     "expert id twice", "bs too large",
-                                    "expand_x NULL", "ep_send_counts off by one",
+                                    "x_active_mask not 0/1", "expand_x NULL", "ep_send_counts off by one",
                                     "assist_info damaged",
                                     "tp_send_counts off by one", "gamma NULL"};
 
@@ -663,6 +671,7 @@ static void args_mode(void)
         bad_call(c, T_ID_RANGE, who, "out of range");
         bad_call(c, T_ID_DUP, who, "twice");
         bad_call(c, T_BS, who, "bs");
+        bad_call(c, T_MASK, who, "x_active_mask");
         bad_call(c, T_DNULL, who, "NULL");
         bad_call(c, T_COUNTS, who, NULL);
         bad_call(c, T_ASSIST, who, "assist_info");
