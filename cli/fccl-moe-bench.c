@@ -411,13 +411,15 @@ static void weighted_sum(struct data *D, float *acc, int32_t *slot_pos)
         n += D->rcount[r] / O.H;
     for (size_t p = 0; p < n; p++)
         slot_pos[D->pos_slot[p]] = (int32_t)p;
+    const void *rows[64];
+    float w[64];
     for (size_t t = 0; t < (size_t)O.bs; t++) {
         for (int j = 0; j < SLOTS; j++) {
-            const unsigned char *row = (const unsigned char *)D->arrive +
-                                       (size_t)slot_pos[t * SLOTS + j] * ROWB;
-            moe_row_axpy(acc, row, j < O.k ? D->scales[t * O.k + j] : 1.0f,
-                         O.H, O.dt, j == 0);
+            rows[j] = (const unsigned char *)D->arrive +
+                      (size_t)slot_pos[t * SLOTS + j] * ROWB;
+            w[j] = j < O.k ? D->scales[t * O.k + j] : 1.0f;
         }
+        moe_row_wsum(acc, rows, w, SLOTS, O.H, O.dt); /* the same kernel */
         moe_row_store((unsigned char *)D->comb + t * ROWB, acc, O.H, O.dt);
     }
 }

@@ -182,17 +182,19 @@ static void finish_token(struct fccl_moe *m, const struct finish *f, size_t t)
     const fccl_moe_combine_in_t *in = f->in;
     const int32_t *s2p = moe_assist_slot2pos(m, (int32_t *)in->assist_info);
     size_t base = t * (size_t)m->slots;
-    int active = s2p[base] >= 0, first = 1;
-    for (int j = 0; active && j < m->slots; j++, first = 0)
-        moe_row_axpy(m->acc, m->rowptr[base + j],
-                     j < m->k ? in->expert_scales[t * m->k + j] : 1.0f, m->H,
-                     m->dt, first);
-    if (active && in->shared_expert_x)
-        moe_row_axpy(m->acc,
-                     (const unsigned char *)in->shared_expert_x + t * m->rowb,
-                     1.0f, m->H, m->dt, 0);
-    if (!active)
-        memset(m->acc, 0, m->H * sizeof(float));
+    int n = 0;
+    if (s2p[base] >= 0) { /* active: its rows in slot order, then shared_x */
+        for (int j = 0; j < m->slots; j++, n++) {
+            m->wrows[n] = m->rowptr[base + j];
+            m->wts[n] = j < m->k ? in->expert_scales[t * m->k + j] : 1.0f;
+        }
+        if (in->shared_expert_x) {
+            m->wrows[n] = (const unsigned char *)in->shared_expert_x +
+                          t * m->rowb;
+            m->wts[n++] = 1.0f;
+        }
+    }
+    moe_row_wsum(m->acc, m->wrows, m->wts, n, m->H, m->dt);
     unsigned char *x = (unsigned char *)f->x + t * m->rowb;
     if (!f->fused) {
         moe_row_store(x, m->acc, m->H, m->dt);

@@ -288,6 +288,8 @@ static int alloc_local(struct fccl_moe *m)
     m->rem = zalloc((size_t)m->bs * sizeof(int32_t), &f);
     m->rowptr = zalloc(rows * sizeof(*m->rowptr), &f);
     m->acc = zalloc(m->H * sizeof(float), &f);
+    m->wrows = zalloc(((size_t)m->slots + 1) * sizeof(*m->wrows), &f);
+    m->wts = zalloc(((size_t)m->slots + 1) * sizeof(float), &f);
     return f ? moe_bad(m, "no memory for the workspaces (%zu rows of %zu "
                        "bytes)", rows, m->rowb)
              : 0;
@@ -310,6 +312,8 @@ void fccl_moe_destroy(fccl_moe_t *m)
     free(m->rem);
     free(m->rowptr);
     free(m->acc);
+    free(m->wrows);
+    free(m->wts);
     free(m);
 }
 

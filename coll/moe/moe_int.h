@@ -59,6 +59,8 @@ struct fccl_moe {
     int32_t *rem;             /* bs: rows still missing per token */
     const unsigned char **rowptr; /* bs * slots */
     float *acc;               /* H: one row of float32 scratch */
+    const void **wrows;       /* slots + 1: one token's rows ... */
+    float *wts;               /* ... and their weights */
     fccl_moe_times_t times;
     char msg[512];            /* this rank's own argument error */
 };
@@ -103,6 +105,10 @@ int moe_verdict(struct fccl_moe *m, const int64_t *flags, size_t stride,
 /* acc = w * row (first) or acc += w * row, row of H elements of dt. */
 void moe_row_axpy(float *acc, const void *row, float w, size_t H,
                   fccl_dtype_t dt, int first);
+/* acc = sum_j w[j] * rows[j], j = 0..n-1 in order (the same bits as n
+ * axpys), four rows per pass; n = 0 gives zeros. */
+void moe_row_wsum(float *acc, const void *const *rows, const float *w,
+                  int n, size_t H, fccl_dtype_t dt);
 /* dst = acc rounded to dt. */
 void moe_row_store(void *dst, const float *acc, size_t H, fccl_dtype_t dt);
 /* rstd = 1/sqrt(mean(acc^2)+eps); y = acc * rstd * gamma.  Returns rstd.
