@@ -20,6 +20,7 @@
  * float32 row; nothing of the size of the combined tensor.
  */
 #include <sched.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -263,21 +264,39 @@ static int post(struct fccl_moe *m, const struct finish *f,
     return rc;
 }
 
-/* Poll the receives; a piece is used the moment it lands.  When a few
- * whole passes find nothing, block on the first pending receive instead:
- * fccl_wait backs off to sleeping, which leaves the CPU to the ranks still
- * computing when there are more ranks than cores (and the group timeout
- * bounds the wait). */
-#define MOE_IDLE_PASSES 8
+/* Idle backoff between polling passes: yield for the first 200 us, then
+ * sleep 20 us doubling to 500 us (ranks sharing cores get the CPU), and
+ * after a whole second without progress hand over to fccl_wait on one
+ * receive, which brings the group timeout. */
+#define MOE_YIELD_NS 200000ull
+#define MOE_BLOCK_NS 1000000000ull
+
+static void idle_wait(uint64_t idle_ns)
+{
+    if (idle_ns < MOE_YIELD_NS) {
+        sched_yield();
+        return;
+    }
+    long ns = 20000;
+    for (uint64_t t = idle_ns / MOE_YIELD_NS; t > 1 && ns < 500000; t /= 2)
+        ns *= 2;
+    struct timespec ts = {0, ns < 500000 ? ns : 500000};
+    nanosleep(&ts, NULL);
+}
+
+/* Poll the receives and use each piece the moment it lands, whichever
+ * lands first (a wait on any of them, built from fccl_test). */
 static int drain(struct fccl_moe *m, const struct finish *f, size_t nr)
 {
     const int32_t *off = moe_assist_off((int32_t *)f->in->assist_info);
-    int idle = 0, rc = FCCL_OK;
+    uint64_t last = fccl_now_ns();
+    int rc = FCCL_OK;
     while (nr > 0 && rc == FCCL_OK) {
         int progress = 0;
+        uint64_t idle = fccl_now_ns() - last;
         for (size_t i = 0; i < nr && rc == FCCL_OK;) {
             int done = 1; /* a finished handle is freed, even on failure */
-            if (idle > MOE_IDLE_PASSES)
+            if (idle >= MOE_BLOCK_NS)
                 rc = fccl_wait(m->reqs[i], -1), idle = 0;
             else
                 rc = fccl_test(m->reqs[i], &done);
@@ -294,10 +313,10 @@ static int drain(struct fccl_moe *m, const struct finish *f, size_t nr)
                 arrived(m, f, off[p], (size_t)(off[p + 1] - off[p]),
                         m->recv_rows + (size_t)off[p] * m->rowb);
         }
-        if (!progress) {
-            idle++;
-            sched_yield();
-        }
+        if (progress)
+            last = fccl_now_ns();
+        else
+            idle_wait(idle);
     }
     if (rc < 0) /* the group has failed: collect the other handles */
         for (size_t i = 0; i < nr; i++)
