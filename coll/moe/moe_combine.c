@@ -245,9 +245,7 @@ static int post(struct fccl_moe *m, const struct finish *f,
     *nrecv = nr;
     if (rc < 0)
         return rc;
-    fccl_p2p_op_t *ops = calloc(m->npieces + 1, sizeof(*ops));
-    if (!ops)
-        return fccl_err(FCCL_ERR_NOMEM, "moe_combine: no memory");
+    fccl_p2p_op_t *ops = m->ops;
     size_t row = 0;
     for (int le = 0; le < m->my_L; le++)
         for (int s = 0; s < m->ep_size; s++) {
@@ -259,9 +257,7 @@ static int post(struct fccl_moe *m, const struct finish *f,
                                             MOE_TAG_COMBINE_ROWS + le};
             row += n;
         }
-    rc = ns ? fccl_batch_isend_irecv(ops, ns, m->ep, sreq) : FCCL_OK;
-    free(ops);
-    return rc;
+    return ns ? fccl_batch_isend_irecv(ops, ns, m->ep, sreq) : FCCL_OK;
 }
 
 /* Idle backoff between polling passes: yield for the first 200 us, then

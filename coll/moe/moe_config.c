@@ -284,6 +284,7 @@ static int alloc_local(struct fccl_moe *m)
     m->piece_cnt = zalloc(m->npieces * sizeof(int64_t), &f);
     m->recv_off = zalloc(m->npieces * sizeof(size_t), &f);
     m->reqs = zalloc(m->npieces * sizeof(*m->reqs), &f);
+    m->ops = zalloc(4 * m->npieces * sizeof(*m->ops), &f);
     m->req_piece = zalloc(m->npieces * sizeof(int), &f);
     m->rem = zalloc((size_t)m->bs * sizeof(int32_t), &f);
     m->rowptr = zalloc(rows * sizeof(*m->rowptr), &f);
@@ -308,6 +309,7 @@ void fccl_moe_destroy(fccl_moe_t *m)
     free(m->piece_cnt);
     free(m->recv_off);
     free(m->reqs);
+    free(m->ops);
     free(m->req_piece);
     free(m->rem);
     free(m->rowptr);

@@ -122,9 +122,7 @@ static int exchange(struct fccl_moe *m, const void *x, const int32_t *assist,
     const int32_t *off = moe_assist_off((int32_t *)assist);
     unsigned char *ex = o->expand_x;
     size_t nops = 0;
-    fccl_p2p_op_t *ops = calloc(4 * m->npieces + 1, sizeof(*ops));
-    if (!ops)
-        return fccl_err(FCCL_ERR_NOMEM, "moe_dispatch: no memory");
+    fccl_p2p_op_t *ops = m->ops;
     for (int le = 0; le < m->my_L; le++)
         for (int s = 0; s < m->ep_size; s++) {
             size_t n = (size_t)recv_cnt(m, s, le);
@@ -152,7 +150,6 @@ static int exchange(struct fccl_moe *m, const void *x, const int32_t *assist,
         }
     fccl_request_t *req = NULL;
     int rc = nops ? fccl_batch_isend_irecv(ops, nops, m->ep, &req) : FCCL_OK;
-    free(ops);
     if (rc < 0)
         return rc;
     /* rows for myself, while the messages fly */

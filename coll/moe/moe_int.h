@@ -55,6 +55,7 @@ struct fccl_moe {
     int64_t *piece_cnt;       /* npieces, counts of this call */
     size_t *recv_off;         /* npieces: expert-side row offsets */
     fccl_request_t **reqs;    /* npieces */
+    fccl_p2p_op_t *ops;       /* 4 * npieces: one call's sends/receives */
     int *req_piece;           /* npieces */
     int32_t *rem;             /* bs: rows still missing per token */
     const unsigned char **rowptr; /* bs * slots */
