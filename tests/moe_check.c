@@ -528,6 +528,15 @@ static void layer_mode(void)
                         run_case(&c);
                     }
         }
+        /* rows big enough that combine sends each piece in several
+         * chunks (MOE_CHUNK_BYTES), and pieces of many rows */
+        for (int bf = 0; bf < 2 && !O.reduced; bf++) {
+            int L = tp ? 1 : 2, E = L * ep;
+            struct mc c = {.tp = tp, .L = L, .k = E < 3 ? E : 3, .bf16 = bf,
+                           .skew = 1, .fused = bf, .H = bf ? 8200 : 4100,
+                           .bs = 48, .masked = 1};
+            run_case(&c);
+        }
     }
 }
 

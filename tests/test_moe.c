@@ -58,12 +58,12 @@ static void layer(const char *prov, int n, int min_cases, int min_reduced)
     job(prov, n, "layer", reduced() ? min_reduced : min_cases);
 }
 
-Test(moe_layer, shm_2, .timeout = 170) { layer("shm", 2, 24, 6); }
-Test(moe_layer, shm_4, .timeout = 170) { layer("shm", 4, 56, 11); }
-Test(moe_layer, shm_8, .timeout = 170) { layer("shm", 8, 72, 11); }
-Test(moe_layer, tcp_2, .timeout = 170) { layer(TCP, 2, 24, 6); }
-Test(moe_layer, tcp_4, .timeout = 170) { layer(TCP, 4, 56, 11); }
-Test(moe_layer, tcp_8, .timeout = 170) { layer(TCP, 8, 72, 11); }
+Test(moe_layer, shm_2, .timeout = 170) { layer("shm", 2, 26, 6); }
+Test(moe_layer, shm_4, .timeout = 170) { layer("shm", 4, 60, 11); }
+Test(moe_layer, shm_8, .timeout = 170) { layer("shm", 8, 76, 11); }
+Test(moe_layer, tcp_2, .timeout = 170) { layer(TCP, 2, 26, 6); }
+Test(moe_layer, tcp_4, .timeout = 170) { layer(TCP, 4, 60, 11); }
+Test(moe_layer, tcp_8, .timeout = 170) { layer(TCP, 8, 76, 11); }
 
 Test(moe_args, shm_2, .timeout = 170) { job("shm", 2, "args", 29); }
 Test(moe_args, shm_4, .timeout = 170) { job("shm", 4, "args", 37); }
