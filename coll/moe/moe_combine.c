@@ -134,7 +134,8 @@ static int pair_check(struct fccl_moe *m)
     return FCCL_OK;
 }
 
-static int ep_check(struct fccl_moe *m, int bad, const fccl_moe_combine_in_t *in)
+static int ep_check(struct fccl_moe *m, int bad,
+                    const fccl_moe_combine_in_t *in)
 {
     size_t P = m->npieces;
     memset(m->mine, 0, m->metalen * sizeof(int64_t));
@@ -249,7 +250,8 @@ static int post(struct fccl_moe *m, const struct finish *f,
     size_t row = 0;
     for (int le = 0; le < m->my_L; le++)
         for (int s = 0; s < m->ep_size; s++) {
-            size_t n = (size_t)f->in->ep_send_counts[(size_t)le * m->ep_size + s];
+            size_t n =
+                (size_t)f->in->ep_send_counts[(size_t)le * m->ep_size + s];
             m->recv_off[(size_t)le * m->ep_size + s] = row;
             if (n > 0 && s != m->ep_rank)
                 ops[ns++] = (fccl_p2p_op_t){1, (void *)(data + row * m->rowb),

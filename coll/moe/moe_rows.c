@@ -41,7 +41,8 @@ static inline uint16_t f32_to_bf16(float f)
     return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rne);
 }
 
-MOE_CLONES static void axpy_bf16(float *restrict acc, const uint16_t *restrict row,
+MOE_CLONES
+static void axpy_bf16(float *restrict acc, const uint16_t *restrict row,
                       float w, size_t H, int first)
 {
     if (first) {
@@ -53,7 +54,8 @@ MOE_CLONES static void axpy_bf16(float *restrict acc, const uint16_t *restrict r
         acc[i] += w * bf16_to_f32(row[i]);
 }
 
-MOE_CLONES static void axpy_f32(float *restrict acc, const float *restrict row, float w,
+MOE_CLONES
+static void axpy_f32(float *restrict acc, const float *restrict row, float w,
                      size_t H, int first)
 {
     if (first) {
@@ -67,7 +69,8 @@ MOE_CLONES static void axpy_f32(float *restrict acc, const float *restrict row, 
 
 /* Four rows per pass over acc, added in the same order as four axpys (so
  * the same bits), with a quarter of the loads and stores of acc. */
-MOE_CLONES static void axpy4_bf16(float *restrict acc,
+MOE_CLONES
+static void axpy4_bf16(float *restrict acc,
                                   const uint16_t *restrict r0,
                                   const uint16_t *restrict r1,
                                   const uint16_t *restrict r2,
@@ -82,7 +85,8 @@ MOE_CLONES static void axpy4_bf16(float *restrict acc,
                  w3 * bf16_to_f32(r3[i]);
 }
 
-MOE_CLONES static void axpy4_f32(float *restrict acc, const float *restrict r0,
+MOE_CLONES
+static void axpy4_f32(float *restrict acc, const float *restrict r0,
                                  const float *restrict r1,
                                  const float *restrict r2,
                                  const float *restrict r3, const float *w,
@@ -124,7 +128,8 @@ void moe_row_axpy(float *acc, const void *row, float w, size_t H,
         axpy_f32(acc, row, w, H, first);
 }
 
-MOE_CLONES static void store_bf16(uint16_t *restrict d,
+MOE_CLONES
+static void store_bf16(uint16_t *restrict d,
                                   const float *restrict acc, size_t H)
 {
     for (size_t i = 0; i < H; i++)
@@ -143,7 +148,8 @@ void moe_row_store(void *dst, const float *acc, size_t H, fccl_dtype_t dt)
 /* Sum of squares in eight fixed lanes: vectorisable without reordering
  * freedom (so the bits never depend on the compiler), and more accurate
  * than one running sum. */
-MOE_CLONES static float sumsq(const float *restrict v, size_t H)
+MOE_CLONES
+static float sumsq(const float *restrict v, size_t H)
 {
     float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     size_t i = 0;
@@ -157,7 +163,8 @@ MOE_CLONES static float sumsq(const float *restrict v, size_t H)
 
 /* acc += residual; x_out = round(acc).  x_out may be residual (in place):
  * each element is read before it is written, so no restrict on them. */
-MOE_CLONES static void add_bf16(float *restrict acc, const uint16_t *res,
+MOE_CLONES
+static void add_bf16(float *restrict acc, const uint16_t *res,
                      uint16_t *x_out, size_t H)
 {
     for (size_t i = 0; i < H; i++) {
@@ -167,7 +174,8 @@ MOE_CLONES static void add_bf16(float *restrict acc, const uint16_t *res,
     }
 }
 
-MOE_CLONES static void add_f32(float *restrict acc, const float *res, float *x_out,
+MOE_CLONES
+static void add_f32(float *restrict acc, const float *res, float *x_out,
                     size_t H)
 {
     for (size_t i = 0; i < H; i++) {
@@ -177,14 +185,16 @@ MOE_CLONES static void add_f32(float *restrict acc, const float *res, float *x_o
     }
 }
 
-MOE_CLONES static void norm_bf16(const float *restrict acc, const uint16_t *restrict g,
+MOE_CLONES
+static void norm_bf16(const float *restrict acc, const uint16_t *restrict g,
                       float rstd, uint16_t *restrict y, size_t H)
 {
     for (size_t i = 0; i < H; i++)
         y[i] = f32_to_bf16(acc[i] * rstd * bf16_to_f32(g[i]));
 }
 
-MOE_CLONES static void norm_f32(const float *restrict acc, const float *restrict g,
+MOE_CLONES
+static void norm_f32(const float *restrict acc, const float *restrict g,
                      float rstd, float *restrict y, size_t H)
 {
     for (size_t i = 0; i < H; i++)
