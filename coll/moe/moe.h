@@ -117,7 +117,8 @@ FCCL_API void fccl_moe_opts_init(fccl_moe_opts_t *opts);
  * (one small all_reduce on each, and with TP one more on EP), so a rank
  * with a different H, K, expert layout, dtype, eps or global_bs makes
  * every rank fail together.  Allocates the workspaces (about
- * 2 * bs * (k + shared_expert_num) * H elements, plus the TP block).  *out is owned by the caller (fccl_moe_destroy).
+ * 2 * bs * (k + shared_expert_num) * H elements, plus the TP block).
+ * *out is owned by the caller (fccl_moe_destroy).
  * Returns FCCL_OK; FCCL_ERR_INVALID (this rank's options or another rank's,
  * with a message saying which and why); FCCL_ERR_NOMEM; FCCL_ERR_TIMEOUT,
  * FCCL_ERR_PEER, FCCL_ERR_ABORTED from the group (then *out is NULL). */
