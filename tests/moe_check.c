@@ -76,6 +76,7 @@ static void *xcalloc(size_t n, size_t sz)
 struct mc {
     int tp, S, NS, L, k, bf16, skew, masked, uneven, fused, shx, nums_count;
     int inplace; /* fused: x_out is the residual buffer */
+    int async;   /* 1: *_start + fccl_moe_wait, 2: *_start + fccl_moe_test */
     size_t H;
     int bs;
     uint64_t seed;
@@ -101,13 +102,14 @@ static void describe(const struct mc *c)
 {
     snprintf(cname, sizeof(cname),
              "tp=%d ep=%d shared_ranks=%d shared=%d E=%d k=%d %s %s%s%s%s%s "
-             "H=%zu bs=%d%s%s",
+             "H=%zu bs=%d%s%s%s",
              c->tp ? 2 : 0, ep_size(c), c->S, c->NS, experts(c), c->k,
              c->bf16 ? "bf16" : "f32", c->skew ? "skewed" : "random",
              c->masked ? " mask" : "", c->uneven ? " uneven" : "",
              c->fused ? " fused" : " combine", c->shx ? " shared_x" : "",
              c->H, c->bs, c->nums_count ? " counts" : "",
-             c->inplace ? " in-place" : "");
+             c->inplace ? " in-place" : "",
+             c->async == 1 ? " start+wait" : c->async == 2 ? " start+test" : "");
 }
 
 static void fill_opts(const struct mc *c, fccl_moe_opts_t *o)
@@ -412,6 +414,47 @@ struct verdict {
     int drc, crc;
 };
 
+/* The asynchronous forms: start (its struct copied, so ours goes out of
+ * scope at once), check that the config refuses another operation
+ * meanwhile, then wait or poll. */
+static int combine_async(const struct mc *c, fccl_moe_t *m,
+                         const fccl_moe_combine_in_t *ci, const void *res,
+                         const void *gamma, struct outs *o)
+{
+    fccl_moe_request_t *req = NULL;
+    fccl_moe_combine_in_t copy = *ci;
+    int rc = c->fused ? fccl_moe_combine_add_rms_norm_start(
+                            m, &copy, res, gamma, o->y, o->rstd, o->x, &req)
+                      : fccl_moe_combine_start(m, &copy, o->x, &req);
+    memset(&copy, 0, sizeof(copy));
+    if (rc < 0)
+        return rc;
+    if (!req) {
+        FAILF("combine_start: OK but no handle");
+        return FCCL_ERR_INVALID;
+    }
+    int32_t id = 0;
+    float sc = 1;
+    fccl_moe_dispatch_out_t d = o->d;
+    int st = fccl_moe_dispatch(m, o->x, &id, &sc, NULL, 0, &d);
+    if (st != FCCL_ERR_STATE)
+        FAILF("dispatch during an async combine: %s, want FCCL_ERR_STATE",
+              fccl_strerror(st));
+    if (c->async == 1)
+        return fccl_moe_wait(req);
+    double t0 = now_s();
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        rc = fccl_moe_test(req, &done);
+        if (done)
+            return rc;
+        if (now_s() - t0 > 60) {
+            FAILF("fccl_moe_test: not done after 60 s (%ld polls)", polls);
+            return fccl_moe_wait(req);
+        }
+    }
+}
+
 /* One layer on an existing config; checks results when untampered. */
 static struct verdict layer(const struct mc *c, fccl_moe_t *m,
                             enum tamper tm, int who)
@@ -456,10 +499,13 @@ static struct verdict layer(const struct mc *c, fccl_moe_t *m,
                                 c->shx ? in.shx : NULL, in.bs};
     if (c->fused && c->inplace) /* x_out over a copy of the residual */
         memcpy(o.x, in.res, in.bs * c->H * (c->bf16 ? 2 : 4));
-    if (c->fused)
-        v.crc = fccl_moe_combine_add_rms_norm(
-            m, &ci, c->inplace ? o.x : in.res,
-            me && tm == T_GAMMA ? NULL : in.gamma, o.y, o.rstd, o.x);
+    const void *res = c->inplace ? o.x : in.res;
+    const void *gamma = me && tm == T_GAMMA ? NULL : in.gamma;
+    if (c->async)
+        v.crc = combine_async(c, m, &ci, res, gamma, &o);
+    else if (c->fused)
+        v.crc = fccl_moe_combine_add_rms_norm(m, &ci, res, gamma, o.y,
+                                              o.rstd, o.x);
     else
         v.crc = fccl_moe_combine(m, &ci, o.x);
     if (v.crc == FCCL_OK && tm == T_NONE)
@@ -522,6 +568,7 @@ static void layer_mode(void)
                             .uneven = idx % 4 == 2, .fused = fused,
                             .shx = idx % 5 == 3, .nums_count = idx % 2,
                             .inplace = fused && idx % 3 == 2,
+                            .async = idx % 5 == 1 ? 1 : idx % 5 == 4 ? 2 : 0,
                             .H = idx % 4 == 1 ? 1031
                                  : bf ? 40 + (size_t)(idx % 3) * 13 : 33,
                             .bs = 6 + idx % 7};
@@ -687,6 +734,9 @@ static void args_mode(void)
         struct mc f = c;
         f.fused = 1;
         bad_call(f, T_GAMMA, who, "NULL");
+        f.async = 2; /* the same errors from the asynchronous start */
+        bad_call(f, T_GAMMA, who, "NULL");
+        bad_call(f, T_COUNTS, who, NULL);
         if (NW >= 4 && NW % 2 == 0) {
             struct mc t = c;
             t.tp = 1;

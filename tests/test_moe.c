@@ -65,10 +65,10 @@ Test(moe_layer, tcp_2, .timeout = 170) { layer(TCP, 2, 26, 6); }
 Test(moe_layer, tcp_4, .timeout = 170) { layer(TCP, 4, 60, 11); }
 Test(moe_layer, tcp_8, .timeout = 170) { layer(TCP, 8, 76, 11); }
 
-Test(moe_args, shm_2, .timeout = 170) { job("shm", 2, "args", 29); }
-Test(moe_args, shm_4, .timeout = 170) { job("shm", 4, "args", 37); }
-Test(moe_args, shm_8, .timeout = 170) { job("shm", 8, "args", 37); }
-Test(moe_args, tcp_4, .timeout = 170) { job(TCP, 4, "args", 37); }
+Test(moe_args, shm_2, .timeout = 170) { job("shm", 2, "args", 33); }
+Test(moe_args, shm_4, .timeout = 170) { job("shm", 4, "args", 41); }
+Test(moe_args, shm_8, .timeout = 170) { job("shm", 8, "args", 41); }
+Test(moe_args, tcp_4, .timeout = 170) { job(TCP, 4, "args", 41); }
 
 /* fccl-moe-bench with its defaults checks every output (exit 0 and the
  * "all results correct" line), on 2 and 4 ranks and with TP; one rank is a

@@ -49,6 +49,10 @@
  * group (and of the TP groups) returns FCCL_ERR_INVALID together, the
  * offending rank with the precise message, the others naming that rank.
  *
+ * Asynchronous combine: fccl_moe_combine_start and
+ * fccl_moe_combine_add_rms_norm_start return a handle to test or wait on
+ * while the caller works on something else (below).
+ *
  * Groups: the EP group (and the TP group) must carry no other traffic
  * between the first and the last rank entering an operation here (they
  * use the groups' point-to-point tags 0x4d4f0000 and up).  Every rank of
@@ -125,7 +129,8 @@ FCCL_API void fccl_moe_opts_init(fccl_moe_opts_t *opts);
 FCCL_API int fccl_moe_new(const fccl_moe_opts_t *opts, fccl_moe_t **out);
 
 /* Free the config and its workspaces (not the groups).  NULL is a no-op.
- * Not collective. */
+ * Not collective, except that a combine still running is first waited for
+ * (fccl_moe_wait). */
 FCCL_API void fccl_moe_destroy(fccl_moe_t *moe);
 
 typedef struct fccl_moe_info {
@@ -227,6 +232,40 @@ FCCL_API int fccl_moe_combine_add_rms_norm(fccl_moe_t *moe,
                                            const void *residual_x,
                                            const void *gamma, void *y_out,
                                            float *rstd_out, void *x_out);
+
+/* ---- asynchronous combine ---- */
+
+typedef struct fccl_moe_request fccl_moe_request_t;
+
+/* Start fccl_moe_combine / fccl_moe_combine_add_rms_norm and return at
+ * once with *req: the argument checks with every rank, the TP
+ * reduce-scatter and posting the transfers happen before the return (they
+ * block), the transfers and the math continue in fccl_moe_test and
+ * fccl_moe_wait.  Until then the call borrows every buffer it was given
+ * (the fccl_moe_combine_in_t struct itself is copied); the config runs one
+ * combine at a time (dispatch and another combine on it return
+ * FCCL_ERR_STATE until the handle is finished).  *req belongs to the
+ * config: it needs no freeing and ends with the wait or the test that
+ * reports done.  Statuses as the blocking calls (argument errors come from
+ * the start, with *req NULL); FCCL_ERR_INVALID if req is NULL. */
+FCCL_API int fccl_moe_combine_start(fccl_moe_t *moe,
+                                    const fccl_moe_combine_in_t *in, void *x,
+                                    fccl_moe_request_t **req);
+FCCL_API int fccl_moe_combine_add_rms_norm_start(
+    fccl_moe_t *moe, const fccl_moe_combine_in_t *in, const void *residual_x,
+    const void *gamma, void *y_out, float *rstd_out, void *x_out,
+    fccl_moe_request_t **req);
+
+/* One non-blocking pass: finishes the tokens whose rows have landed; *done
+ * = 1 when everything is done (the handle is then finished, and the return
+ * value is the operation's status).  FCCL_ERR_INVALID for a NULL or
+ * finished handle. */
+FCCL_API int fccl_moe_test(fccl_moe_request_t *req, int *done);
+
+/* Block until the combine is done (the group timeout bounds it) and return
+ * its status; the handle is finished.  FCCL_ERR_INVALID for a NULL or
+ * finished handle. */
+FCCL_API int fccl_moe_wait(fccl_moe_request_t *req);
 
 /* Where the last call's time went on this rank, in nanoseconds:
  * check = argument checks and the count exchange, comm = waiting for data

@@ -1,6 +1,8 @@
 /*
  * MoE combine: the experts' rows back to the tokens' owners, and the
  * weighted sum (plus, fused, the residual add and RMSNorm) as they arrive.
+ * This file starts a combine; moe_arrive.c finishes the tokens as their
+ * rows land and waits.
  *
  *  1. local checks, including assist_info's consistency (it drives every
  *     write, so a damaged one is refused rather than trusted);
@@ -10,32 +12,17 @@
  *  3. with TP, an all_gather over TP of (verdict, block rows), then
  *     ReduceScatterV of the two partial results (sum);
  *  4. each owner posts one receive per piece (expert rank, local expert)
- *     into its arrival workspace, the expert ranks send; then the owner
- *     polls the receives: when a piece lands, each of its rows is noted
- *     against its token, and a token whose last row has arrived is
- *     finished at once (sum in float32 in slot order, then the add and
- *     the norm), while the other pieces are still in flight.  A rank's own
+ *     into its arrival workspace, the expert ranks send, and a rank's own
  *     pieces are used in place, without a copy.
  * Memory: the arrival workspace (bs * slots rows, allocated once) and one
  * float32 row; nothing of the size of the combined tensor.
  */
-#include <sched.h>
-#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "clock.h"
 #include "err.h"
 #include "moe_int.h"
-
-struct finish {
-    const fccl_moe_combine_in_t *in;
-    int fused;
-    void *x;                  /* combine: out; fused: x_out */
-    const void *residual, *gamma;
-    void *y;
-    float *rstd;
-};
 
 /* ---- checks ---- */
 
@@ -87,7 +74,7 @@ static int check_counts(struct fccl_moe *m, const fccl_moe_combine_in_t *in,
 }
 
 static int check_args(struct fccl_moe *m, const fccl_moe_combine_in_t *in,
-                      const struct finish *f, size_t *rows)
+                      const struct moe_finish *f, size_t *rows)
 {
     if (!in || !in->assist_info || !in->ep_send_counts ||
         (m->tp && !in->tp_send_counts))
@@ -177,59 +164,14 @@ static int tp_reduce(struct fccl_moe *m, int bad, size_t rows,
     return rc;
 }
 
-/* ---- step 4: rows as they arrive ---- */
-
-static void finish_token(struct fccl_moe *m, const struct finish *f, size_t t)
-{
-    const fccl_moe_combine_in_t *in = f->in;
-    const int32_t *s2p = moe_assist_slot2pos(m, (int32_t *)in->assist_info);
-    size_t base = t * (size_t)m->slots;
-    int n = 0;
-    if (s2p[base] >= 0) { /* active: its rows in slot order, then shared_x */
-        for (int j = 0; j < m->slots; j++, n++) {
-            m->wrows[n] = m->rowptr[base + j];
-            m->wts[n] = j < m->k ? in->expert_scales[t * m->k + j] : 1.0f;
-        }
-        if (in->shared_expert_x) {
-            m->wrows[n] = (const unsigned char *)in->shared_expert_x +
-                          t * m->rowb;
-            m->wts[n++] = 1.0f;
-        }
-    }
-    moe_row_wsum(m->acc, m->wrows, m->wts, n, m->H, m->dt);
-    unsigned char *x = (unsigned char *)f->x + t * m->rowb;
-    if (!f->fused) {
-        moe_row_store(x, m->acc, m->H, m->dt);
-        return;
-    }
-    f->rstd[t] = moe_row_add_rms_norm(
-        m->acc, (const unsigned char *)f->residual + t * m->rowb, f->gamma,
-        m->eps, x, (unsigned char *)f->y + t * m->rowb, m->H, m->dt);
-}
-
-/* Rows [pos0, pos0+n) of the packed order are at `rows`: note them, and
- * finish the tokens they complete. */
-static void arrived(struct fccl_moe *m, const struct finish *f, int32_t pos0,
-                    size_t n, const unsigned char *rows)
-{
-    const int32_t *p2s = moe_assist_pos2slot(m, (int32_t *)f->in->assist_info);
-    uint64_t t0 = fccl_now_ns();
-    for (size_t i = 0; i < n; i++) {
-        size_t slot = (size_t)p2s[pos0 + (int32_t)i];
-        size_t t = slot / (size_t)m->slots;
-        m->rowptr[slot] = rows + i * m->rowb;
-        if (--m->rem[t] == 0)
-            finish_token(m, f, t);
-    }
-    m->times.math_ns += fccl_now_ns() - t0;
-}
+/* ---- step 4: the exchange ---- */
 
 /* Post the receives (owner side) and the sends (expert side). */
-static int post(struct fccl_moe *m, const struct finish *f,
-                const unsigned char *data, size_t *nrecv,
+static int post(struct fccl_moe *m, const unsigned char *data, size_t *nrecv,
                 fccl_request_t **sreq)
 {
-    const int32_t *off = moe_assist_off((int32_t *)f->in->assist_info);
+    const fccl_moe_combine_in_t *in = &m->op.f.in;
+    const int32_t *off = moe_assist_off((int32_t *)in->assist_info);
     size_t nr = 0, ns = 0;
     int rc = FCCL_OK;
     for (size_t p = 0; p < m->npieces && rc == FCCL_OK; p++) {
@@ -251,7 +193,7 @@ static int post(struct fccl_moe *m, const struct finish *f,
     for (int le = 0; le < m->my_L; le++)
         for (int s = 0; s < m->ep_size; s++) {
             size_t n =
-                (size_t)f->in->ep_send_counts[(size_t)le * m->ep_size + s];
+                (size_t)in->ep_send_counts[(size_t)le * m->ep_size + s];
             m->recv_off[(size_t)le * m->ep_size + s] = row;
             if (n > 0 && s != m->ep_rank)
                 ops[ns++] = (fccl_p2p_op_t){1, (void *)(data + row * m->rowb),
@@ -262,133 +204,100 @@ static int post(struct fccl_moe *m, const struct finish *f,
     return ns ? fccl_batch_isend_irecv(ops, ns, m->ep, sreq) : FCCL_OK;
 }
 
-/* Idle backoff between polling passes: yield for the first 200 us, then
- * sleep 20 us doubling to 500 us (ranks sharing cores get the CPU), and
- * after a whole second without progress hand over to fccl_wait on one
- * receive, which brings the group timeout. */
-#define MOE_YIELD_NS 200000ull
-#define MOE_BLOCK_NS 1000000000ull
-
-static void idle_wait(uint64_t idle_ns)
+static void self_pieces(struct fccl_moe *m, const unsigned char *data)
 {
-    if (idle_ns < MOE_YIELD_NS) {
-        sched_yield();
-        return;
-    }
-    long ns = 20000;
-    for (uint64_t t = idle_ns / MOE_YIELD_NS; t > 1 && ns < 500000; t /= 2)
-        ns *= 2;
-    struct timespec ts = {0, ns < 500000 ? ns : 500000};
-    nanosleep(&ts, NULL);
-}
-
-/* Poll the receives and use each piece the moment it lands, whichever
- * lands first (a wait on any of them, built from fccl_test). */
-static int drain(struct fccl_moe *m, const struct finish *f, size_t nr)
-{
-    const int32_t *off = moe_assist_off((int32_t *)f->in->assist_info);
-    uint64_t last = fccl_now_ns();
-    int rc = FCCL_OK;
-    while (nr > 0 && rc == FCCL_OK) {
-        int progress = 0;
-        uint64_t idle = fccl_now_ns() - last;
-        for (size_t i = 0; i < nr && rc == FCCL_OK;) {
-            int done = 1; /* a finished handle is freed, even on failure */
-            if (idle >= MOE_BLOCK_NS)
-                rc = fccl_wait(m->reqs[i], -1), idle = 0;
-            else
-                rc = fccl_test(m->reqs[i], &done);
-            if (!done) {
-                i++;
-                continue;
-            }
-            int p = m->req_piece[i];
-            m->reqs[i] = m->reqs[nr - 1]; /* swap out the finished one */
-            m->req_piece[i] = m->req_piece[nr - 1];
-            nr--;
-            progress = 1;
-            if (rc == FCCL_OK)
-                arrived(m, f, off[p], (size_t)(off[p + 1] - off[p]),
-                        m->recv_rows + (size_t)off[p] * m->rowb);
-        }
-        if (progress)
-            last = fccl_now_ns();
-        else
-            idle_wait(idle);
-    }
-    if (rc < 0) /* the group has failed: collect the other handles */
-        for (size_t i = 0; i < nr; i++)
-            fccl_wait(m->reqs[i], -1);
-    return rc;
-}
-
-static void self_pieces(struct fccl_moe *m, const struct finish *f,
-                        const unsigned char *data)
-{
-    const int32_t *off = moe_assist_off((int32_t *)f->in->assist_info);
+    const int32_t *off = moe_assist_off((int32_t *)m->op.f.in.assist_info);
     for (int le = 0; le < m->my_L; le++) {
         size_t p = (size_t)m->ep_rank * m->L + (size_t)le;
         size_t at = m->recv_off[(size_t)le * m->ep_size + m->ep_rank];
-        arrived(m, f, off[p], (size_t)(off[p + 1] - off[p]),
-                data + at * m->rowb);
+        moe_arrived(m, off[p], (size_t)(off[p + 1] - off[p]),
+                    data + at * m->rowb);
     }
 }
 
-static void start_tokens(struct fccl_moe *m, const struct finish *f)
-{
-    const int32_t *s2p = moe_assist_slot2pos(m, (int32_t *)f->in->assist_info);
-    uint64_t t0 = fccl_now_ns();
-    for (size_t t = 0; t < f->in->bs; t++) {
-        m->rem[t] = s2p[t * m->slots] < 0 ? 0 : m->slots;
-        if (m->rem[t] == 0)
-            finish_token(m, f, t);
-    }
-    m->times.math_ns += fccl_now_ns() - t0;
-}
-
-static int move(struct fccl_moe *m, const struct finish *f,
-                const unsigned char *data)
-{
-    size_t nr = 0;
-    fccl_request_t *sreq = NULL;
-    uint64_t t0 = fccl_now_ns(), math0 = m->times.math_ns;
-    start_tokens(m, f);
-    int rc = post(m, f, data, &nr, &sreq);
-    if (rc == FCCL_OK)
-        self_pieces(m, f, data);
-    int drc = drain(m, f, nr);
-    int src = sreq ? fccl_wait(sreq, -1) : FCCL_OK;
-    m->times.comm_ns += fccl_now_ns() - t0 - (m->times.math_ns - math0);
-    return rc < 0 ? rc : drc < 0 ? drc : src;
-}
-
-static int combine(struct fccl_moe *m, const struct finish *f,
-                   const char *who)
+int moe_idle_check(const struct fccl_moe *m, const char *who)
 {
     if (!m)
         return fccl_err(FCCL_ERR_INVALID, "%s: moe is NULL", who);
-    uint64_t t0 = fccl_now_ns();
+    if (m->op.active)
+        return fccl_err(FCCL_ERR_STATE, "%s: a combine started with "
+                        "fccl_moe_*_start is still running on this config "
+                        "(fccl_moe_wait for it first)", who);
+    return FCCL_OK;
+}
+
+int moe_combine_begin(struct fccl_moe *m)
+{
+    struct moe_op *op = &m->op;
+    op->t0 = fccl_now_ns();
     memset(&m->times, 0, sizeof(m->times));
     m->msg[0] = '\0';
     size_t rows = 0;
-    int bad = check_args(m, f->in, f, &rows);
-    int rc = ep_check(m, bad, f->in);
-    m->times.check_ns = fccl_now_ns() - t0;
+    int bad = check_args(m, &op->f.in, &op->f, &rows);
+    int rc = ep_check(m, bad, &op->f.in);
+    m->times.check_ns = fccl_now_ns() - op->t0;
     if (m->tp) {
-        int trc = tp_reduce(m, rc < 0, rows, f->in);
+        int trc = tp_reduce(m, rc < 0, rows, &op->f.in);
         if (rc == FCCL_OK)
             rc = trc;
     }
+    if (rc < 0)
+        return rc;
+    const unsigned char *data = m->tp ? m->rs_rows : op->f.in.expand_x;
+    op->active = 1;
+    op->nr = 0;
+    op->sreq = NULL;
+    op->last = fccl_now_ns();
+    moe_start_tokens(m);
+    rc = post(m, data, &op->nr, &op->sreq);
+    if (rc < 0) {
+        moe_poll(m, 1); /* collect what was posted (the group has failed) */
+        return rc;
+    }
+    self_pieces(m, data);
+    return FCCL_OK;
+}
+
+static int run(struct fccl_moe *m)
+{
+    int rc = moe_combine_begin(m);
     if (rc == FCCL_OK)
-        rc = move(m, f, m->tp ? m->rs_rows : f->in->expand_x);
-    m->times.total_ns = fccl_now_ns() - t0;
-    return rc;
+        rc = moe_poll(m, 1);
+    return rc < 0 ? rc : FCCL_OK;
+}
+
+void moe_set_fused(struct fccl_moe *m, const void *residual_x,
+                   const void *gamma, void *y_out, float *rstd_out,
+                   void *x_out)
+{
+    struct moe_finish *f = &m->op.f;
+    f->fused = 1;
+    f->x = x_out;
+    f->residual = residual_x;
+    f->gamma = gamma;
+    f->y = y_out;
+    f->rstd = rstd_out;
+}
+
+int moe_combine_fill(struct fccl_moe *m, const fccl_moe_combine_in_t *in,
+                const char *who)
+{
+    int rc = moe_idle_check(m, who);
+    if (rc < 0)
+        return rc;
+    memset(&m->op.f, 0, sizeof(m->op.f));
+    if (in) /* NULL: every rank still takes part, the checks refuse it */
+        m->op.f.in = *in;
+    return FCCL_OK;
 }
 
 int fccl_moe_combine(fccl_moe_t *m, const fccl_moe_combine_in_t *in, void *x)
 {
-    struct finish f = {.in = in, .fused = 0, .x = x};
-    return combine(m, &f, "moe_combine");
+    int rc = moe_combine_fill(m, in, "moe_combine");
+    if (rc < 0)
+        return rc;
+    m->op.f.x = x;
+    return run(m);
 }
 
 int fccl_moe_combine_add_rms_norm(fccl_moe_t *m,
@@ -396,8 +305,9 @@ int fccl_moe_combine_add_rms_norm(fccl_moe_t *m,
                                   const void *residual_x, const void *gamma,
                                   void *y_out, float *rstd_out, void *x_out)
 {
-    struct finish f = {.in = in, .fused = 1, .x = x_out,
-                       .residual = residual_x, .gamma = gamma, .y = y_out,
-                       .rstd = rstd_out};
-    return combine(m, &f, "moe_combine_add_rms_norm");
+    int rc = moe_combine_fill(m, in, "moe_combine_add_rms_norm");
+    if (rc < 0)
+        return rc;
+    moe_set_fused(m, residual_x, gamma, y_out, rstd_out, x_out);
+    return run(m);
 }

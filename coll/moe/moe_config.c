@@ -300,6 +300,7 @@ void fccl_moe_destroy(fccl_moe_t *m)
 {
     if (!m)
         return;
+    moe_poll(m, 1); /* a combine still running: finish it first */
     free(m->send_rows);
     free(m->send_scales);
     free(m->recv_rows);

@@ -248,8 +248,9 @@ int fccl_moe_dispatch(fccl_moe_t *m, const void *x, const int32_t *ids,
                       const float *scales, const uint8_t *mask, size_t bs,
                       fccl_moe_dispatch_out_t *o)
 {
-    if (!m)
-        return fccl_err(FCCL_ERR_INVALID, "moe_dispatch: moe is NULL");
+    int rc0 = moe_idle_check(m, "moe_dispatch");
+    if (rc0 < 0)
+        return rc0;
     uint64_t t0 = fccl_now_ns();
     memset(&m->times, 0, sizeof(m->times));
     m->msg[0] = '\0';

@@ -28,6 +28,29 @@
 #define MOE_TAG_DISPATCH_SCALES 0x4d4f0400
 #define MOE_TAG_COMBINE_ROWS 0x4d4f0800
 
+/* What a combine call finishes each token into. */
+struct moe_finish {
+    fccl_moe_combine_in_t in; /* a copy: the caller's struct may go */
+    int fused;
+    void *x;                  /* combine: out; fused: x_out */
+    const void *residual, *gamma;
+    void *y;
+    float *rstd;
+};
+
+/* The combine in flight (one per config). */
+struct moe_op {
+    int active;
+    struct moe_finish f;
+    size_t nr;              /* receives still pending (m->reqs[0..nr)) */
+    fccl_request_t *sreq;   /* the sends, or NULL */
+    uint64_t t0, last, math0; /* start, last progress, math before it */
+};
+
+struct fccl_moe_request {
+    struct fccl_moe *m;
+};
+
 struct fccl_moe {
     fccl_group_t *ep, *tp;
     int ep_rank, ep_size, tp_rank, tp_size;
@@ -63,6 +86,8 @@ struct fccl_moe {
     const void **wrows;       /* slots + 1: one token's rows ... */
     float *wts;               /* ... and their weights */
     fccl_moe_times_t times;
+    struct moe_op op;
+    struct fccl_moe_request req; /* handed out by the *_start calls */
     char msg[512];            /* this rank's own argument error */
 };
 
@@ -100,6 +125,34 @@ static inline int32_t *moe_assist_pos2slot(const struct fccl_moe *m, int32_t *a)
  * `flags` (stride `stride`), or FCCL_OK.  `who` names the operation. */
 int moe_verdict(struct fccl_moe *m, const int64_t *flags, size_t stride,
                 int n, const char *group, const char *who);
+
+/* ---- combine (moe_combine.c, moe_arrive.c) ---- */
+
+/* Check m->op.f's arguments with every rank, run the TP reduce-scatter,
+ * post the receives and sends and use this rank's own rows: afterwards
+ * m->op is active and moe_poll finishes it.  Fails (with every rank,
+ * for argument errors) without leaving anything pending. */
+int moe_combine_begin(struct fccl_moe *m);
+/* Start m->op.f for a new call: idle check, copy of *in (NULL: zeros, which
+ * the checks refuse on every rank), no outputs yet. */
+int moe_combine_fill(struct fccl_moe *m, const fccl_moe_combine_in_t *in,
+                     const char *who);
+/* The fused operator's outputs. */
+void moe_set_fused(struct fccl_moe *m, const void *residual_x,
+                   const void *gamma, void *y_out, float *rstd_out,
+                   void *x_out);
+/* FCCL_ERR_STATE if a combine started by *_start is still running. */
+int moe_idle_check(const struct fccl_moe *m, const char *who);
+/* Every token with no rows to wait for is finished at once. */
+void moe_start_tokens(struct fccl_moe *m);
+/* Packed rows [pos0, pos0+n) are at `rows`: note them, finish the tokens
+ * they complete. */
+void moe_arrived(struct fccl_moe *m, int32_t pos0, size_t n,
+                 const unsigned char *rows);
+/* Drive the active combine: block = 0 makes one pass over the pending
+ * receives, block = 1 waits until everything is done.  1 when done (the
+ * op is then inactive), 0 still pending, < 0 failed (and inactive). */
+int moe_poll(struct fccl_moe *m, int block);
 
 /* ---- row kernels (moe_rows.c); float32 accumulation ---- */
 
