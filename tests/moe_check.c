@@ -22,6 +22,10 @@
  * timeout), the bad rank with a message naming the problem; a clean layer
  * on the same config must then still pass.
  *
+ * kill: the last rank starts a fused combine and exits; the others must
+ * fail (FCCL_ERR_PEER, or the group's sticky error) naming it within 30 s
+ * (one line each).
+ *
  * The last line (rank 0): "moe_check: ranks=N mode=M: C cases, F failed".
  * Exit 0 only if nothing failed.
  */
@@ -30,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fccl/fccl.h"
 #include "moe_ref.h"
@@ -749,6 +754,60 @@ static void args_mode(void)
     }
 }
 
+/* ---- kill mode: a rank dies in the middle of a combine ---- */
+
+/* The last rank starts a fused combine (its sends posted, its rows not yet
+ * read by anyone) and exits at once.  Every other rank must come back from
+ * its combine with an error naming the failure, well within the group
+ * timeout, not hang in the arrival loop.  Prints one line per survivor;
+ * exit 0 when the survivor got a failure (not an argument error) naming
+ * the dead rank within 30 s. */
+static int kill_mode(void)
+{
+    struct mc c = {.L = 2, .k = 2, .bf16 = 1, .H = 8192, .bs = 64,
+                   .fused = 1, .seed = 99};
+    describe(&c);
+    fccl_moe_opts_t o;
+    fill_opts(&c, &o);
+    fccl_moe_t *m = NULL;
+    if (fccl_moe_new(&o, &m) < 0) {
+        fprintf(stderr, "moe_check: moe_new: %s\n", fccl_last_error());
+        return 1;
+    }
+    fccl_moe_info_t info;
+    fccl_moe_get_info(m, &info);
+    struct inp in;
+    gen(&c, W, &in);
+    struct outs ou;
+    alloc_outs(&c, &info, in.bs, &ou);
+    int rc = fccl_moe_dispatch(m, in.x, in.ids, in.scales, NULL, in.bs, &ou.d);
+    if (rc < 0) {
+        fprintf(stderr, "moe_check: dispatch: %s\n", fccl_last_error());
+        return 1;
+    }
+    run_experts(&c, &info, &ou);
+    fccl_moe_combine_in_t ci = {ou.eo, ou.d.assist_info, ou.d.ep_recv_counts,
+                                NULL, in.scales, NULL, in.bs};
+    if (W == NW - 1) {
+        fccl_moe_request_t *req;
+        fccl_moe_combine_add_rms_norm_start(m, &ci, in.res, in.gamma, ou.y,
+                                            ou.rstd, ou.x, &req);
+        _exit(0); /* gone with its rows still unread */
+    }
+    double t0 = now_s();
+    rc = fccl_moe_combine_add_rms_norm(m, &ci, in.res, in.gamma, ou.y,
+                                       ou.rstd, ou.x);
+    double secs = now_s() - t0;
+    char who[32];
+    snprintf(who, sizeof(who), "rank %d", NW - 1);
+    int ok = rc < 0 && rc != FCCL_ERR_INVALID && secs < 30 &&
+             strstr(fccl_last_error(), who) != NULL;
+    printf("moe_check kill: rank %d: %s after %.2f s: %s -> %s\n", W,
+           fccl_strerror(rc), secs, fccl_last_error(), ok ? "ok" : "WRONG");
+    fflush(stdout);
+    _exit(ok ? 0 : 1); /* the world is broken: no orderly shutdown */
+}
+
 /* ---- main ---- */
 
 static int setup_groups(void)
@@ -776,7 +835,7 @@ int main(int argc, char **argv)
         case 'r': O.reduced = 1; break;
         case 'v': O.verbose = 1; break;
         default:
-            fprintf(stderr, "usage: fccl-run -n N moe_check [-m layer|args] "
+            fprintf(stderr, "usage: fccl-run -n N moe_check [-m layer|args|kill] "
                             "[-r] [-v]\n");
             return 2;
         }
@@ -798,6 +857,8 @@ int main(int argc, char **argv)
         fccl_finalize();
         return 2;
     }
+    if (strcmp(O.mode, "kill") == 0)
+        return kill_mode();
     double t0 = now_s();
     if (strcmp(O.mode, "args") == 0)
         args_mode();

@@ -99,3 +99,28 @@ Test(moe_bench, checked_4_tp_shared, .timeout = 170)
 }
 Test(moe_bench, one_rank, .timeout = 60) { bench(1, "", 2); }
 Test(moe_bench, bad_k, .timeout = 60) { bench(2, "-k 99", 2); }
+
+/* A rank dies with its combine rows unread: every survivor must fail,
+ * naming it, within 30 s (FCCL_TIMEOUT=20 would end a hang later). */
+static void kill_job(const char *prov, int n)
+{
+    if (reduced() && strcmp(prov, "shm") != 0)
+        cr_skip_test("reduced: shm only");
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "FCCL_PROVIDER=\"%s\" FCCL_TIMEOUT=20 %s/fccl-run -n %d "
+             "%s/moe_check -m kill",
+             prov, PU_BIN, n, PU_TESTBIN);
+    char *out = NULL;
+    int rc = pu_run(cmd, 90, &out);
+    int ok = pu_count(out ? out : "", "-> ok");
+    if (rc != 0 || ok != n - 1)
+        fprintf(stderr, "%s\n", out ? out : "");
+    cr_assert_eq(rc, 0, "%s: exit %d", cmd, rc);
+    cr_assert_eq(ok, n - 1, "%s: %d of %d survivors failed properly", cmd,
+                 ok, n - 1);
+    free(out);
+}
+
+Test(moe_kill, shm_4, .timeout = 120) { kill_job("shm", 4); }
+Test(moe_kill, tcp_3, .timeout = 120) { kill_job(TCP, 3); }
