@@ -52,7 +52,8 @@ ALL_CFLAGS := $(CFLAGS_BASE) $(OPT) $(CFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 
 # Public headers: source path -> include/fccl/<name>
-PUB_HDRS := common/core.h common/fccl.h store/store.h coll/coll.h bootstrap/pg.h
+PUB_HDRS := common/core.h common/fccl.h store/store.h coll/coll.h bootstrap/pg.h \
+  coll/moe/moe.h
 PUB_LINKS := $(addprefix $(BUILD)/include/fccl/,$(notdir $(PUB_HDRS)))
 
 LIB_SRCS := $(sort $(shell find common store coll bootstrap -name '*.c'))

@@ -34,4 +34,5 @@
 #include "fccl/store.h"
 #include "fccl/coll.h"
 #include "fccl/pg.h"
+#include "fccl/moe.h"
 #endif

@@ -1,0 +1,283 @@
+/*
+ * fccl MoE: expert-parallel dispatch and combine on the collective engine,
+ * after Ascend's MoeDistributeDispatch / MoeDistributeCombine /
+ * MoeDistributeCombineAddRmsNorm.
+ *
+ * The idea.  An EP (expert parallel) group of ep_size ranks holds
+ * moe_expert_num routed experts; the first shared_expert_rank_num EP ranks
+ * hold replicas of the shared expert(s) instead, the others hold
+ * local_expert_num = moe_expert_num / (ep_size - shared_expert_rank_num)
+ * routed experts each: routed expert e lives on EP rank
+ * shared_expert_rank_num + e / local_expert_num.  Every rank owns bs tokens
+ * (rows of H elements) and for each token the ids and weights of its top K
+ * experts.
+ *
+ *   dispatch:  each token goes to the rank of each of its K experts (and
+ *              to one replica of every shared expert); each rank receives
+ *              expand_x, its tokens grouped by local expert, then by source
+ *              rank.  With a TP group of 2, the two TP ranks then gather each
+ *              other's rows (AllGatherV), so each holds both blocks.
+ *   experts:   the caller runs its experts on expand_x in place (or into
+ *              another buffer of the same layout).
+ *   combine:   with TP, the two partial results are summed and scattered
+ *              back (ReduceScatterV); then every row goes back to the rank
+ *              that owns the token, which forms
+ *                out[t] = sum_k expert_scales[t,k] * y[t,k]
+ *                         + sum of the shared experts' rows of t
+ *                         + shared_expert_x[t]            (if given)
+ *              accumulated in float32 in that fixed order, so every run
+ *              gives the same bits whatever order the rows arrive in.
+ *   fused:     combine_add_rms_norm also adds residual_x and applies RMSNorm:
+ *                x = out + residual;  rstd = 1 / sqrt(mean(x^2) + eps);
+ *                y = x * rstd * gamma
+ *              in one pass over the received rows: a token is finished
+ *              (weighted sum, add, norm) as soon as its last row arrives,
+ *              while other rows are still in flight, with one row of float32
+ *              scratch and no full-size temporary.  rstd and y are computed
+ *              from x in float32 before x is rounded to the data type.
+ *
+ * A config object (fccl_moe_new) holds the groups, sizes and workspaces;
+ * it is created once, collectively, and reused, so each call is only data
+ * movement and math.  Data types float32 and bfloat16 (bfloat16 in and out,
+ * float32 accumulation, round to nearest even).  Tokens with a 0 in
+ * x_active_mask are not sent; their combine output is zero (fused: x is the
+ * residual).
+ *
+ * Argument errors never leave other ranks waiting: each call checks its
+ * arguments locally and then shares a verdict with the other ranks in the
+ * exchange it needs anyway (the token counts), so every rank of the EP
+ * group (and of the TP groups) returns FCCL_ERR_INVALID together, the
+ * offending rank with the precise message, the others naming that rank.
+ *
+ * Asynchronous combine: fccl_moe_combine_start and
+ * fccl_moe_combine_add_rms_norm_start return a handle to test or wait on
+ * while the caller works on something else (below).
+ *
+ * Groups: the EP group (and the TP group) must carry no other traffic
+ * between the first and the last rank entering an operation here (they
+ * use the groups' point-to-point tags 0x4d4f0000 and up).  Every rank of
+ * the EP group calls the same operations in the same order.
+ * Thread safety: a config is used by one thread at a time (like its groups);
+ * different configs on different groups may run in parallel.
+ */
+#ifndef FCCL_MOE_H
+#define FCCL_MOE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fccl/coll.h"
+#include "fccl/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fccl_moe fccl_moe_t;
+
+/* How dispatch reports expert_token_nums (Ascend's expert_token_nums_type). */
+typedef enum {
+    FCCL_MOE_TOKEN_NUMS_CUMSUM = 0, /* prefix sums: rows of experts 0..i */
+    FCCL_MOE_TOKEN_NUMS_COUNT = 1,  /* rows of expert i */
+} fccl_moe_token_nums_t;
+
+/* Limits (Ascend's, kept): */
+#define FCCL_MOE_MAX_K 16
+#define FCCL_MOE_MAX_EXPERTS 1024
+#define FCCL_MOE_MAX_BS 512
+#define FCCL_MOE_MAX_EP 768
+
+typedef struct fccl_moe_opts {
+    fccl_group_t *ep;           /* EP group, 2..768 ranks (borrowed: keep it
+                                   alive until fccl_moe_destroy) */
+    fccl_group_t *tp;           /* NULL: no TP; else a group of exactly 2
+                                   ranks, each in a different EP group with
+                                   the same EP rank (borrowed) */
+    int moe_expert_num;         /* routed experts, 1..1024, a multiple of
+                                   the number of routed-expert ranks */
+    int shared_expert_num;      /* shared experts: 0, or >= 1 with
+                                   shared_expert_rank_num a multiple of it */
+    int shared_expert_rank_num; /* EP ranks 0..n-1 hold shared experts
+                                   (replicas), 0..ep_size-1 */
+    int bs;                     /* most tokens this rank passes per call,
+                                   1..512 */
+    int global_bs;              /* 0: every rank has the same bs; else at
+                                   least (largest bs of the EP group) *
+                                   ep_size, the same on every rank */
+    int k;                      /* experts per token, 1..min(16, experts) */
+    size_t hidden;              /* H, elements per token row, >= 1 */
+    fccl_dtype_t dtype;         /* FCCL_FLOAT32 or FCCL_BFLOAT16 */
+    float norm_eps;             /* RMSNorm epsilon, finite and >= 0 */
+    fccl_moe_token_nums_t token_nums_type;
+} fccl_moe_opts_t;
+
+/* Defaults: no groups, 0 experts, bs 0, k 0, hidden 0, bfloat16, eps 1e-6,
+ * cumsum.  Fill in the rest before fccl_moe_new.  Never fails. */
+FCCL_API void fccl_moe_opts_init(fccl_moe_opts_t *opts);
+
+/* Create a config.  Collective over opts->ep and then opts->tp: every rank
+ * of both calls it (blocks until they have; the groups' timeout applies).
+ * Checks the options on this rank, then compares them across the groups
+ * (one small all_reduce on each, and with TP one more on EP), so a rank
+ * with a different H, K, expert layout, dtype, eps or global_bs makes
+ * every rank fail together.  Allocates the workspaces (about
+ * 2 * bs * (k + shared_expert_num) * H elements, plus the TP block).
+ * *out is owned by the caller (fccl_moe_destroy).
+ * Returns FCCL_OK; FCCL_ERR_INVALID (this rank's options or another rank's,
+ * with a message saying which and why); FCCL_ERR_NOMEM; FCCL_ERR_TIMEOUT,
+ * FCCL_ERR_PEER, FCCL_ERR_ABORTED from the group (then *out is NULL). */
+FCCL_API int fccl_moe_new(const fccl_moe_opts_t *opts, fccl_moe_t **out);
+
+/* Free the config and its workspaces (not the groups).  NULL is a no-op.
+ * Not collective, except that a combine still running is first waited for
+ * (fccl_moe_wait). */
+FCCL_API void fccl_moe_destroy(fccl_moe_t *moe);
+
+typedef struct fccl_moe_info {
+    int ep_rank, ep_size;      /* this rank in the EP group */
+    int tp_rank, tp_size;      /* 0 and 1 without TP */
+    int is_shared_rank;        /* 1 if this rank holds a shared expert */
+    int local_expert_num;      /* experts on this rank (1 on shared ranks) */
+    int first_expert;          /* global id of local expert 0 (routed
+                                  ranks); the shared expert's index on
+                                  shared ranks */
+    int routed_local_expert_num; /* experts per routed-expert rank */
+    size_t expand_rows;        /* capacity A: rows of expand_x (and of
+                                  expand_scales) that dispatch may fill */
+    size_t assist_len;         /* int32 elements of assist_info */
+    int slots;                 /* rows per token sent: k + shared experts */
+} fccl_moe_info_t;
+
+/* Sizes the caller needs for its buffers.  Never blocks, thread-safe.
+ * FCCL_ERR_INVALID if moe or info is NULL. */
+FCCL_API int fccl_moe_get_info(const fccl_moe_t *moe, fccl_moe_info_t *info);
+
+/* Outputs of dispatch, all allocated by the caller (sizes from
+ * fccl_moe_get_info); dispatch fills them. */
+typedef struct fccl_moe_dispatch_out {
+    void *expand_x;             /* [expand_rows][H] dtype: received rows by
+                                   local expert, then source EP rank, then
+                                   token order; with TP the TP rank 0 block,
+                                   then the TP rank 1 block */
+    float *expand_scales;       /* [expand_rows]: each row's weight (1 for
+                                   shared-expert rows) */
+    int64_t *expert_token_nums; /* [local_expert_num], counts or cumsums
+                                   over all rows (both TP blocks) */
+    int64_t *ep_recv_counts;    /* [local_expert_num][ep_size]: rows from
+                                   each EP rank (own TP block); pass to
+                                   combine as ep_send_counts */
+    int64_t *tp_recv_counts;    /* [2] rows of each TP block; NULL without
+                                   TP; pass to combine as tp_send_counts */
+    int32_t *assist_info;       /* [assist_len] opaque: where this rank's
+                                   rows went; pass to combine */
+    size_t rows;                /* set: rows written to expand_x */
+} fccl_moe_dispatch_out_t;
+
+/* Send every active token to its experts.  Collective over the EP group
+ * (then the TP group); blocks until this rank's rows are in place.
+ *   x              [bs][H] dtype, this rank's tokens
+ *   expert_ids     [bs][k] routed expert ids, 0..moe_expert_num-1, distinct
+ *                  within a token
+ *   expert_scales  [bs][k] float32 weights (only copied to expand_scales;
+ *                  combine reads them again)
+ *   x_active_mask  [bs] 0/1, or NULL: all active
+ *   bs             tokens this call, 0..opts.bs (exactly opts.bs when
+ *                  global_bs is 0)
+ * The inputs are only read.  Returns FCCL_OK; FCCL_ERR_INVALID for a bad
+ * argument on this or any other rank of the groups (ids out of range or
+ * repeated, bs too large, NULL buffers, a capacity overflow); errors of the
+ * groups (FCCL_ERR_TIMEOUT, FCCL_ERR_PEER, FCCL_ERR_ABORTED,
+ * FCCL_ERR_PROTOCOL), which stick to them. */
+FCCL_API int fccl_moe_dispatch(fccl_moe_t *moe, const void *x,
+                               const int32_t *expert_ids,
+                               const float *expert_scales,
+                               const uint8_t *x_active_mask, size_t bs,
+                               fccl_moe_dispatch_out_t *out);
+
+/* Inputs of combine: the experts' outputs in dispatch's layout and the
+ * bookkeeping dispatch returned, unchanged. */
+typedef struct fccl_moe_combine_in {
+    const void *expand_x;          /* [rows][H] dtype, the experts' outputs
+                                      (with TP: this rank's partial sums of
+                                      both blocks) */
+    const int32_t *assist_info;    /* from dispatch */
+    const int64_t *ep_send_counts; /* dispatch's ep_recv_counts */
+    const int64_t *tp_send_counts; /* dispatch's tp_recv_counts; NULL
+                                      without TP.  This rank's entry must
+                                      equal the sum of ep_send_counts; the
+                                      partner's block size comes from the
+                                      partner itself */
+    const float *expert_scales;    /* [bs][k] the weights */
+    const void *shared_expert_x;   /* [bs][H] dtype added to every active
+                                      token, or NULL */
+    size_t bs;                     /* as passed to dispatch */
+} fccl_moe_combine_in_t;
+
+/* The weighted sum back on the tokens' owners: x[bs][H] dtype (caller's).
+ * Collective over the EP group (after the TP group).  Blocks until x is
+ * complete.  Returns as fccl_moe_dispatch; FCCL_ERR_INVALID also when the
+ * counts do not add up (a rank's ep_send_counts differ from what the token
+ * owner expects, their sum differs from the TP block, assist_info is not
+ * dispatch's). */
+FCCL_API int fccl_moe_combine(fccl_moe_t *moe, const fccl_moe_combine_in_t *in,
+                              void *x);
+
+/* Combine, residual add and RMSNorm fused (see the top of this file):
+ *   residual_x [bs][H] dtype;  gamma [H] dtype;
+ *   y_out [bs][H] dtype, rstd_out [bs] float32, x_out [bs][H] dtype
+ * (caller's; x_out may be residual_x itself, in place).  Same collective
+ * rules and statuses as fccl_moe_combine. */
+FCCL_API int fccl_moe_combine_add_rms_norm(fccl_moe_t *moe,
+                                           const fccl_moe_combine_in_t *in,
+                                           const void *residual_x,
+                                           const void *gamma, void *y_out,
+                                           float *rstd_out, void *x_out);
+
+/* ---- asynchronous combine ---- */
+
+typedef struct fccl_moe_request fccl_moe_request_t;
+
+/* Start fccl_moe_combine / fccl_moe_combine_add_rms_norm and return at
+ * once with *req: the argument checks with every rank, the TP
+ * reduce-scatter and posting the transfers happen before the return (they
+ * block), the transfers and the math continue in fccl_moe_test and
+ * fccl_moe_wait.  Until then the call borrows every buffer it was given
+ * (the fccl_moe_combine_in_t struct itself is copied); the config runs one
+ * combine at a time (dispatch and another combine on it return
+ * FCCL_ERR_STATE until the handle is finished).  *req belongs to the
+ * config: it needs no freeing and ends with the wait or the test that
+ * reports done.  Statuses as the blocking calls (argument errors come from
+ * the start, with *req NULL); FCCL_ERR_INVALID if req is NULL. */
+FCCL_API int fccl_moe_combine_start(fccl_moe_t *moe,
+                                    const fccl_moe_combine_in_t *in, void *x,
+                                    fccl_moe_request_t **req);
+FCCL_API int fccl_moe_combine_add_rms_norm_start(
+    fccl_moe_t *moe, const fccl_moe_combine_in_t *in, const void *residual_x,
+    const void *gamma, void *y_out, float *rstd_out, void *x_out,
+    fccl_moe_request_t **req);
+
+/* One non-blocking pass: finishes the tokens whose rows have landed; *done
+ * = 1 when everything is done (the handle is then finished, and the return
+ * value is the operation's status).  FCCL_ERR_INVALID for a NULL or
+ * finished handle. */
+FCCL_API int fccl_moe_test(fccl_moe_request_t *req, int *done);
+
+/* Block until the combine is done (the group timeout bounds it) and return
+ * its status; the handle is finished.  FCCL_ERR_INVALID for a NULL or
+ * finished handle. */
+FCCL_API int fccl_moe_wait(fccl_moe_request_t *req);
+
+/* Where the last call's time went on this rank, in nanoseconds:
+ * check = argument checks and the count exchange, comm = waiting for data
+ * (including the TP collectives), math = packing, weighted sums, add,
+ * norm.  total = the whole call.  Never blocks.  FCCL_ERR_INVALID if an
+ * argument is NULL. */
+typedef struct fccl_moe_times {
+    uint64_t check_ns, comm_ns, math_ns, total_ns;
+} fccl_moe_times_t;
+FCCL_API int fccl_moe_last_times(const fccl_moe_t *moe, fccl_moe_times_t *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

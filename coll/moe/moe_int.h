@@ -1,0 +1,178 @@
+/*
+ * Internal: the MoE config object, the assist_info layout, the tags, and
+ * the row kernels shared by dispatch and combine.
+ *
+ * assist_info (int32), written by dispatch on the token owner, read by
+ * combine there:
+ *   [0] MOE_ASSIST_MAGIC   [1] bs   [2] rows sent (n)
+ *   [3 .. 3+P]             P+1 piece offsets, P = ep_size * L; piece
+ *                          (r, le) = rows for local expert le of EP rank r,
+ *                          rows packed r-major, then le, then token order
+ *   [4+P .. +bs*slots]     slot -> packed position (-1: not sent), slot =
+ *                          t * slots + j, j < k routed, j >= k shared
+ *   [.. + n]               packed position -> slot
+ */
+#ifndef FCCL_MOE_INT_H
+#define FCCL_MOE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "fccl/moe.h"
+
+#define MOE_ASSIST_MAGIC 0x4d6f4531
+#define MOE_ASSIST_HDR 3
+/* Point-to-point tags (plus the local expert index, < 1024). */
+#define MOE_TAG_DISPATCH_ROWS 0x4d4f0000
+#define MOE_TAG_DISPATCH_SCALES 0x4d4f0400
+#define MOE_TAG_COMBINE_ROWS 0x4d4f0800
+
+/* What a combine call finishes each token into. */
+struct moe_finish {
+    fccl_moe_combine_in_t in; /* a copy: the caller's struct may go */
+    int fused;
+    void *x;                  /* combine: out; fused: x_out */
+    const void *residual, *gamma;
+    void *y;
+    float *rstd;
+};
+
+/* The combine in flight (one per config). */
+struct moe_op {
+    int active;
+    struct moe_finish f;
+    size_t nr;              /* receives still pending (m->reqs[0..nr)) */
+    fccl_request_t *sreq;   /* the sends, or NULL */
+    uint64_t t0, last, math0; /* start, last progress, math before it */
+};
+
+struct fccl_moe_request {
+    struct fccl_moe *m;
+};
+
+struct fccl_moe {
+    fccl_group_t *ep, *tp;
+    int ep_rank, ep_size, tp_rank, tp_size;
+    int experts, shared_num, shared_ranks, k, slots;
+    int L;            /* routed experts per routed rank = pieces per rank */
+    int my_L;         /* experts on this rank */
+    int first_expert; /* routed: first id; shared: shared expert index */
+    int is_shared;
+    int bs, global_bs, max_bs; /* max_bs: largest bs of the EP/TP groups */
+    size_t H, es, rowb;
+    fccl_dtype_t dt;
+    float eps;
+    int nums_type;
+    size_t block_cap;  /* rows one EP exchange may bring (own TP block) */
+    size_t expand_rows;
+    size_t assist_len;
+    size_t npieces; /* ep_size * L */
+    size_t metalen; /* int64 per rank in the count exchanges */
+    /* workspaces, sized once */
+    unsigned char *send_rows; /* bs * slots rows: dispatch packing */
+    float *send_scales;       /* bs * slots */
+    unsigned char *recv_rows; /* bs * slots rows: combine arrivals */
+    unsigned char *rs_rows;   /* block_cap rows: TP reduce-scatter output */
+    int64_t *mine, *meta;     /* metalen, ep_size * metalen */
+    int64_t *piece_cnt;       /* npieces, counts of this call */
+    size_t *recv_off;         /* npieces: expert-side row offsets */
+    fccl_request_t **reqs;    /* npieces */
+    fccl_p2p_op_t *ops;       /* 4 * npieces: one call's sends/receives */
+    int *req_piece;           /* npieces */
+    int32_t *rem;             /* bs: rows still missing per token */
+    const unsigned char **rowptr; /* bs * slots */
+    float *acc;               /* H: one row of float32 scratch */
+    const void **wrows;       /* slots + 1: one token's rows ... */
+    float *wts;               /* ... and their weights */
+    fccl_moe_times_t times;
+    struct moe_op op;
+    struct fccl_moe_request req; /* handed out by the *_start calls */
+    char msg[512];            /* this rank's own argument error */
+};
+
+/* Bad local arguments: record the message (for after the verdict
+ * exchange, which overwrites the thread's message) and return 1. */
+int moe_bad(struct fccl_moe *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Destination of slot j of a token: EP rank and local expert. */
+static inline void moe_slot_dest(const struct fccl_moe *m, int32_t expert,
+                                 int j, int *r, int *le)
+{
+    if (j < m->k) {
+        *r = m->shared_ranks + expert / m->L;
+        *le = expert % m->L;
+        return;
+    }
+    int reps = m->shared_ranks / m->shared_num;
+    *r = (j - m->k) * reps + m->ep_rank % reps;
+    *le = 0;
+}
+
+/* assist_info views */
+static inline int32_t *moe_assist_off(int32_t *a) { return a + MOE_ASSIST_HDR; }
+static inline int32_t *moe_assist_slot2pos(const struct fccl_moe *m, int32_t *a)
+{
+    return a + MOE_ASSIST_HDR + m->npieces + 1;
+}
+static inline int32_t *moe_assist_pos2slot(const struct fccl_moe *m, int32_t *a)
+{
+    return moe_assist_slot2pos(m, a) + (size_t)m->bs * (size_t)m->slots;
+}
+
+/* Verdict exchange helper: FCCL_ERR_INVALID naming the first bad rank of
+ * `flags` (stride `stride`), or FCCL_OK.  `who` names the operation. */
+int moe_verdict(struct fccl_moe *m, const int64_t *flags, size_t stride,
+                int n, const char *group, const char *who);
+
+/* ---- combine (moe_combine.c, moe_arrive.c) ---- */
+
+/* Check m->op.f's arguments with every rank, run the TP reduce-scatter,
+ * post the receives and sends and use this rank's own rows: afterwards
+ * m->op is active and moe_poll finishes it.  Fails (with every rank,
+ * for argument errors) without leaving anything pending. */
+int moe_combine_begin(struct fccl_moe *m);
+/* Start m->op.f for a new call: idle check, copy of *in (NULL: zeros, which
+ * the checks refuse on every rank), no outputs yet. */
+int moe_combine_fill(struct fccl_moe *m, const fccl_moe_combine_in_t *in,
+                     const char *who);
+/* The fused operator's outputs. */
+void moe_set_fused(struct fccl_moe *m, const void *residual_x,
+                   const void *gamma, void *y_out, float *rstd_out,
+                   void *x_out);
+/* FCCL_ERR_STATE if a combine started by *_start is still running. */
+int moe_idle_check(const struct fccl_moe *m, const char *who);
+/* Every token with no rows to wait for is finished at once. */
+void moe_start_tokens(struct fccl_moe *m);
+/* Packed rows [pos0, pos0+n) are at `rows`: note them, finish the tokens
+ * they complete. */
+void moe_arrived(struct fccl_moe *m, int32_t pos0, size_t n,
+                 const unsigned char *rows);
+/* Drive the active combine: block = 0 makes one pass over the pending
+ * receives, block = 1 waits until everything is done.  1 when done (the
+ * op is then inactive), 0 still pending, < 0 failed (and inactive). */
+int moe_poll(struct fccl_moe *m, int block);
+
+/* ---- row kernels (moe_rows.c); float32 accumulation ---- */
+
+/* acc = w * row (first) or acc += w * row, row of H elements of dt. */
+void moe_row_axpy(float *acc, const void *row, float w, size_t H,
+                  fccl_dtype_t dt, int first);
+/* acc = sum_j w[j] * rows[j], j = 0..n-1 in order (the same bits as n
+ * axpys), four rows per pass; n = 0 gives zeros. */
+void moe_row_wsum(float *acc, const void *const *rows, const float *w,
+                  int n, size_t H, fccl_dtype_t dt);
+/* dst = acc rounded to dt. */
+void moe_row_store(void *dst, const float *acc, size_t H, fccl_dtype_t dt);
+/* rstd = 1/sqrt(mean(acc^2)+eps); y = acc * rstd * gamma.  Returns rstd.
+ * (Also used by fccl-moe-bench's unfused path.) */
+float moe_row_rms_norm(const float *acc, const void *gamma, float eps,
+                       void *y_out, size_t H, fccl_dtype_t dt);
+/* acc += residual; x_out = round(acc); rstd = 1/sqrt(mean(acc^2)+eps);
+ * y = acc * rstd * gamma.  Returns rstd. */
+float moe_row_add_rms_norm(float *acc, const void *residual,
+                           const void *gamma, float eps, void *x_out,
+                           void *y_out, size_t H, fccl_dtype_t dt);
+
+#endif

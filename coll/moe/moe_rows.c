@@ -1,0 +1,224 @@
+/*
+ * MoE row kernels: the weighted sum of expert rows, the residual add and
+ * RMSNorm, on one token row at a time in float32.
+ *
+ * bfloat16 is widened exactly (a shift) and rounded back to nearest-even
+ * (NaN stays a quiet NaN, overflow goes to infinity).  The loops are plain
+ * element loops over contiguous rows so the compiler vectorises them; the
+ * file asks for -O3 because -O2's cost model refuses loops whose length is
+ * not a known multiple of the vector width.
+ */
+#pragma GCC optimize("O3")
+
+#include <math.h>
+
+/* The hot loops get an AVX2 clone (8 floats per instruction instead of
+ * SSE2's 4), chosen once at load time where the CPU has it.  The ISO C
+ * build does not contract a*b+c into FMA, so both clones give the same
+ * bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MOE_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define MOE_CLONES
+#endif
+
+#include "moe_int.h"
+
+static inline float bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+static inline uint16_t f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    uint32_t nan = (u >> 16) | 0x40u;
+    uint32_t rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rne);
+}
+
+MOE_CLONES
+static void axpy_bf16(float *restrict acc, const uint16_t *restrict row,
+                      float w, size_t H, int first)
+{
+    if (first) {
+        for (size_t i = 0; i < H; i++)
+            acc[i] = w * bf16_to_f32(row[i]);
+        return;
+    }
+    for (size_t i = 0; i < H; i++)
+        acc[i] += w * bf16_to_f32(row[i]);
+}
+
+MOE_CLONES
+static void axpy_f32(float *restrict acc, const float *restrict row, float w,
+                     size_t H, int first)
+{
+    if (first) {
+        for (size_t i = 0; i < H; i++)
+            acc[i] = w * row[i];
+        return;
+    }
+    for (size_t i = 0; i < H; i++)
+        acc[i] += w * row[i];
+}
+
+/* Four rows per pass over acc, added in the same order as four axpys (so
+ * the same bits), with a quarter of the loads and stores of acc. */
+MOE_CLONES
+static void axpy4_bf16(float *restrict acc,
+                                  const uint16_t *restrict r0,
+                                  const uint16_t *restrict r1,
+                                  const uint16_t *restrict r2,
+                                  const uint16_t *restrict r3, const float *w,
+                                  size_t H)
+{
+    float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    for (size_t i = 0; i < H; i++)
+        acc[i] = (((acc[i] + w0 * bf16_to_f32(r0[i])) +
+                   w1 * bf16_to_f32(r1[i])) +
+                  w2 * bf16_to_f32(r2[i])) +
+                 w3 * bf16_to_f32(r3[i]);
+}
+
+MOE_CLONES
+static void axpy4_f32(float *restrict acc, const float *restrict r0,
+                                 const float *restrict r1,
+                                 const float *restrict r2,
+                                 const float *restrict r3, const float *w,
+                                 size_t H)
+{
+    float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    for (size_t i = 0; i < H; i++)
+        acc[i] = (((acc[i] + w0 * r0[i]) + w1 * r1[i]) + w2 * r2[i]) +
+                 w3 * r3[i];
+}
+
+void moe_row_wsum(float *acc, const void *const *rows, const float *w,
+                  int n, size_t H, fccl_dtype_t dt)
+{
+    if (n <= 0) {
+        memset(acc, 0, H * sizeof(float));
+        return;
+    }
+    moe_row_axpy(acc, rows[0], w[0], H, dt, 1);
+    int j = 1;
+    for (; j + 4 <= n; j += 4) {
+        if (dt == FCCL_BFLOAT16)
+            axpy4_bf16(acc, rows[j], rows[j + 1], rows[j + 2], rows[j + 3],
+                       w + j, H);
+        else
+            axpy4_f32(acc, rows[j], rows[j + 1], rows[j + 2], rows[j + 3],
+                      w + j, H);
+    }
+    for (; j < n; j++)
+        moe_row_axpy(acc, rows[j], w[j], H, dt, 0);
+}
+
+void moe_row_axpy(float *acc, const void *row, float w, size_t H,
+                  fccl_dtype_t dt, int first)
+{
+    if (dt == FCCL_BFLOAT16)
+        axpy_bf16(acc, row, w, H, first);
+    else
+        axpy_f32(acc, row, w, H, first);
+}
+
+MOE_CLONES
+static void store_bf16(uint16_t *restrict d,
+                                  const float *restrict acc, size_t H)
+{
+    for (size_t i = 0; i < H; i++)
+        d[i] = f32_to_bf16(acc[i]);
+}
+
+void moe_row_store(void *dst, const float *acc, size_t H, fccl_dtype_t dt)
+{
+    if (dt != FCCL_BFLOAT16) {
+        memcpy(dst, acc, H * sizeof(float));
+        return;
+    }
+    store_bf16(dst, acc, H);
+}
+
+/* Sum of squares in eight fixed lanes: vectorisable without reordering
+ * freedom (so the bits never depend on the compiler), and more accurate
+ * than one running sum. */
+MOE_CLONES
+static float sumsq(const float *restrict v, size_t H)
+{
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 8 <= H; i += 8)
+        for (int j = 0; j < 8; j++)
+            s[j] += v[i + j] * v[i + j];
+    for (; i < H; i++)
+        s[0] += v[i] * v[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+/* acc += residual; x_out = round(acc).  x_out may be residual (in place):
+ * each element is read before it is written, so no restrict on them. */
+MOE_CLONES
+static void add_bf16(float *restrict acc, const uint16_t *res,
+                     uint16_t *x_out, size_t H)
+{
+    for (size_t i = 0; i < H; i++) {
+        float v = acc[i] + bf16_to_f32(res[i]);
+        acc[i] = v;
+        x_out[i] = f32_to_bf16(v);
+    }
+}
+
+MOE_CLONES
+static void add_f32(float *restrict acc, const float *res, float *x_out,
+                    size_t H)
+{
+    for (size_t i = 0; i < H; i++) {
+        float v = acc[i] + res[i];
+        acc[i] = v;
+        x_out[i] = v;
+    }
+}
+
+MOE_CLONES
+static void norm_bf16(const float *restrict acc, const uint16_t *restrict g,
+                      float rstd, uint16_t *restrict y, size_t H)
+{
+    for (size_t i = 0; i < H; i++)
+        y[i] = f32_to_bf16(acc[i] * rstd * bf16_to_f32(g[i]));
+}
+
+MOE_CLONES
+static void norm_f32(const float *restrict acc, const float *restrict g,
+                     float rstd, float *restrict y, size_t H)
+{
+    for (size_t i = 0; i < H; i++)
+        y[i] = acc[i] * rstd * g[i];
+}
+
+float moe_row_rms_norm(const float *acc, const void *gamma, float eps,
+                       void *y_out, size_t H, fccl_dtype_t dt)
+{
+    float rstd = 1.0f / sqrtf(sumsq(acc, H) / (float)H + eps);
+    if (dt == FCCL_BFLOAT16)
+        norm_bf16(acc, gamma, rstd, y_out, H);
+    else
+        norm_f32(acc, gamma, rstd, y_out, H);
+    return rstd;
+}
+
+float moe_row_add_rms_norm(float *acc, const void *residual,
+                           const void *gamma, float eps, void *x_out,
+                           void *y_out, size_t H, fccl_dtype_t dt)
+{
+    if (dt == FCCL_BFLOAT16)
+        add_bf16(acc, residual, x_out, H);
+    else
+        add_f32(acc, residual, x_out, H);
+    return moe_row_rms_norm(acc, gamma, eps, y_out, H, dt);
+}

@@ -1,0 +1,112 @@
+/*
+ * Test-side model of one MoE layer, independent of coll/moe: inputs as pure
+ * functions of (case seed, world rank, token, element), the routing, the
+ * experts' functions, and the dense reference in double precision.
+ * Header-only, used by tests/moe_check.c.
+ */
+#ifndef FCCL_TEST_MOE_REF_H
+#define FCCL_TEST_MOE_REF_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint64_t mr_mix(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t mr_h(uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
+{
+    return mr_mix(seed ^ mr_mix(a * 1000003u ^ mr_mix(b * 7919u ^ mr_mix(c))));
+}
+
+/* bfloat16 by hand (round to nearest even, no NaNs here) */
+static inline float mr_bf2f(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t mr_f2bf(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* Value in [-2, 2) with 1/256 steps (exact in bfloat16 up to rounding of
+ * the few that need more than 8 bits). */
+static inline float mr_val(uint64_t seed, int what, int w, size_t t, size_t h)
+{
+    return (float)((int)(mr_h(seed, (uint64_t)what, ((uint64_t)w << 32) | t, h) %
+                         1024) - 512) / 256.0f;
+}
+
+/* Store v as dtype (bf16 != 0) at element i; read it back. */
+static inline void mr_put(void *buf, size_t i, float v, int bf16)
+{
+    if (bf16)
+        ((uint16_t *)buf)[i] = mr_f2bf(v);
+    else
+        ((float *)buf)[i] = v;
+}
+static inline float mr_get(const void *buf, size_t i, int bf16)
+{
+    return bf16 ? mr_bf2f(((const uint16_t *)buf)[i]) : ((const float *)buf)[i];
+}
+
+enum { MR_X = 1, MR_SCALE, MR_RES, MR_GAMMA, MR_SHX, MR_MASK, MR_ID };
+
+/* The k distinct experts of token t of world rank w.  Skewed: slot 0 is
+ * always expert 0, the rest come from the lower half, so the upper half
+ * gets nothing. */
+static inline void mr_route(uint64_t seed, int w, size_t t, int k, int E,
+                            int skew, int32_t *ids)
+{
+    int pool = skew ? (E / 2 > k ? E / 2 : k) : E;
+    for (int j = 0; j < k; j++) {
+        for (uint64_t tries = 0;; tries++) {
+            int e = skew && j == 0
+                        ? 0
+                        : (int)(mr_h(seed, MR_ID, ((uint64_t)w << 32) | t,
+                                     (uint64_t)j * 131 + tries) %
+                                (uint64_t)pool);
+            int dup = 0;
+            for (int i = 0; i < j; i++)
+                dup |= ids[i] == e;
+            if (!dup) {
+                ids[j] = e;
+                break;
+            }
+        }
+    }
+}
+
+static inline float mr_scale(uint64_t seed, int w, size_t t, int j)
+{
+    return 0.05f + (float)(mr_h(seed, MR_SCALE, ((uint64_t)w << 32) | t,
+                                (uint64_t)j) % 1000) / 1000.0f;
+}
+
+static inline int mr_active(uint64_t seed, int w, size_t t, int masked)
+{
+    return !masked || mr_h(seed, MR_MASK, (uint64_t)w, t) % 5 != 0;
+}
+
+/* Expert functions, split in two parts so a TP pair can each compute one:
+ * routed expert e: (e+1) v + e;  shared expert i: -v/2 + (i+1)/4. */
+static inline double mr_mul(int shared, int e)
+{
+    return shared ? -0.5 : (double)(e + 1);
+}
+static inline double mr_add(int shared, int e)
+{
+    return shared ? (double)(e + 1) / 4.0 : (double)e;
+}
+
+#endif
