@@ -19,11 +19,11 @@ all_to_all is all_to_all_single and all_gather fills a list of views of
 one output tensor.
 """
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
+
+from gloo_launch import spawn
 
 import torch
 import torch.distributed as dist
@@ -67,33 +67,6 @@ def parse_args(argv):
         else:
             raise SystemExit("gloo_coll: unknown option %s" % a)
     return cfg
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def spawn(n, argv):
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n), OMP_NUM_THREADS="1")
-    i = argv.index("--spawn")
-    args = [sys.executable, os.path.abspath(__file__)] + argv[:i] + argv[i + 2:]
-    procs = [subprocess.Popen(args, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
-             for r in range(n)]
-    deadline = time.time() + float(os.environ.get("BENCH_TIMEOUT", "900"))
-    rc = 0
-    for p in procs:
-        try:
-            prc = p.wait(timeout=max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            prc = 124
-        if prc and not rc:
-            rc = prc
-            for q in procs:
-                q.kill()
-    return rc
 
 
 class Bench:
@@ -208,7 +181,7 @@ def main():
     argv = sys.argv[1:]
     cfg = parse_args(argv)
     if cfg["spawn"]:
-        return spawn(cfg["spawn"], argv)
+        return spawn(cfg["spawn"], argv, __file__)
     torch.set_num_threads(1)
     dist.init_process_group(backend="gloo", init_method="env://")
     rc = Bench(cfg).sweep()

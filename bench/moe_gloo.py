@@ -19,10 +19,10 @@ output against a dense reference (float64).  --spawn N starts N copies of
 this script with torchrun's variables and OMP_NUM_THREADS=1 on loopback.
 """
 import os
-import socket
-import subprocess
 import sys
 import time
+
+from gloo_launch import spawn
 
 import torch
 import torch.distributed as dist
@@ -45,33 +45,6 @@ def parse(argv):
         cfg[keys[argv[i]]] = int(argv[i + 1])
         i += 2
     return cfg
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def spawn(n, argv):
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n), OMP_NUM_THREADS="1")
-    i = argv.index("--spawn")
-    args = [sys.executable, os.path.abspath(__file__)] + argv[:i] + argv[i + 2:]
-    procs = [subprocess.Popen(args, env=dict(env, RANK=str(r), LOCAL_RANK=str(r)))
-             for r in range(n)]
-    deadline = time.time() + float(os.environ.get("BENCH_TIMEOUT", "900"))
-    rc = 0
-    for p in procs:
-        try:
-            prc = p.wait(timeout=max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            prc = 124
-        if prc and not rc:
-            rc = prc
-            for q in procs:
-                q.kill()
-    return rc
 
 
 class Layer:
@@ -182,7 +155,7 @@ class Layer:
 def main():
     cfg = parse(sys.argv[1:])
     if cfg["spawn"]:
-        sys.exit(spawn(cfg["spawn"], sys.argv[1:]))
+        sys.exit(spawn(cfg["spawn"], sys.argv[1:], __file__))
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     if cfg["E"] % dist.get_world_size():
