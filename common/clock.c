@@ -44,5 +44,5 @@ int64_t fccl_parse_seconds_ms(const char *s)
 int64_t fccl_env_timeout_ms(int64_t fallback_ms)
 {
     int64_t ms = fccl_parse_seconds_ms(getenv("FCCL_TIMEOUT"));
-    return ms >= 0 ? ms : fallback_ms;
+    return ms > 0 ? ms : fallback_ms; /* 0 would fail every wait at once */
 }
