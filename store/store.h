@@ -1,7 +1,12 @@
 /*
- * fccl store client: a TCPStore client that speaks PyTorch's protocol
- * (modern dialect by default, legacy on request) to tcpstore-server or to a
- * PyTorch TCPStore server.
+ * fccl/store.h: the TCPStore client.
+ *
+ * A TCPStore is a key-value server that the ranks of a job meet at: one
+ * rank (or tcpstore-server) serves it, every process connects, and they
+ * exchange small values by key, wait for keys to appear, and count with
+ * atomic adds.  This client speaks PyTorch's protocol (modern dialect by
+ * default, legacy on request) to tcpstore-server or to a PyTorch TCPStore
+ * server; fccl_init() uses it for its rendezvous.
  *
  * A handle owns one TCP connection (shared with the prefix views made from
  * it) and is safe to use from several threads: calls are serialized on the
@@ -17,6 +22,21 @@
  * the timeout, cancel their wait on the server, and name the keys still
  * missing.  A handle whose connection broke returns FCCL_ERR_CLOSED (or the
  * first error) from every later call.
+ *
+ * Errors every call on a handle may return, besides those listed with it:
+ * FCCL_ERR_INVALID (a NULL handle, key or output pointer, a key over the
+ * limit), FCCL_ERR_CLOSED (the server closed the connection), FCCL_ERR_IO
+ * (a socket call failed), FCCL_ERR_TIMEOUT (no reply before the handle's
+ * timeout), FCCL_ERR_PROTOCOL (the server's bytes break the protocol),
+ * FCCL_ERR_NOMEM.  After CLOSED, IO or PROTOCOL the handle is dead.
+ *
+ * Writes without a reply of their own (set, append, multi_set,
+ * queue_push) are confirmed before the call returns, so a write the server
+ * refused (store full, over a limit, not authorized) is returned as an
+ * error naming the cause, never as success (docs/PROTOCOL-fccl.md).
+ *
+ * Memory: keys and values passed in are copied before the call returns;
+ * values handed out are malloc'd and the caller frees them.
  */
 #ifndef FCCL_STORE_H
 #define FCCL_STORE_H
@@ -30,13 +50,16 @@
 extern "C" {
 #endif
 
+/* A connection to a store (or a prefix view of one).  Opaque. */
 typedef struct fccl_store fccl_store_t;
 
+/* The protocol's two numberings (see PROTOCOL.md). */
 typedef enum {
     FCCL_DIALECT_MODERN = 0, /* PyTorch >= 2.1 and tcpstore-server */
     FCCL_DIALECT_LEGACY = 1, /* PyTorch <= 2.0 servers */
 } fccl_dialect_t;
 
+/* Connection options; fill with fccl_store_opts_init, then set fields. */
 typedef struct fccl_store_opts {
     const char *addr;       /* "HOST:PORT" or "[V6]:PORT"; required */
     int64_t timeout_ms;     /* default per-call and connect timeout;
@@ -45,79 +68,105 @@ typedef struct fccl_store_opts {
     int raw_keys;           /* send keys as given, without "/" */
 } fccl_store_opts_t;
 
-/* Fill opts with defaults (addr NULL, timeout 0 = default, modern). */
+/* Fill opts with defaults (addr NULL, timeout 0 = default, modern dialect,
+ * prefixed keys).  Never fails; opts must not be NULL.  Thread-safe. */
 FCCL_API void fccl_store_opts_init(fccl_store_opts_t *opts);
 
-/* Connect, retrying refused connects with exponential backoff and jitter
- * (from 1 ms, capped at 250 ms) until the timeout, so the server may start
- * after the client.  Modern dialect sends VALIDATE first.
- * Errors: FCCL_ERR_INVALID (bad addr), FCCL_ERR_CONNECT (retries ran out),
- * FCCL_ERR_NOMEM. */
+/* Connect to opts->addr and return a handle in *out (the caller closes it
+ * with fccl_store_close).  Blocks: refused connects are retried with
+ * exponential backoff and jitter (from 1 ms, capped at 250 ms) until the
+ * timeout, so the server may start after the client.  The modern dialect
+ * sends VALIDATE first.  opts is read during the call only.  Thread-safe.
+ * Errors: FCCL_ERR_INVALID (NULL argument, bad or missing addr),
+ * FCCL_ERR_CONNECT (retries ran out; the message says whether anything
+ * answered), FCCL_ERR_NOMEM.  *out is NULL on failure. */
 FCCL_API int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
 
 /* A view of `parent` that prepends `prefix` to every key (after the "/"
- * when not raw), sharing its connection.  Views nest.  Close each view;
- * the connection is closed with the last handle using it. */
+ * when not raw), sharing its connection, in *out.  Views nest.  Close each
+ * view; the connection is closed with the last handle using it.  Does not
+ * block.  Errors: FCCL_ERR_INVALID (NULL argument), FCCL_ERR_NOMEM. */
 FCCL_API int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,
                         fccl_store_t **out);
 
-/* Close the handle (and the connection if it was the last user). NULL ok. */
+/* Close the handle (and the connection if it was the last user).  NULL is
+ * a no-op.  The handle must not be in use by another thread. */
 FCCL_API void fccl_store_close(fccl_store_t *store);
 
-/* The server address and the effective default timeout of the handle. */
+/* The server address ("HOST:PORT", owned by the handle) and the handle's
+ * effective default timeout in ms.  Never fail on a valid handle. */
 FCCL_API const char *fccl_store_addr(const fccl_store_t *store);
 FCCL_API int64_t fccl_store_timeout_ms(const fccl_store_t *store);
 
+/* Store len bytes of val under key (replacing any value) and wake every
+ * waiter on it.  Blocks until the server confirmed the write (one round
+ * trip).  Errors: the common ones, and the server's refusal: FCCL_ERR_LIMIT
+ * (store full, value over its limit), FCCL_ERR_AUTH (not authorized). */
 FCCL_API int fccl_store_set(fccl_store_t *s, const char *key, const void *val,
                    size_t len);
 
 /* Wait up to timeout_ms for `key`, then fetch it.  *val is malloc'd (with a
- * NUL after the last byte, not counted in *len); caller frees. */
+ * NUL after the last byte, not counted in *len); caller frees.  len may be
+ * NULL.  Errors: the common ones; FCCL_ERR_TIMEOUT names the key. */
 FCCL_API int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
                    int64_t timeout_ms);
 
 /* Atomically add delta to the decimal integer stored at key (missing = 0);
- * *out (may be NULL) receives the new value. */
+ * *out (may be NULL) receives the new value.  One round trip.  A value
+ * that is not a decimal integer makes the server close the connection
+ * (FCCL_ERR_CLOSED), as PyTorch's does. */
 FCCL_API int fccl_store_add(fccl_store_t *s, const char *key, int64_t delta,
                    int64_t *out);
 
 /* PyTorch's compare_set: if the stored value equals expected (or the key is
  * missing and expected is empty) store desired.  *cur (may be NULL; else
  * malloc'd, caller frees) receives the server's reply: the value stored
- * afterwards, or `expected` for a missing key with non-empty expected. */
+ * afterwards, or `expected` for a missing key with non-empty expected.
+ * One round trip; the common errors. */
 FCCL_API int fccl_store_compare_set(fccl_store_t *s, const char *key,
                            const void *expected, size_t elen,
                            const void *desired, size_t dlen, void **cur,
                            size_t *curlen);
 
-/* *all_present = 1 if every key exists now, else 0. Does not wait. */
+/* *all_present = 1 if every one of the n keys exists now, else 0.  One
+ * round trip, no waiting.  n must be >= 1 (FCCL_ERR_INVALID). */
 FCCL_API int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
                      int *all_present);
 
-/* Block until every key exists or the timeout (FCCL_ERR_TIMEOUT). */
+/* Block until every one of the n keys exists, or timeout_ms passes
+ * (FCCL_ERR_TIMEOUT naming the keys still missing; the wait is cancelled
+ * on the server first, so the handle stays usable). */
 FCCL_API int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
                     int64_t timeout_ms);
 
-/* *deleted (may be NULL) = 1 if the key existed. */
+/* Delete key; *deleted (may be NULL) = 1 if it existed.  One round trip. */
 FCCL_API int fccl_store_delete(fccl_store_t *s, const char *key, int *deleted);
 
-/* Number of keys on the server (all keys, not only this view's). */
+/* *n = the number of keys on the server (all keys, not only this view's;
+ * queues not counted).  One round trip. */
 FCCL_API int fccl_store_num_keys(fccl_store_t *s, int64_t *n);
 
-/* Append bytes to the value (creating it). Needs modern or PyTorch 2.0. */
+/* Append len bytes to the value of key (creating it) and wake its waiters.
+ * Confirmed like set.  FCCL_ERR_UNSUPPORTED on the legacy dialect. */
 FCCL_API int fccl_store_append(fccl_store_t *s, const char *key, const void *val,
                       size_t len);
 
-/* Wait for all n keys, then fetch them in one round trip.  vals[i] are
- * malloc'd (NUL-terminated, not counted in lens[i]); caller frees each. */
+/* Wait up to timeout_ms for all n keys, then fetch them in one round
+ * trip.  vals[i] are malloc'd (NUL-terminated, not counted in lens[i]);
+ * caller frees each; on failure none is left allocated.  The server may
+ * refuse a reply larger than its limits (FCCL_ERR_LIMIT or CLOSED).
+ * FCCL_ERR_UNSUPPORTED on the legacy dialect. */
 FCCL_API int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
                          void **vals, size_t *lens, int64_t timeout_ms);
 
+/* Store n (key, value) pairs in one request; confirmed like set.
+ * FCCL_ERR_UNSUPPORTED on the legacy dialect. */
 FCCL_API int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
                          const void *const *vals, const size_t *lens,
                          size_t n);
 
-/* Round trip; *rtt_us (may be NULL) receives it. Modern dialect only. */
+/* One PING round trip; *rtt_us (may be NULL) receives its time in us.
+ * FCCL_ERR_UNSUPPORTED on the legacy dialect. */
 FCCL_API int fccl_store_ping(fccl_store_t *s, double *rtt_us);
 
 /* fccl extension (tcpstore-server, modern dialect): the keys that start
@@ -125,11 +174,14 @@ FCCL_API int fccl_store_ping(fccl_store_t *s, double *rtt_us);
  * a malloc'd array of malloc'd strings; free with fccl_store_free_keys. */
 FCCL_API int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
                          size_t *n);
+/* Free what fccl_store_list_keys returned (NULL is a no-op). */
 FCCL_API void fccl_store_free_keys(char **keys, size_t n);
 
-/* Queues (modern dialect): push appends; pop returns the oldest value,
- * waiting up to timeout_ms when block is set (FCCL_ERR_NOTFOUND if empty
- * and not blocking); len gives the length. */
+/* Queues (modern dialect; FCCL_ERR_UNSUPPORTED on legacy): push appends a
+ * value (confirmed like set); pop takes the oldest value into *val
+ * (malloc'd, caller frees), waiting up to timeout_ms when block is set
+ * (FCCL_ERR_TIMEOUT), else FCCL_ERR_NOTFOUND if the queue is empty; len
+ * gives the queue's length in *n. */
 FCCL_API int fccl_store_queue_push(fccl_store_t *s, const char *key, const void *val,
                           size_t len);
 FCCL_API int fccl_store_queue_pop(fccl_store_t *s, const char *key, int block,
