@@ -251,6 +251,18 @@ int kv_set(struct kv *kv, struct kv_entry *e, const uint8_t *v, uint64_t len)
     return FCCL_OK;
 }
 
+int kv_set_take(struct kv *kv, struct kv_entry *e, uint8_t *v, uint64_t len)
+{
+    uint64_t old = e->has_val ? e->klen + e->vlen : 0;
+    if (over_limit(kv, old, e->klen + len))
+        return limit_err(kv, e);
+    free(e->val);
+    e->val = v;
+    e->vcap = len;
+    account_set(kv, e, len);
+    return FCCL_OK;
+}
+
 int kv_append(struct kv *kv, struct kv_entry *e, const uint8_t *v,
               uint64_t len)
 {

@@ -77,6 +77,9 @@ static inline int kv_ready(const struct kv_entry *e)
 /* Store / extend the value.  FCCL_OK, FCCL_ERR_LIMIT (total bytes) or
  * FCCL_ERR_NOMEM; on error the old value is unchanged. */
 int kv_set(struct kv *kv, struct kv_entry *e, const uint8_t *v, uint64_t len);
+/* Like kv_set, but the value becomes v itself (malloc'd, len bytes): on
+ * FCCL_OK the table owns v; on error the caller still does. */
+int kv_set_take(struct kv *kv, struct kv_entry *e, uint8_t *v, uint64_t len);
 int kv_append(struct kv *kv, struct kv_entry *e, const uint8_t *v,
               uint64_t len);
 /* Add delta to the decimal integer value (missing = 0), store the result as
