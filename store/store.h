@@ -127,6 +127,17 @@ int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
                          size_t *n);
 void fccl_store_free_keys(char **keys, size_t n);
 
+/* fccl extension STATS (tcpstore-server, modern dialect): the server's
+ * figures as "name value" text lines (connections, keys, bytes held,
+ * requests and bytes per type, waiters, longest loop turn; the names are
+ * listed in docs/PROTOCOL-fccl.md).  Blocks for one round trip.  *text is
+ * malloc'd and NUL-terminated (caller frees), *len its length (may be
+ * NULL).  Thread-safe like every call on the handle.  FCCL_OK;
+ * FCCL_ERR_UNSUPPORTED on the legacy dialect; FCCL_ERR_CLOSED if the server
+ * closes on it (a PyTorch server has no STATS); FCCL_ERR_INVALID (NULL
+ * argument); FCCL_ERR_TIMEOUT, FCCL_ERR_IO, FCCL_ERR_NOMEM. */
+FCCL_API int fccl_store_stats(fccl_store_t *s, char **text, size_t *len);
+
 /* Queues (modern dialect): push appends; pop returns the oldest value,
  * waiting up to timeout_ms when block is set (FCCL_ERR_NOTFOUND if empty
  * and not blocking); len gives the length. */
