@@ -317,3 +317,23 @@ Test(tls, bad_certificate_files_fail_at_start)
     unlink(s.errpath);
     cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2);
 }
+
+/* Issue 9: an unfinished TLS handshake held a connection slot forever.
+ * Now it is closed after --request-timeout; a finished TLS connection
+ * that is merely idle stays. */
+Test(tls, unfinished_handshake_times_out_idle_tls_stays)
+{
+    struct srv s;
+    start_tls_server(&s, "--request-timeout", "1");
+    struct tcli t;
+    cr_assert_eq(tls_open(&t, s.port, 0), 0, "handshake failed");
+    int half = cli_connect(s.port);
+    cli_send_raw(half, "\x16\x03\x01", 3); /* a record header, no more */
+    cli_expect_closed(half, 5000);
+    close(half);
+    cr_assert(srv_log_wait(&s, "TLS handshake not finished", IO_MS));
+    h_sleep_ms(1500);
+    cr_assert_eq(tls_numkeys(&t), 0);
+    tls_close(&t);
+    finish(&s);
+}
