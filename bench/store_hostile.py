@@ -4,7 +4,8 @@
     store_hostile.py HOST:PORT MODE [N] [SIZE]
 
 Modes (each runs until killed unless it says otherwise):
-  idle N         N connections that send VALIDATE and then nothing
+  idle N         N connections that send VALIDATE and then nothing, from
+                 source addresses 127.0.1.1, .2, ... (1,000 each)
   slowloris N    N connections that start a SET of a 1000-byte value and
                  send one more byte every 5 s
   nonreader N    N connections that pipeline GETs of /nr (SIZE bytes, set
@@ -29,9 +30,10 @@ def s(b):
     return struct.pack("<Q", len(b)) + b
 
 
-def conn(addr):
+def conn(addr, src=None):
     host, port = addr.rsplit(":", 1)
-    c = socket.create_connection((host, int(port)))
+    c = socket.create_connection((host, int(port)),
+                                 source_address=(src, 0) if src else None)
     c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     c.sendall(VALIDATE)
     return c
@@ -69,7 +71,9 @@ def main():
     size = int(sys.argv[4]) if len(sys.argv) > 4 else 1 << 20
     raise_nofile()
     if mode == "idle":
-        hold([conn(addr) for _ in range(n)])
+        # 1,000 per source address (127.0.1.x): the server's default cap
+        # is 1,024 connections per client IP
+        hold([conn(addr, "127.0.1.%d" % (1 + i // 1000)) for i in range(n)])
     elif mode == "slowloris":
         cs = [conn(addr) for _ in range(n)]
         for c in cs:

@@ -42,13 +42,14 @@ start_hostile() {
 
 report() {
     local name=$1
-    local rss hwm turn conns
+    local rss hwm turn slow conns
     rss=$(awk '/VmRSS/{print $2}' /proc/$SPID/status)
     hwm=$(awk '/VmHWM/{print $2}' /proc/$SPID/status)
     "$B/tcpstore" --addr "$ADDR" stats >"$TMP/stats"
     turn=$(awk '/^loop_turn_max_us /{print $2}' "$TMP/stats")
+    slow=$(awk '/^loop_turns_over_20ms /{print $2}' "$TMP/stats")
     conns=$(awk '/^connections /{print $2}' "$TMP/stats")
-    echo "result,$name,rss_kb=$rss,peak_rss_kb=$hwm,loop_turn_max_us=$turn,connections=$conns"
+    echo "result,$name,rss_kb=$rss,peak_rss_kb=$hwm,loop_turn_max_us=$turn,turns_over_20ms=$slow,connections=$conns"
 }
 
 bench() {

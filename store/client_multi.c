@@ -166,6 +166,13 @@ void fccl_store_free_keys(char **keys, size_t n)
 }
 
 /* Read the listing, stripping the view's prefix from each key. */
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The server sorts small listings only; the caller always gets them
+ * sorted. */
 static int read_key_list(struct sc_call *k, char ***out, size_t *nout)
 {
     uint64_t n;
@@ -193,6 +200,7 @@ static int read_key_list(struct sc_call *k, char ***out, size_t *nout)
             memmove(key, key + pl, len - pl + 1);
         keys[i] = key;
     }
+    qsort(keys, (size_t)n, sizeof(*keys), cmp_key);
     *out = keys;
     *nout = (size_t)n;
     return FCCL_OK;

@@ -171,7 +171,7 @@ struct kv_entry *kv_lookup_or_add(struct kv *kv, const uint8_t *key,
     memcpy(e->key, key, klen);
     e->next = *head;
     *head = e;
-    if (++kv->nentries > kv->mask + 1)
+    if (++kv->nentries > kv->mask + 1 && !kv->no_grow)
         grow(kv);
     return e;
 }
@@ -397,36 +397,20 @@ void kv_item_free(struct kv_item *it) { free(it); }
 
 /* ---- listing ---- */
 
-static int cmp_entry(const void *a, const void *b)
+uint64_t kv_scan(const struct kv *kv, uint64_t from, uint64_t nbuckets,
+                 const uint8_t *prefix, uint64_t plen,
+                 void (*fn)(void *arg, const struct kv_entry *e), void *arg)
 {
-    const struct kv_entry *x = *(struct kv_entry *const *)a;
-    const struct kv_entry *y = *(struct kv_entry *const *)b;
-    uint32_t n = x->klen < y->klen ? x->klen : y->klen;
-    int c = n ? memcmp(x->key, y->key, n) : 0;
-    if (c)
-        return c;
-    return (x->klen > y->klen) - (x->klen < y->klen);
-}
-
-int kv_list(struct kv *kv, const uint8_t *prefix, uint64_t plen,
-            struct kv_entry ***out, size_t *n)
-{
-    struct kv_entry **arr = malloc((kv->nkeys ? kv->nkeys : 1) * sizeof(*arr));
-    if (!arr)
-        return fccl_err(FCCL_ERR_NOMEM, "listing %llu keys",
-                        (unsigned long long)kv->nkeys);
-    size_t cnt = 0;
-    for (uint64_t b = 0; b <= kv->mask; b++) {
-        for (struct kv_entry *e = kv->buckets[b]; e; e = e->next) {
-            if (!e->has_val || e->klen < plen)
+    uint64_t end = from + nbuckets;
+    if (end > kv->mask + 1 || end < from)
+        end = kv->mask + 1;
+    for (uint64_t b = from; b < end; b++) {
+        for (const struct kv_entry *e = kv->buckets[b]; e; e = e->next) {
+            if (!e->has_val || e->klen < plen ||
+                (plen && memcmp(e->key, prefix, plen) != 0))
                 continue;
-            if (plen && memcmp(e->key, prefix, plen) != 0)
-                continue;
-            arr[cnt++] = e;
+            fn(arg, e);
         }
     }
-    qsort(arr, cnt, sizeof(*arr), cmp_entry);
-    *out = arr;
-    *n = cnt;
-    return FCCL_OK;
+    return end > kv->mask ? UINT64_MAX : end;
 }

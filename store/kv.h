@@ -46,6 +46,7 @@ struct kv {
     uint64_t nkeys;    /* entries with a value (GETNUMKEYS) */
     uint64_t bytes, max_bytes;
     uint64_t lost; /* times an entry stopped being ready (delete, last pop) */
+    uint32_t no_grow; /* scans in progress: the bucket array must not move */
     uint64_t seed[2];
 };
 
@@ -96,10 +97,13 @@ int kv_queue_push(struct kv *kv, struct kv_entry *e, const uint8_t *v,
 struct kv_item *kv_queue_pop(struct kv *kv, struct kv_entry *e);
 void kv_item_free(struct kv_item *it);
 
-/* The entries with a value whose key starts with prefix, sorted by key
- * bytes.  *out is malloc'd (caller frees the array, not the entries) and
- * valid until the table changes.  FCCL_OK or FCCL_ERR_NOMEM. */
-int kv_list(struct kv *kv, const uint8_t *prefix, uint64_t plen,
-            struct kv_entry ***out, size_t *n);
+/* Call fn on every entry with a value whose key starts with prefix, in
+ * buckets [from, from + nbuckets); returns the next bucket to scan, or
+ * UINT64_MAX when the table is done.  Between calls the table may change:
+ * while kv->no_grow is raised the bucket array stays put, so an entry
+ * present throughout a scan is seen exactly once. */
+uint64_t kv_scan(const struct kv *kv, uint64_t from, uint64_t nbuckets,
+                 const uint8_t *prefix, uint64_t plen,
+                 void (*fn)(void *arg, const struct kv_entry *e), void *arg);
 
 #endif

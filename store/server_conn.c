@@ -53,7 +53,9 @@
 #define OUT_KEEP (1u << 20)    /* s->out capacity kept between batches */
 #define CLOSE_FLUSH_SEC 10     /* EOF'd client: time to take its replies */
 
-enum drive { D_NEED, D_FULL, D_CLOSE };
+/* What stopped a connection's requests: more bytes needed, replies piled
+ * up, a listing in progress (server_list.c), or the connection must go. */
+enum drive { D_NEED, D_FULL, D_LIST, D_CLOSE };
 
 static struct evbuffer *conn_out(const struct store_conn *c)
 {
@@ -153,6 +155,54 @@ void store_conn_reply(struct store_conn *c, const void *p, size_t n)
         codec_buf_reset(&s->out);
         conn_break(c, ENOMEM);
     }
+}
+
+static void conn_pause(struct store_conn *c);
+static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n);
+
+void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
+                          void (*cleanup)(const void *, size_t, void *),
+                          void *arg)
+{
+    struct store_server *s = c->s;
+    struct evbuffer *out = conn_out(c);
+    const uint8_t *b = p;
+    if (c == s->cur)
+        batch_flush(s, c);
+    if (!c->broken && !c->tls && evbuffer_get_length(out) == 0) {
+        ssize_t k;
+        do
+            k = send(c->fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (k < 0 && errno == EINTR);
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            conn_break(c, errno);
+        if (k > 0) {
+            b += k;
+            n -= (size_t)k;
+        }
+    }
+    if (c->broken || n == 0) {
+        cleanup(p, n, arg);
+        return;
+    }
+    if (evbuffer_add_reference(out, b, n, cleanup, arg) < 0) {
+        cleanup(p, n, arg);
+        conn_break(c, ENOMEM);
+        return;
+    }
+    bufferevent_enable(c->bev, EV_WRITE);
+}
+
+void store_conn_list_done(struct store_conn *c)
+{
+    if (c->broken || c->closing)
+        return;
+    if (evbuffer_get_length(conn_out(c)) > OUT_HIGH) {
+        conn_pause(c); /* on_write resumes reads and requests */
+        return;
+    }
+    reads_on(c);
+    conn_drive(c, NULL, 0); /* requests that came behind the listing */
 }
 
 void store_conn_abort(struct store_conn *c, const char *why)
@@ -360,6 +410,10 @@ static enum drive run_region(struct store_server *s, struct store_conn *c,
             d = D_CLOSE;
             break;
         }
+        if (c->list) {
+            d = D_LIST;
+            break;
+        }
         if (pending_out(c) > OUT_HIGH) {
             d = D_FULL;
             break;
@@ -374,6 +428,8 @@ static enum drive run_buffered(struct store_server *s, struct store_conn *c)
 {
     struct evbuffer *in = c->in;
     for (;;) {
+        if (c->list)
+            return D_LIST;
         if (c->big) {
             big_fill(c);
             if (c->big->got < c->big->vlen)
@@ -460,7 +516,7 @@ static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n)
     enum drive d = D_NEED;
     size_t budget = STORE_SLICE; /* bytes read directly in this turn */
     s->cur = c;
-    if (n && !c->big && evbuffer_get_length(c->in) == 0) {
+    if (n && !c->big && !c->list && evbuffer_get_length(c->in) == 0) {
         size_t used;
         d = run_region(s, c, fresh, n, &used);
         fresh += used;
@@ -484,6 +540,10 @@ static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n)
             return;
         }
         batch_flush(s, c);
+        if (d == D_LIST) {
+            reads_off(c); /* until the listing's reply is queued */
+            return;
+        }
         if (d == D_FULL && evbuffer_get_length(conn_out(c)) > OUT_HIGH) {
             conn_pause(c);
             return;
@@ -536,6 +596,7 @@ static void conn_linger(struct store_conn *c)
     struct timeval tv = {CLOSE_FLUSH_SEC, 0};
     waiters_cancel(&c->s->ws, &c->wait);
     big_free(c);
+    store_list_free(c);
     release_held(c);
     c->part_ms = 0;
     c->closing = 1;
@@ -747,6 +808,7 @@ void store_conn_free(struct store_conn *c)
     LOG_DEBUG("STORE", "client %s disconnected", c->addr);
     waiters_cancel(&s->ws, &c->wait);
     big_free(c);
+    store_list_free(c);
     release_held(c);
     out_unwatch(c);
     store_slots_detach(s, c);

@@ -49,6 +49,7 @@ struct store_conn {
     size_t need;        /* buffered bytes needed before parsing again */
     uint64_t held;      /* bytes of s->held for an unfinished request */
     struct big_req *big; /* a large value being read, or NULL */
+    struct list_job *list; /* a LIST_KEYS in progress (server_list.c) */
     struct waiter *wait; /* the pending WAIT, if any */
     struct addr_slot *slot;           /* this client address's slot */
     struct store_conn *sprev, *snext; /* connections of the same address */
@@ -127,6 +128,15 @@ void store_conn_free(struct store_conn *c);
  * connection whose output cannot be kept is marked broken. */
 void store_conn_reply(struct store_conn *c, const void *p, size_t n);
 
+/* Queue n reply bytes at p without copying them: cleanup(p, n, arg) runs
+ * once they are sent or dropped (at once if they went out directly). */
+void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
+                          void (*cleanup)(const void *, size_t, void *),
+                          void *arg);
+
+/* c's LIST_KEYS reply is queued: run what c sent behind it. */
+void store_conn_list_done(struct store_conn *c);
+
 /* Log why and disconnect c at its next event (safe while another
  * connection's request runs). */
 void store_conn_abort(struct store_conn *c, const char *why);
@@ -156,6 +166,15 @@ void store_slots_detach(struct store_server *s, struct store_conn *c);
 /* Periodic sweep: close connections whose unfinished request or TLS
  * handshake made no progress within request_timeout. */
 void store_slots_sweep(struct store_server *s);
+
+/* ---- server_list.c ---- */
+
+/* Start LIST_KEYS(prefix r->key) for c; its reply comes from later loop
+ * turns, and c runs nothing else until then.  FCCL_ERR_NOMEM. */
+int store_list_start(struct store_server *s, struct store_conn *c,
+                     const struct codec_req *r);
+/* Drop c's listing, if any. */
+void store_list_free(struct store_conn *c);
 
 /* ---- server_stats.c ---- */
 

@@ -330,27 +330,12 @@ static int op_queue_len(struct store_server *s, struct store_conn *c,
     return FCCL_OK;
 }
 
-/* LIST_KEYS (fccl extension 0x80): u64 n, then n keys, sorted. */
+/* LIST_KEYS (fccl extension 0x80): u64 n, then n keys, produced over
+ * several loop turns (server_list.c). */
 static int op_list_keys(struct store_server *s, struct store_conn *c,
                         const struct codec_req *r)
 {
-    struct kv_entry **arr;
-    size_t n;
-    int rc = kv_list(&s->kv, r->key.p, r->key.len, &arr, &n);
-    if (rc < 0)
-        return rc;
-    uint64_t bytes = 8;
-    for (size_t i = 0; i < n; i++)
-        bytes += 8 + arr[i]->klen;
-    if ((rc = reply_budget(s, "LIST_KEYS", bytes)) < 0) {
-        free(arr);
-        return rc;
-    }
-    reply_i64(c, (int64_t)n);
-    for (size_t i = 0; i < n; i++)
-        reply_str(c, arr[i]->key, arr[i]->klen);
-    free(arr);
-    return FCCL_OK;
+    return store_list_start(s, c, r);
 }
 
 /* SYNC (0x81): the outcome of c's writes since the last SYNC.  From now
