@@ -44,6 +44,9 @@ static void setup(void)
     c.max_total_bytes = 8u << 20;
     c.log_level = 0; /* errors only */
     ASSERT(store_server_create(&c, &srv) == 0);
+    /* Reach the large-value and lent-reply paths with small inputs. */
+    srv->big_value_min = 200;
+    srv->lend_min = 100;
 }
 
 static void drain(int fd)

@@ -91,8 +91,60 @@ int kv_init(struct kv *kv, uint64_t max_bytes)
     return FCCL_OK;
 }
 
+/* Before e->val is changed or freed: a lent buffer stays with its
+ * borrowers and e gets a fresh one (a copy of the bytes if keep). */
+static int val_unshare(struct kv_entry *e, int keep)
+{
+    struct kv_share *sh = e->share;
+    if (!sh)
+        return FCCL_OK;
+    if (sh->refs == 0) {
+        free(sh);
+        e->share = NULL;
+        return FCCL_OK;
+    }
+    uint8_t *copy = NULL;
+    if (keep && e->vlen) {
+        copy = malloc(e->vlen);
+        if (!copy)
+            return fccl_err(FCCL_ERR_NOMEM, "store value of %llu bytes",
+                            (unsigned long long)e->vlen);
+        memcpy(copy, e->val, e->vlen);
+    }
+    sh->orphan = 1;
+    e->share = NULL;
+    e->val = copy;
+    e->vcap = copy ? e->vlen : 0;
+    return FCCL_OK;
+}
+
+int kv_value_lend(struct kv_entry *e, const uint8_t **p,
+                  struct kv_share **token)
+{
+    *p = NULL;
+    if (!e->share) {
+        e->share = calloc(1, sizeof(*e->share));
+        if (!e->share)
+            return fccl_err(FCCL_ERR_NOMEM, "lending a value");
+        e->share->buf = e->val;
+    }
+    e->share->refs++;
+    *p = e->val;
+    *token = e->share;
+    return FCCL_OK;
+}
+
+void kv_value_return(struct kv_share *sh)
+{
+    if (--sh->refs > 0 || !sh->orphan)
+        return;
+    free(sh->buf);
+    free(sh);
+}
+
 static void entry_free(struct kv_entry *e)
 {
+    val_unshare(e, 0);
     for (struct kv_item *it = e->qhead, *nx; it; it = nx) {
         nx = it->next;
         free(it);
@@ -210,6 +262,9 @@ static int limit_err(const struct kv *kv, const struct kv_entry *e)
  * released. */
 static int val_reserve(struct kv_entry *e, uint64_t len, int keep)
 {
+    int rc = val_unshare(e, keep);
+    if (rc < 0)
+        return rc;
     if (len <= e->vcap && (keep || e->vcap <= 2 * len + 256))
         return FCCL_OK;
     uint64_t cap = len < KV_MIN_VCAP ? KV_MIN_VCAP : len;
@@ -256,6 +311,7 @@ int kv_set_take(struct kv *kv, struct kv_entry *e, uint8_t *v, uint64_t len)
     uint64_t old = e->has_val ? e->klen + e->vlen : 0;
     if (over_limit(kv, old, e->klen + len))
         return limit_err(kv, e);
+    val_unshare(e, 0);
     free(e->val);
     e->val = v;
     e->vcap = len;
@@ -345,6 +401,7 @@ int kv_del_value(struct kv *kv, struct kv_entry *e)
     kv->nkeys--;
     if (e->qlen == 0)
         kv->lost++;
+    val_unshare(e, 0);
     e->has_val = 0;
     e->vlen = 0;
     free(e->val);

@@ -26,8 +26,18 @@ struct kv_item { /* one queued value */
     uint8_t data[];
 };
 
+/* A value buffer lent to queued replies (kv_value_lend): it stays alive,
+ * unchanged, until the last reply that refers to it is sent; a write to
+ * the entry meanwhile moves the entry to a fresh buffer. */
+struct kv_share {
+    uint8_t *buf;
+    uint64_t refs;
+    int orphan; /* the entry has moved on: free buf at the last return */
+};
+
 struct kv_entry {
     struct kv_entry *next; /* hash chain */
+    struct kv_share *share; /* e->val lent out, or NULL */
     uint64_t hash;
     uint8_t *val; /* value bytes when has_val (may be NULL when vlen 0) */
     uint64_t vlen, vcap;
@@ -96,6 +106,15 @@ int kv_queue_push(struct kv *kv, struct kv_entry *e, const uint8_t *v,
 /* Detach the oldest item (NULL if empty); free it with kv_item_free. */
 struct kv_item *kv_queue_pop(struct kv *kv, struct kv_entry *e);
 void kv_item_free(struct kv_item *it);
+
+/* Lend e's value bytes (e must have a value) to a reply that sends them
+ * later without copying: returns the bytes (e->vlen of them) and a token
+ * for kv_value_return.  FCCL_ERR_NOMEM leaves *p NULL. */
+int kv_value_lend(struct kv_entry *e, const uint8_t **p,
+                  struct kv_share **token);
+/* The reply is done with the bytes (may be after the entry or the whole
+ * table is gone). */
+void kv_value_return(struct kv_share *token);
 
 /* Call fn on every entry with a value whose key starts with prefix, in
  * buckets [from, from + nbuckets); returns the next bucket to scan, or

@@ -194,6 +194,8 @@ int store_server_create(const struct store_server_config *cfg,
         return fccl_err(FCCL_ERR_NOMEM, "store server");
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
     s->cfg = *cfg;
+    s->big_value_min = STORE_BIG_VALUE;
+    s->lend_min = STORE_LEND_MIN;
     if (cfg->log_level >= 0)
         fccl_log_set_level(cfg->log_level);
     limits_from_config(s);

@@ -47,8 +47,6 @@
 #define DIRECT_READ_MIN (16u << 10) /* read into the evbuffer when this much
                                        of a request is still due */
 #define DIRECT_READ_MAX (4u << 20)
-#define BIG_VALUE (1u << 20)   /* values this large are read into their own
-                                  buffer, a slice per loop turn */
 #define BIG_REPLY (64u << 10)  /* replies this large bypass s->out */
 #define OUT_KEEP (1u << 20)    /* s->out capacity kept between batches */
 #define CLOSE_FLUSH_SEC 10     /* EOF'd client: time to take its replies */
@@ -310,7 +308,7 @@ static void big_free(struct store_conn *c)
     c->big = NULL;
 }
 
-/* p[0..len) starts a request of at least BIG_VALUE bytes.  If it is a
+/* p[0..len) starts a request of at least big_value_min bytes.  If it is a
  * SET / APPEND / QUEUE_PUSH whose head is here, switch c to reading its
  * value into a buffer of its own and copy in the value bytes already here.
  * Returns 1 if switched (all of p is used), 0 if not. */
@@ -320,7 +318,8 @@ static int big_start(struct store_conn *c, const uint8_t *p, size_t len)
     uint64_t vlen;
     size_t head;
     if (codec_parse_value_head(c->dialect, &c->s->lim, p, len, &req, &vlen,
-                               &head) != CODEC_OK || vlen < BIG_VALUE)
+                               &head) != CODEC_OK ||
+        vlen < c->s->big_value_min)
         return 0;
     struct big_req *b = calloc(1, sizeof(*b));
     uint8_t *key = malloc(req.key.len ? req.key.len : 1);
@@ -390,7 +389,8 @@ static enum drive run_region(struct store_server *s, struct store_conn *c,
                                      &req, &n);
         if (rc == CODEC_NEED_MORE) {
             c->need = n;
-            if (n >= BIG_VALUE && big_start(c, p + off, len - off) == 1)
+            if (n >= s->big_value_min &&
+                big_start(c, p + off, len - off) == 1)
                 off = len; /* the rest of the region is the value's */
             break;
         }

@@ -23,6 +23,8 @@ struct evbuffer;
 
 #define STORE_READ_CHUNK (64u << 10) /* bytes per read of a socket */
 #define STORE_SLICE (1u << 20) /* most bytes one connection reads per turn */
+#define STORE_BIG_VALUE (1u << 20) /* default big_value_min */
+#define STORE_LEND_MIN (64u << 10)  /* default lend_min */
 
 struct addr_slot; /* server_slots.c: the connections of one client address */
 
@@ -101,6 +103,9 @@ struct store_server {
     struct slot_table *slots; /* server_slots.c */
     struct event *sweep_timer;
     struct store_stats st;
+    uint64_t big_value_min; /* values read into their own buffer (1 MiB) */
+    uint64_t lend_min;      /* replies that refer to stored bytes (64 KiB);
+                               both lowered by the fuzz target */
     struct store_conn *cur; /* connection whose requests are being run */
     struct codec_buf out;   /* replies of `cur`, sent at the end of a batch */
     uint8_t rbuf[STORE_READ_CHUNK]; /* each read lands here first */

@@ -53,6 +53,44 @@ static void reply_str(struct store_conn *c, const uint8_t *p, uint64_t n)
     store_conn_reply(c, p, n);
 }
 
+/* Values of s->lend_min bytes or more are not copied into a reply: the
+ * reply refers to the stored bytes (kv_value_lend) or to the popped item
+ * until it is sent. */
+
+static void value_returned(const void *p, size_t n, void *arg)
+{
+    (void)p;
+    (void)n;
+    kv_value_return(arg);
+}
+
+static void item_sent(const void *p, size_t n, void *arg)
+{
+    (void)p;
+    (void)n;
+    kv_item_free(arg);
+}
+
+static void reply_len(struct store_conn *c, uint64_t n)
+{
+    uint8_t h[8];
+    codec_set_u64(h, n);
+    store_conn_reply(c, h, sizeof(h));
+}
+
+/* e's value as a byte string, lent rather than copied when large. */
+static void reply_entry_value(struct store_conn *c, struct kv_entry *e)
+{
+    const uint8_t *p;
+    struct kv_share *t;
+    if (e->vlen < c->s->lend_min || kv_value_lend(e, &p, &t) < 0) {
+        reply_str(c, e->val, e->vlen);
+        return;
+    }
+    reply_len(c, e->vlen);
+    store_conn_reply_ref(c, p, e->vlen, value_returned, t);
+}
+
 /* ---- helpers ---- */
 
 static int key_err(int code, const char *what, struct codec_slice k)
@@ -146,10 +184,10 @@ static int op_compare_set(struct store_server *s, struct store_conn *c,
 /* GET and MULTI_GET of a missing key: empty on modern links (PyTorch's
  * newer server), close on legacy ones (the 1.13 server). */
 static int reply_value(struct store_conn *c, struct codec_slice k,
-                       const struct kv_entry *e)
+                       struct kv_entry *e)
 {
     if (e && e->has_val) {
-        reply_str(c, e->val, e->vlen);
+        reply_entry_value(c, e);
         return FCCL_OK;
     }
     if (c->dialect == DIALECT_LEGACY)
@@ -316,8 +354,13 @@ static int op_queue_pop(struct store_server *s, struct store_conn *c,
     if (before == 0)
         return FCCL_OK;
     struct kv_item *it = kv_queue_pop(&s->kv, e);
-    reply_str(c, it->data, it->len);
-    kv_item_free(it);
+    if (it->len >= s->lend_min) {
+        reply_len(c, it->len);
+        store_conn_reply_ref(c, it->data, it->len, item_sent, it);
+    } else {
+        reply_str(c, it->data, it->len);
+        kv_item_free(it);
+    }
     kv_release(&s->kv, e);
     return FCCL_OK;
 }

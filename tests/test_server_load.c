@@ -513,3 +513,68 @@ Test(load, list_keys_across_turns_is_complete_and_ordered)
     codec_buf_free(&b);
     finish(&s);
 }
+
+/* ---- large replies refer to the stored bytes ---- */
+
+/* A large GET reply is not copied: it refers to the stored value until it
+ * is sent.  Overwriting, appending to or deleting the key meanwhile must
+ * not change what the slow reader gets. */
+Test(load, lent_values_stay_unchanged_until_sent)
+{
+    struct srv s;
+    srv_start(&s, NULL);
+    struct codec_buf b;
+    codec_buf_init(&b);
+    size_t vlen = 3u << 20;
+    uint8_t *v1 = malloc(vlen), *v2 = malloc(vlen);
+    for (size_t i = 0; i < vlen; i++) {
+        v1[i] = (uint8_t)(i * 7 + 1);
+        v2[i] = (uint8_t)(i * 13 + 5);
+    }
+    int w = cli_modern(s.port), slow = cli_modern(s.port);
+    f_kv(&b, M, OP_SET, "/v", v1, vlen);
+    f_kv(&b, M, OP_SET, "/a", v1, vlen);
+    f_kv(&b, M, OP_QUEUE_PUSH, "/q", v1, vlen);
+    cli_send(w, &b);
+    cr_assert_eq(cli_numkeys(w, M), 2);
+    /* The slow client asks for all three and reads nothing yet. */
+    f_key(&b, M, OP_GET, "/v");
+    f_keys(&b, M, OP_MULTI_GET, 2, (const char *[]){"/a", "/v"});
+    f_key(&b, M, OP_QUEUE_POP, "/q");
+    cli_send(slow, &b);
+    h_sleep_ms(200);
+    cr_assert(stat_of(w, "bytes_queued_replies") > 0);
+    /* Meanwhile: overwrite /v, append to /a, delete both. */
+    f_kv(&b, M, OP_SET, "/v", v2, vlen);
+    f_kv(&b, M, OP_APPEND, "/a", v2, 10);
+    cli_send(w, &b);
+    f_key(&b, M, OP_GET, "/a");
+    cli_send(w, &b);
+    uint8_t h[8];
+    cli_read(w, h, 8);
+    cr_assert_eq(codec_get_u64(h), vlen + 10);
+    uint8_t *got = malloc(vlen + 10);
+    cli_read(w, got, vlen + 10);
+    cr_assert(memcmp(got, v1, vlen) == 0 && memcmp(got + vlen, v2, 10) == 0);
+    f_key(&b, M, OP_DELETE_KEY, "/v");
+    f_key(&b, M, OP_DELETE_KEY, "/a");
+    cli_send(w, &b);
+    cli_expect_i64(w, 1);
+    cli_expect_i64(w, 1);
+    /* The slow reader gets the bytes as they were when it asked. */
+    cli_expect_str(slow, v1, vlen);
+    cli_expect_str(slow, v1, vlen);
+    cli_expect_str(slow, v1, vlen);
+    cli_expect_i64(slow, 1);
+    cli_expect_str(slow, v1, vlen);
+    h_sleep_ms(100);
+    cr_assert_eq(stat_of(w, "bytes_queued_replies"), 0);
+    cr_assert_eq(stat_of(w, "bytes_stored"), 0);
+    free(got);
+    free(v1);
+    free(v2);
+    close(w);
+    close(slow);
+    codec_buf_free(&b);
+    finish(&s);
+}
