@@ -187,11 +187,13 @@ fuzz-build: fuzz-deps $(PUB_LINKS)
 
 $(FUZZ_BUILD)/obj/%.o: %.c $(PUB_LINKS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
+	$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $^ $(LIBS)
+
+-include $(shell find $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
 
 fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do n=$${t##*/fuzz_}; \

@@ -49,7 +49,7 @@ report() {
     turn=$(awk '/^loop_turn_max_us /{print $2}' "$TMP/stats")
     slow=$(awk '/^loop_turns_over_20ms /{print $2}' "$TMP/stats")
     conns=$(awk '/^connections /{print $2}' "$TMP/stats")
-    echo "result,$name,rss_kb=$rss,peak_rss_kb=$hwm,loop_turn_max_us=$turn,turns_over_20ms=$slow,connections=$conns"
+    echo "result,$name,rss_kb=$rss,peak_rss_kb=$hwm,loop_turn_max_us=$turn,turns_over_20ms=$slow,connections=$conns,loadavg=$(cut -d' ' -f1 /proc/loadavg)"
 }
 
 bench() {

@@ -166,7 +166,8 @@ static int conn_new(const fccl_store_opts_t *o, struct store_client_conn **out)
 
 /* ---- handles ---- */
 
-static int handle_new(struct store_client_conn *c, const char *pre, size_t prelen,
+static int handle_new(struct store_client_conn *c, const char *pre,
+                      size_t prelen,
                       fccl_store_t **out)
 {
     fccl_store_t *s = calloc(1, sizeof(*s));
