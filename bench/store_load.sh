@@ -8,11 +8,14 @@
 #   bench/store_load.sh [SEC] [SCENARIO...]
 # Scenarios: base idle5000 slowloris200 nonreader50 cycles10000 bigset64m
 #            list1m (default: all)
+# SERVER_BIN=DIR runs the server from DIR (an older build: its figures lack
+# the STATS fields).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEC=${1:-5}
 shift || true
 B=${FCCL_BIN:-build/bin}
+SB=${SERVER_BIN:-$B}   # the server's directory (e.g. an older build to compare)
 PY=/usr/bin/python3
 H=bench/store_hostile.py
 ALL="base idle5000 slowloris200 nonreader50 cycles10000 bigset64m list1m"
@@ -21,7 +24,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 start_server() {
-    "$B/tcpstore-server" --host 127.0.0.1 --port 0 "$@" >"$TMP/srv.out" 2>"$TMP/srv.err" &
+    "$SB/tcpstore-server" --host 127.0.0.1 --port 0 "$@" >"$TMP/srv.out" 2>"$TMP/srv.err" &
     SPID=$!
     for _ in $(seq 100); do
         grep -q listening "$TMP/srv.out" 2>/dev/null && break
@@ -45,7 +48,7 @@ report() {
     local rss hwm turn slow conns
     rss=$(awk '/VmRSS/{print $2}' /proc/$SPID/status)
     hwm=$(awk '/VmHWM/{print $2}' /proc/$SPID/status)
-    "$B/tcpstore" --addr "$ADDR" stats >"$TMP/stats"
+    "$B/tcpstore" --addr "$ADDR" stats >"$TMP/stats" 2>/dev/null || true
     turn=$(awk '/^loop_turn_max_us /{print $2}' "$TMP/stats")
     slow=$(awk '/^loop_turns_over_20ms /{print $2}' "$TMP/stats")
     conns=$(awk '/^connections /{print $2}' "$TMP/stats")
