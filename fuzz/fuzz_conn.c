@@ -35,7 +35,6 @@ static void setup(void)
 {
     struct store_server_config c;
     store_server_config_default(&c);
-    c.host[0] = '\0';
     strcpy(c.host, "127.0.0.1");
     c.port = 0;
     c.max_key = 64;

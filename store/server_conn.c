@@ -199,6 +199,7 @@ void store_conn_list_done(struct store_conn *c)
         conn_pause(c); /* on_write resumes reads and requests */
         return;
     }
+    c->last_ms = fccl_now_ns() / 1000000u; /* its timeout starts now */
     reads_on(c);
     conn_drive(c, NULL, 0); /* requests that came behind the listing */
 }
@@ -758,6 +759,7 @@ static void writable(struct bufferevent *bev, struct store_conn *c)
         bufferevent_disable(bev, EV_WRITE); /* we send directly again */
     if (c->paused && left <= OUT_LOW && !c->closing) {
         c->paused = 0;
+        c->last_ms = fccl_now_ns() / 1000000u; /* its timeout starts now */
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
         reads_on(c);
         conn_drive(c, NULL, 0); /* requests may be waiting in c->in */

@@ -265,7 +265,9 @@ static const char *stalled(const struct store_server *s,
                            const struct store_conn *c, uint64_t now)
 {
     uint64_t t = (uint64_t)s->cfg.request_timeout_ms;
-    if (!c->part_ms || c->closing)
+    /* Paused (its replies are not read) or listing: we stopped reading,
+     * so its silence is not its fault. */
+    if (!c->part_ms || c->closing || c->paused || c->list)
         return NULL;
     if (c->handshaking)
         return now - c->part_ms > t ? "TLS handshake not finished" : NULL;

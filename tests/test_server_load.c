@@ -578,3 +578,36 @@ Test(load, lent_values_stay_unchanged_until_sent)
     codec_buf_free(&b);
     finish(&s);
 }
+
+/* A connection we stopped reading (its replies pile up unread) is not
+ * "stalled": its unfinished request waits for it to read, however long. */
+Test(load, paused_connections_are_not_timed_out)
+{
+    struct srv s;
+    srv_start(&s, (const char *[]){"--request-timeout", "1", NULL});
+    struct codec_buf b;
+    codec_buf_init(&b);
+    size_t vlen = 1u << 20;
+    char *v = memset(malloc(vlen), 'p', vlen);
+    int w = cli_modern(s.port), slow = cli_modern(s.port);
+    f_kv(&b, M, OP_SET, "/p", v, vlen);
+    cli_send(w, &b);
+    cr_assert_eq(cli_numkeys(w, M), 1);
+    for (int i = 0; i < 16; i++)
+        f_key(&b, M, OP_GET, "/p");
+    put_op(&b, M, OP_PING); /* unfinished: 2 of its 4 nonce bytes */
+    codec_put_bytes(&b, "\x01\x02", 2);
+    cli_send(slow, &b);
+    h_sleep_ms(2600);
+    cr_assert_eq(stat_of(w, "connections_timed_out"), 0);
+    cr_assert_eq(stat_of(w, "connections"), 2);
+    for (int i = 0; i < 16; i++)
+        cli_expect_str(slow, v, vlen);
+    cli_send_raw(slow, "\x03\x04", 2);
+    cli_expect_u32(slow, 0x04030201u);
+    free(v);
+    close(w);
+    close(slow);
+    codec_buf_free(&b);
+    finish(&s);
+}
