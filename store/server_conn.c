@@ -20,6 +20,16 @@
  * just then.  A client whose unsent replies pass OUT_HIGH is not read until
  * they drain to OUT_LOW.
  *
+ * Fairness: a connection reads at most STORE_SLICE (1 MiB) directly per
+ * loop turn.  A SET / APPEND / QUEUE_PUSH whose value is big_value_min
+ * (1 MiB) or more is read into a buffer of its own (struct big_req), a
+ * slice per turn, and a SET's buffer becomes the stored value.  Large
+ * replies are queued by reference (store_conn_reply_ref), not copied.
+ *
+ * Accounting: every byte held for an unfinished request (hold_update) and
+ * every reply byte queued in an output buffer (out_count) counts against
+ * the store's byte limit with what is stored (store_would_overflow).
+ *
  * TLS (server_tls.c): when TLS is configured the first byte is peeked; a
  * handshake record turns the connection over to a bufferevent_openssl,
  * which then reads and writes for it (its input buffer is c->in, and
