@@ -56,7 +56,12 @@ struct kv {
     uint64_t nkeys;    /* entries with a value (GETNUMKEYS) */
     uint64_t bytes, max_bytes;
     uint64_t lost; /* times an entry stopped being ready (delete, last pop) */
-    uint32_t no_grow; /* scans in progress: the bucket array must not move */
+    uint32_t no_grow; /* scans in progress: entries must not move */
+    /* Growing is incremental: while `old` is set, an entry whose old bucket
+     * (hash & old_mask) is >= `moved` still lives there, every other entry
+     * in `buckets`; each lookup moves a few old buckets over. */
+    struct kv_entry **old;
+    uint64_t old_mask, moved;
     uint64_t seed[2];
 };
 
@@ -116,10 +121,14 @@ int kv_value_lend(struct kv_entry *e, const uint8_t **p,
  * table is gone). */
 void kv_value_return(struct kv_share *token);
 
+/* Move up to n buckets of an unfinished growth (a timer calls this so a
+ * quiet table finishes too). */
+void kv_migrate(struct kv *kv, uint64_t n);
+
 /* Call fn on every entry with a value whose key starts with prefix, in
  * buckets [from, from + nbuckets); returns the next bucket to scan, or
  * UINT64_MAX when the table is done.  Between calls the table may change:
- * while kv->no_grow is raised the bucket array stays put, so an entry
+ * while kv->no_grow is raised no entry moves between buckets, so an entry
  * present throughout a scan is seen exactly once. */
 uint64_t kv_scan(const struct kv *kv, uint64_t from, uint64_t nbuckets,
                  const uint8_t *prefix, uint64_t plen,
