@@ -216,6 +216,49 @@ uninstall:
 	  $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(PROGS)))
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- fuzzing (not part of `make test`) ----
+# `make fuzz FUZZ_S=N` builds the libFuzzer targets fuzz/fuzz_*.c with
+# clang (ASan + UBSan) over the store and common sources, and runs each for
+# N seconds from its seed corpus fuzz/corpus/NAME; new inputs go to
+# build-fuzz/corpus/NAME, crashes to build-fuzz/.  clang and its fuzzer
+# runtime are installed (Debian packages) only when this is asked for.
+FUZZ_S ?= 60
+FUZZ_CC ?= clang
+FUZZ_BUILD := build-fuzz
+FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
+  -fno-sanitize-recover=undefined
+FUZZ_SRCS := $(sort $(wildcard common/*.c store/*.c))
+FUZZ_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRCS))
+FUZZ_TARGETS := $(patsubst fuzz/%.c,$(FUZZ_BUILD)/%,$(sort $(wildcard fuzz/fuzz_*.c)))
+
+.PHONY: fuzz fuzz-build fuzz-deps
+fuzz-deps:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 && \
+	  echo 'int LLVMFuzzerTestOneInput(const char *d, long n){(void)d;(void)n;return 0;}' | \
+	  $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null || \
+	  FCCL_FUZZ_DEPS=1 scripts/install-deps.sh
+
+fuzz-build: fuzz-deps $(PUB_LINKS)
+	$(MAKE) $(FUZZ_TARGETS)
+
+$(FUZZ_BUILD)/obj/%.o: %.c $(PUB_LINKS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $(filter %.c %.o,$^) $(LIBS)
+
+-include $(shell find $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
+
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do n=$${t##*/fuzz_}; \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$n $(FUZZ_BUILD)/crash/$$n; \
+	  echo "fuzz: $$n for $(FUZZ_S) s"; \
+	  $$t -max_total_time=$(FUZZ_S) -timeout=10 -rss_limit_mb=2048 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash/$$n/ -print_final_stats=1 \
+	    $(FUZZ_BUILD)/corpus/$$n fuzz/corpus/$$n || exit 1; done

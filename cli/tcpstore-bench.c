@@ -4,8 +4,10 @@
  * Throughput mode: K clients (threads, one connection each) run each op of
  * the list in turn (set, get, add, check) for a request count or a time,
  * and the aggregate ops/s and per-request latency percentiles are printed.
- * SET has no reply in the protocol: its latency is the send, and each
- * client ends its SET run with a round trip so the rate counts requests
+ * SET has no reply in the protocol, but fccl's client confirms each one
+ * (SYNC on tcpstore-server, PING on a PyTorch server: docs/PROTOCOL-fccl.md),
+ * so its latency is a round trip; each client still ends its SET run with
+ * a round trip so the rate counts requests
  * the server has processed.
  *
  * Rendezvous mode: N simulated ranks, each on its own connection, publish

@@ -81,6 +81,13 @@ static void usage(FILE *f)
         "only)\n"
         "  keys [PREFIX]        list keys starting with PREFIX, one per line\n"
         "                       (modern dialect, tcpstore-server only)\n"
+        "  stats                print the server's figures as 'name value' "
+        "lines\n"
+        "                       (modern dialect, tcpstore-server only)\n"
+        "\n"
+        "Writes (set, append) are confirmed by the server (SYNC, or a "
+        "round trip\n"
+        "on PyTorch servers): a refused write exits 4 with the reason.\n"
         "\n"
         "Environment:\n"
         "  TCPSTORE_ADDR        address when --addr is not given\n"
@@ -92,8 +99,8 @@ static void usage(FILE *f)
         "\n"
         "Exit status:\n"
         "  0 done   1 the answer is no (check, delete, cas)   2 usage error\n"
-        "  3 timed out waiting for a key   4 cannot connect, protocol, TLS "
-        "or auth error\n",
+        "  3 timed out waiting for a key   4 cannot connect, write refused, "
+        "protocol,\n    TLS or auth error\n",
         f);
 }
 
@@ -320,6 +327,19 @@ static int v_keys(fccl_store_t *s, const struct cli *c)
     return ex;
 }
 
+static int v_stats(fccl_store_t *s, const struct cli *c)
+{
+    (void)c;
+    char *text;
+    size_t n;
+    int rc = fccl_store_stats(s, &text, &n);
+    if (rc < 0)
+        return fail(rc, 0);
+    int ex = write_all(text, n);
+    free(text);
+    return ex;
+}
+
 static const struct verb verbs[] = {
     {"set", 2, 2, 0, v_set, "set KEY VALUE"},
     {"get", 1, 1, 0, v_get, "get KEY"},
@@ -332,6 +352,7 @@ static const struct verb verbs[] = {
     {"ping", 0, 0, 1, v_ping, "ping"},
     {"append", 2, 2, 1, v_append, "append KEY VALUE"},
     {"keys", 0, 1, 1, v_keys, "keys [PREFIX]"},
+    {"stats", 0, 0, 1, v_stats, "stats"},
 };
 
 static const struct verb *find_verb(const char *name)

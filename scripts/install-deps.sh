@@ -6,9 +6,11 @@ set -euo pipefail
 BUILD_PKGS="gcc make pkg-config libevent-dev libssl-dev libfabric-dev libfabric-bin libcriterion-dev"
 TEST_PKGS="python3-torch valgrind procps iproute2"
 BENCH_PKGS="${FCCL_BENCH_DEPS:+openmpi-bin libopenmpi-dev mpich libmpich-dev redis-server redis-tools sockperf hyperfine}"
+# clang and its libFuzzer runtime, only for `make fuzz` (FCCL_FUZZ_DEPS=1)
+FUZZ_PKGS="${FCCL_FUZZ_DEPS:+clang libclang-rt-dev}"
 
 missing=()
-for p in $BUILD_PKGS $TEST_PKGS $BENCH_PKGS; do
+for p in $BUILD_PKGS $TEST_PKGS $BENCH_PKGS $FUZZ_PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
         missing+=("$p")
 done

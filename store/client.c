@@ -33,7 +33,7 @@ void fccl_store_opts_init(fccl_store_opts_t *opts)
 
 /* ---- connection lifecycle ---- */
 
-static void conn_drop_fd(struct store_conn *c)
+static void conn_drop_fd(struct store_client_conn *c)
 {
     if (c->fd >= 0)
         close(c->fd);
@@ -57,7 +57,7 @@ static void backoff_sleep(uint64_t us, unsigned *seed, uint64_t deadline)
         ;
 }
 
-static int send_validate(struct store_conn *c, uint64_t deadline)
+static int send_validate(struct store_client_conn *c, uint64_t deadline)
 {
     uint8_t msg[5];
     msg[0] = (uint8_t)codec_op_to_wire(DIALECT_MODERN, OP_VALIDATE);
@@ -74,14 +74,16 @@ static int send_validate(struct store_conn *c, uint64_t deadline)
 /* Connect, retrying refused (and unanswered) connects with exponential
  * backoff until the deadline: the server may start after its clients.
  * PyTorch retries once a second, which is what makes its rendezvous slow. */
-static int conn_open(struct store_conn *c, uint64_t deadline)
+static int conn_open(struct store_client_conn *c, uint64_t deadline)
 {
     uint64_t t0 = fccl_now_ns(), backoff = BACKOFF_FIRST_US;
     unsigned seed = (unsigned)(t0 ^ (uintptr_t)c ^ (unsigned)getpid());
-    int attempts = 0;
+    int attempts = 0, refused = 0;
     for (;;) {
         attempts++;
         int fd = fccl_tcp_connect(c->host, c->port, deadline);
+        if (fd < 0 && strstr(fccl_last_error(), strerror(ECONNREFUSED)))
+            refused = 1;
         if (fd >= 0) {
             struct timeval tv = {RECV_SLICE_MS / 1000,
                                  (RECV_SLICE_MS % 1000) * 1000};
@@ -98,9 +100,13 @@ static int conn_open(struct store_conn *c, uint64_t deadline)
         if (fd == FCCL_ERR_TIMEOUT || fccl_ms_left(deadline) == 0)
             return fccl_err_wrap(FCCL_ERR_CONNECT,
                                  "store %s: cannot connect (gave up after "
-                                 "%d attempts in %.1f s)",
+                                 "%d attempts in %.1f s%s)",
                                  c->addr, attempts,
-                                 (double)(fccl_now_ns() - t0) / 1e9);
+                                 (double)(fccl_now_ns() - t0) / 1e9,
+                                 refused ? "; connection refused: no server "
+                                       "is listening there (not started, "
+                                       "or another port)"
+                                     : "");
         backoff_sleep(backoff, &seed, deadline);
         backoff = backoff * 2 > BACKOFF_CAP_US ? BACKOFF_CAP_US : backoff * 2;
     }
@@ -114,7 +120,7 @@ static int conn_open(struct store_conn *c, uint64_t deadline)
     return FCCL_OK;
 }
 
-static void conn_unref(struct store_conn *c)
+static void conn_unref(struct store_client_conn *c)
 {
     pthread_mutex_lock(&c->mu);
     int last = --c->refs == 0;
@@ -135,9 +141,9 @@ static int64_t default_timeout(int64_t opt_ms)
     return ms > 0 ? ms : FCCL_DEFAULT_TIMEOUT_MS;
 }
 
-static int conn_new(const fccl_store_opts_t *o, struct store_conn **out)
+static int conn_new(const fccl_store_opts_t *o, struct store_client_conn **out)
 {
-    struct store_conn *c = calloc(1, sizeof(*c));
+    struct store_client_conn *c = calloc(1, sizeof(*c));
     if (!c)
         return fccl_err(FCCL_ERR_NOMEM, "store %s: out of memory", o->addr);
     int rc = fccl_addr_parse(o->addr, c->host, sizeof(c->host), &c->port);
@@ -160,7 +166,8 @@ static int conn_new(const fccl_store_opts_t *o, struct store_conn **out)
 
 /* ---- handles ---- */
 
-static int handle_new(struct store_conn *c, const char *pre, size_t prelen,
+static int handle_new(struct store_client_conn *c, const char *pre,
+                      size_t prelen,
                       fccl_store_t **out)
 {
     fccl_store_t *s = calloc(1, sizeof(*s));
@@ -184,7 +191,7 @@ int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out)
     if (!opts || !out || !opts->addr)
         return fccl_err(FCCL_ERR_INVALID, "store connect: no address given");
     *out = NULL;
-    struct store_conn *c = NULL;
+    struct store_client_conn *c = NULL;
     int rc = conn_new(opts, &c);
     if (rc < 0)
         return rc;
@@ -213,7 +220,7 @@ int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,
         return fccl_err(FCCL_ERR_NOMEM, "store prefixed: out of memory");
     memcpy(buf, parent->kpre, parent->kprelen);
     memcpy(buf + parent->kprelen, prefix, pl + 1);
-    struct store_conn *c = parent->c;
+    struct store_client_conn *c = parent->c;
     int rc = handle_new(c, buf, n, out);
     free(buf);
     if (rc < 0)
@@ -276,7 +283,7 @@ void sc_describe_keys(const struct sc_call *k, const char *const *keys,
 
 static int call_lock(struct sc_call *k)
 {
-    struct store_conn *c = k->c;
+    struct store_client_conn *c = k->c;
     pthread_mutex_lock(&c->mu);
     if (c->broken) {
         int rc = fccl_err(c->broken, "store %s: %s%s%s: connection unusable "
@@ -337,25 +344,43 @@ void sc_end(struct sc_call *k)
     pthread_mutex_unlock(&k->c->mu);
 }
 
-/* A PyTorch <= 2.0 server reads VALIDATE as the start of a SET with a
- * huge key, then resets the connection or never answers. */
-static void hint_dialect(const struct store_conn *c, int rc)
+/* A failure before the first reply on a connection: say the likely cause.
+ * A PyTorch <= 2.0 server reads VALIDATE as the start of a SET with a huge
+ * key and never answers (or resets); tcpstore-server closes at once when it
+ * is full, requires TLS, or the request is over a limit; a PyTorch server
+ * closes on request types it lacks. */
+static void hint_first_reply(const struct store_client_conn *c, int rc)
 {
-    if (c->dialect != DIALECT_MODERN || c->answered || c->fd < 0 ||
-        (rc != FCCL_ERR_CLOSED && rc != FCCL_ERR_TIMEOUT &&
-         rc != FCCL_ERR_IO))
+    if (c->answered || c->fd < 0)
+        return;
+    const char *why = NULL;
+    if (rc == FCCL_ERR_TIMEOUT && c->dialect == DIALECT_MODERN)
+        why = "no reply has come on this connection: a PyTorch <= 2.0 "
+              "server never answers the modern dialect (use the legacy "
+              "dialect: --dialect legacy)";
+    else if (rc == FCCL_ERR_CLOSED && c->dialect == DIALECT_MODERN)
+        why = "the server closed the connection before any reply: a "
+              "PyTorch <= 2.0 server does so on the modern dialect (use the "
+              "legacy dialect: --dialect legacy); tcpstore-server does so "
+              "when it requires TLS (--tls-required), is at a connection "
+              "limit, or a request is over a size limit (its log says "
+              "which)";
+    else if (rc == FCCL_ERR_CLOSED)
+        why = "the server closed the connection before any reply: "
+              "tcpstore-server does so when it requires TLS "
+              "(--tls-required), is at a connection limit, or a request is "
+              "over a size limit (its log says which)";
+    if (!why)
         return;
     char msg[600];
     snprintf(msg, sizeof(msg), "%s", fccl_last_error());
-    fccl_err(rc, "%s (no reply has come on this connection yet: if the "
-                 "server is PyTorch <= 2.0, use the legacy dialect)",
-             msg);
+    fccl_err(rc, "%s (%s)", msg, why);
 }
 
 int sc_fail(struct sc_call *k, int rc)
 {
-    struct store_conn *c = k->c;
-    hint_dialect(c, rc);
+    struct store_client_conn *c = k->c;
+    hint_first_reply(c, rc);
     fccl_err_wrap(rc, "store %s: %s%s%s", c->addr, k->op,
                   k->what[0] ? " " : "", k->what);
     if (rc != FCCL_ERR_TIMEOUT) {
@@ -397,7 +422,7 @@ static int legacy_has(enum store_op op)
 
 int sc_put_op(struct sc_call *k, enum store_op op)
 {
-    struct store_conn *c = k->c;
+    struct store_client_conn *c = k->c;
     int wire = codec_op_to_wire(c->dialect, op);
     if (wire < 0 || (c->dialect == DIALECT_LEGACY && !legacy_has(op)))
         return sc_soft(k, FCCL_ERR_UNSUPPORTED,
@@ -426,7 +451,7 @@ void sc_put_keys(struct sc_call *k, const char *const *keys, size_t n)
 
 int sc_flush(struct sc_call *k)
 {
-    struct store_conn *c = k->c;
+    struct store_client_conn *c = k->c;
     if (c->out.oom) {
         codec_buf_reset(&c->out);
         c->out.oom = 0;
@@ -462,7 +487,7 @@ static int wait_readable(int fd, uint64_t deadline)
  * socket's SO_RCVTIMEO is that slice, so it wakes up to look at the
  * deadline): one system call per reply.  Closer to the deadline, poll
  * bounds the wait exactly. */
-static ssize_t recv_some(struct store_conn *c, void *buf, size_t cap,
+static ssize_t recv_some(struct store_client_conn *c, void *buf, size_t cap,
                          uint64_t deadline)
 {
     for (;;) {
@@ -492,7 +517,7 @@ static ssize_t recv_some(struct store_conn *c, void *buf, size_t cap,
 
 /* Raw read: timeouts are returned unreported so that the WAIT path can
  * cancel instead of closing. */
-static int read_raw(struct store_conn *c, void *p, size_t n,
+static int read_raw(struct store_client_conn *c, void *p, size_t n,
                     uint64_t deadline)
 {
     uint8_t *dst = p;
@@ -618,5 +643,106 @@ int sc_read_bytes(struct sc_call *k, void **val, size_t *len,
     *val = p;
     if (len)
         *len = (size_t)n;
+    return FCCL_OK;
+}
+
+/* ---- reply-less writes: SYNC, or a fence ---- */
+
+/* SYNC's reply: u8 status `code` (read), then a message if not OK. */
+static int read_sync_reply(struct sc_call *k, uint8_t code)
+{
+    int rc;
+    if (code == SYNC_OK)
+        return FCCL_OK;
+    void *msg = NULL;
+    size_t len = 0;
+    if ((rc = sc_read_bytes(k, &msg, &len, k->io_deadline)) < 0)
+        return rc;
+    int err = code == SYNC_LIMIT    ? FCCL_ERR_LIMIT
+              : code == SYNC_NOMEM  ? FCCL_ERR_NOMEM
+              : code == SYNC_DENIED ? FCCL_ERR_AUTH
+                                    : FCCL_ERR_PROTOCOL;
+    rc = sc_soft(k, err, "refused by the server: %.*s",
+                 (int)(len > 600 ? 600 : len), (const char *)msg);
+    free(msg);
+    return rc;
+}
+
+/* Learn whether the server has SYNC: a lone SYNC before the first write.
+ * A server without it (PyTorch's) closes the connection there, before
+ * reading anything behind it; we reconnect and fence with PING instead.
+ * c->out is not touched. */
+static int probe_sync(struct sc_call *k)
+{
+    struct store_client_conn *c = k->c;
+    uint8_t msg = STORE_EXT_SYNC, code = 0;
+    int rc = fccl_write_full(c->fd, &msg, 1, k->io_deadline);
+    if (rc == FCCL_OK)
+        rc = read_raw(c, &code, 1, k->io_deadline);
+    if (rc == FCCL_OK) {
+        c->sync = SC_SYNC_YES;
+        return code == SYNC_OK ? FCCL_OK
+                               : sc_read_bytes(k, NULL, NULL, k->io_deadline);
+    }
+    if (rc != FCCL_ERR_CLOSED)
+        return sc_fail(k, rc);
+    LOG_DEBUG("STORE", "%s has no SYNC (closed on it): fencing writes with "
+              "PING", c->addr);
+    c->sync = SC_SYNC_NO;
+    struct codec_buf keep = c->out;
+    codec_buf_init(&c->out);
+    conn_drop_fd(c);
+    rc = conn_open(c, k->io_deadline);
+    codec_buf_free(&c->out);
+    c->out = keep;
+    return rc < 0 ? sc_fail(k, rc) : FCCL_OK;
+}
+
+/* The fence's reply did not come: the server closed instead. */
+static int fence_failed(struct sc_call *k, int rc)
+{
+    if (rc == FCCL_ERR_CLOSED)
+        fccl_err(rc, "the server closed the connection instead of "
+                     "confirming the write: it refused it (store full, "
+                     "value over its limit, TLS required or not "
+                     "authorized; the server's log says which)");
+    return sc_fail(k, rc);
+}
+
+int sc_flush_write(struct sc_call *k)
+{
+    struct store_client_conn *c = k->c;
+    int rc;
+    if (c->dialect == DIALECT_MODERN && c->sync == SC_SYNC_UNKNOWN &&
+        (rc = probe_sync(k)) < 0)
+        return rc;
+    uint32_t nonce = 0;
+    if (c->dialect == DIALECT_LEGACY) {
+        codec_put_type(&c->out, DIALECT_LEGACY, OP_GETNUMKEYS);
+    } else if (c->sync == SC_SYNC_YES) {
+        codec_put_u8(&c->out, STORE_EXT_SYNC);
+    } else {
+        nonce = c->nonce++;
+        codec_put_type(&c->out, DIALECT_MODERN, OP_PING);
+        codec_put_u32(&c->out, nonce);
+    }
+    if ((rc = sc_flush(k)) < 0)
+        return rc;
+    if (c->dialect == DIALECT_MODERN && c->sync == SC_SYNC_YES) {
+        uint8_t code;
+        rc = read_raw(c, &code, 1, k->io_deadline);
+        if (rc < 0)
+            return fence_failed(k, rc);
+        return read_sync_reply(k, code);
+    }
+    uint8_t b[8];
+    size_t n = c->dialect == DIALECT_LEGACY ? 8 : 4;
+    if ((rc = read_raw(c, b, n, k->io_deadline)) < 0)
+        return fence_failed(k, rc);
+    if (n == 4 && codec_get_u32(b) != nonce) {
+        fccl_err(FCCL_ERR_PROTOCOL, "PING after a write echoed %u, sent %u",
+                 codec_get_u32(b), nonce);
+        return sc_fail(k, FCCL_ERR_PROTOCOL);
+    }
     return FCCL_OK;
 }

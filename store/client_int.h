@@ -1,7 +1,7 @@
 /*
  * Internals of the store client (store/client*.c), not installed.
  *
- * One store_conn per TCP connection, shared by a handle and its prefix
+ * One store_client_conn per TCP connection, shared by a handle and its prefix
  * views.  Every call runs under the connection's mutex as a `struct sc_call`:
  * sc_begin() locks and (re)connects, the op encodes its requests into
  * c->out and sends them with ONE send (sc_flush), reads the replies through
@@ -34,7 +34,7 @@
  * passed (capped by the handle's default timeout). */
 #define SC_DRAIN_MS 10000
 
-struct store_conn {
+struct store_client_conn {
     pthread_mutex_t mu;
     int refs;                  /* handles (root + views) using it; under mu */
     int fd;                    /* -1: (re)connect on the next call */
@@ -47,13 +47,18 @@ struct store_conn {
     char broken_msg[512];
     uint32_t nonce;            /* next PING nonce */
     int answered;              /* a reply byte arrived on this socket */
+    int sync;                  /* SC_SYNC_*: does the server know SYNC? */
     struct codec_buf out;      /* request encoding buffer, reused */
     size_t rpos, rlen;         /* unread reply bytes: rbuf[rpos..rlen) */
     uint8_t rbuf[SC_RBUF];
 };
 
+/* Whether the server answers SYNC (0x81), learnt at the first reply-less
+ * write and kept across reconnects (same address, same server kind). */
+enum { SC_SYNC_UNKNOWN, SC_SYNC_YES, SC_SYNC_NO };
+
 struct fccl_store {
-    struct store_conn *c;
+    struct store_client_conn *c;
     char *kpre;      /* "/" + view prefixes (or the prefixes alone if raw) */
     size_t kprelen;
 };
@@ -61,7 +66,7 @@ struct fccl_store {
 /* One library call in progress, for encoding and error messages. */
 struct sc_call {
     fccl_store_t *s;
-    struct store_conn *c;
+    struct store_client_conn *c;
     const char *op;       /* "GET", ... */
     char what[200];       /* the key(s) involved, quoted, or "" */
     uint64_t io_deadline; /* for replies that do not wait for keys */
@@ -95,6 +100,20 @@ void sc_put_keys(struct sc_call *k, const char *const *keys, size_t n);
 
 /* Send everything in c->out with one send() and reset it. */
 int sc_flush(struct sc_call *k);
+
+/*
+ * Send the reply-less write(s) in c->out (SET, APPEND, MULTI_SET,
+ * QUEUE_PUSH) followed by a fence whose reply tells their outcome:
+ * SYNC where the server has it (tcpstore-server, modern dialect), else a
+ * PING (modern) or GETNUMKEYS (legacy), whose reply proves the server read
+ * the writes without closing the connection.  Whether the server has SYNC
+ * is learnt once per connection with a lone SYNC before the first write;
+ * a server that closes on it (PyTorch's) is reconnected and fenced with
+ * PING from then on.  FCCL_OK; the refusal SYNC reported (FCCL_ERR_LIMIT,
+ * FCCL_ERR_NOMEM, FCCL_ERR_AUTH, FCCL_ERR_PROTOCOL; the connection stays
+ * usable); or the connection's error (closed, timeout).
+ */
+int sc_flush_write(struct sc_call *k);
 
 /* Read exactly n reply bytes before the deadline. */
 int sc_read(struct sc_call *k, void *p, size_t n, uint64_t deadline);

@@ -148,7 +148,7 @@ int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
             codec_put_str(b, vals[i], lens[i]);
         }
     }
-    rc = sc_flush(&k);
+    rc = sc_flush_write(&k);
 done:
     sc_end(&k);
     return rc;
@@ -166,6 +166,13 @@ void fccl_store_free_keys(char **keys, size_t n)
 }
 
 /* Read the listing, stripping the view's prefix from each key. */
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The server sorts small listings only; the caller always gets them
+ * sorted. */
 static int read_key_list(struct sc_call *k, char ***out, size_t *nout)
 {
     uint64_t n;
@@ -193,6 +200,7 @@ static int read_key_list(struct sc_call *k, char ***out, size_t *nout)
             memmove(key, key + pl, len - pl + 1);
         keys[i] = key;
     }
+    qsort(keys, (size_t)n, sizeof(*keys), cmp_key);
     *out = keys;
     *nout = (size_t)n;
     return FCCL_OK;
@@ -220,6 +228,30 @@ done:
     return rc;
 }
 
+/* ---- STATS (fccl extension) ---- */
+
+int fccl_store_stats(fccl_store_t *s, char **text, size_t *len)
+{
+    if (!text)
+        return fccl_err(FCCL_ERR_INVALID, "store STATS: NULL output");
+    *text = NULL;
+    if (len)
+        *len = 0;
+    struct sc_call k;
+    int rc = sc_begin(&k, s, "STATS", NULL);
+    if (rc < 0)
+        return rc;
+    void *v = NULL;
+    CHECK_GOTO(sc_put_op(&k, OP_STATS), rc, done);
+    CHECK_GOTO(sc_flush(&k), rc, done);
+    rc = sc_read_bytes(&k, &v, len, k.io_deadline);
+    if (rc == FCCL_OK)
+        *text = v;
+done:
+    sc_end(&k);
+    return rc;
+}
+
 /* ---- queues (modern dialect) ---- */
 
 int fccl_store_queue_push(fccl_store_t *s, const char *key, const void *val,
@@ -234,7 +266,7 @@ int fccl_store_queue_push(fccl_store_t *s, const char *key, const void *val,
     if ((rc = sc_put_op(&k, OP_QUEUE_PUSH)) == FCCL_OK) {
         sc_put_key(&k, key);
         codec_put_str(&k.c->out, val, len);
-        rc = sc_flush(&k);
+        rc = sc_flush_write(&k);
     }
     sc_end(&k);
     return rc;

@@ -175,7 +175,7 @@ int fccl_store_set(fccl_store_t *s, const char *key, const void *val,
     if ((rc = sc_put_op(&k, OP_SET)) == FCCL_OK) {
         sc_put_key(&k, key);
         codec_put_str(&k.c->out, val, len);
-        rc = sc_flush(&k);
+        rc = sc_flush_write(&k);
     }
     sc_end(&k);
     return rc;
@@ -410,7 +410,7 @@ int fccl_store_append(fccl_store_t *s, const char *key, const void *val,
     if ((rc = sc_put_op(&k, OP_APPEND)) == FCCL_OK) {
         sc_put_key(&k, key);
         codec_put_str(&k.c->out, val, len);
-        rc = sc_flush(&k);
+        rc = sc_flush_write(&k);
     }
     sc_end(&k);
     return rc;

@@ -37,7 +37,12 @@ int codec_wire_to_op(enum store_dialect dialect, uint8_t type)
     if (dialect == DIALECT_MODERN) {
         if (type < NELEM(modern_ops))
             return modern_ops[type];
-        return type == STORE_EXT_LIST_KEYS ? OP_LIST_KEYS : -1;
+        switch (type) {
+        case STORE_EXT_LIST_KEYS: return OP_LIST_KEYS;
+        case STORE_EXT_SYNC: return OP_SYNC;
+        case STORE_EXT_STATS: return OP_STATS;
+        }
+        return -1;
     }
     if (dialect == DIALECT_LEGACY && type < NELEM(legacy_ops))
         return legacy_ops[type];
@@ -46,8 +51,14 @@ int codec_wire_to_op(enum store_dialect dialect, uint8_t type)
 
 int codec_op_to_wire(enum store_dialect dialect, enum store_op op)
 {
-    if (dialect == DIALECT_MODERN && op == OP_LIST_KEYS)
-        return STORE_EXT_LIST_KEYS;
+    if (dialect == DIALECT_MODERN) {
+        switch (op) {
+        case OP_LIST_KEYS: return STORE_EXT_LIST_KEYS;
+        case OP_SYNC: return STORE_EXT_SYNC;
+        case OP_STATS: return STORE_EXT_STATS;
+        default: break;
+        }
+    }
     const int8_t *t = dialect == DIALECT_MODERN   ? modern_ops
                       : dialect == DIALECT_LEGACY ? legacy_ops
                                                   : NULL;
@@ -71,7 +82,8 @@ const char *codec_op_name(enum store_op op)
         [OP_MULTI_SET] = "MULTI_SET",   [OP_CANCEL_WAIT] = "CANCEL_WAIT",
         [OP_PING] = "PING",             [OP_QUEUE_PUSH] = "QUEUE_PUSH",
         [OP_QUEUE_POP] = "QUEUE_POP",   [OP_QUEUE_LEN] = "QUEUE_LEN",
-        [OP_LIST_KEYS] = "LIST_KEYS",
+        [OP_LIST_KEYS] = "LIST_KEYS",   [OP_SYNC] = "SYNC",
+        [OP_STATS] = "STATS",
     };
     if ((unsigned)op >= OP__COUNT || !names[op])
         return "UNKNOWN";
@@ -124,6 +136,18 @@ uint32_t codec_get_u32(const uint8_t *p)
 uint64_t codec_get_u64(const uint8_t *p)
 {
     return (uint64_t)codec_get_u32(p) | (uint64_t)codec_get_u32(p + 4) << 32;
+}
+
+void codec_set_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+void codec_set_u64(uint8_t *p, uint64_t v)
+{
+    codec_set_u32(p, (uint32_t)v);
+    codec_set_u32(p + 4, (uint32_t)(v >> 32));
 }
 
 /* ---- the parser ---- */
@@ -286,6 +310,8 @@ static int parse_args(struct cursor *c, struct codec_req *r)
         return rd_list(c, 1, r);
     case OP_GETNUMKEYS:
     case OP_CANCEL_WAIT:
+    case OP_SYNC:
+    case OP_STATS:
         return CODEC_OK;
     case OP_WATCH_KEY:
     case OP__COUNT:
@@ -306,7 +332,8 @@ int codec_parse_request(enum store_dialect dialect,
     int op = codec_wire_to_op(dialect, type);
     if (op < 0) {
         /* fccl's own types are known but only spoken on modern links. */
-        if (dialect == DIALECT_LEGACY && type == STORE_EXT_LIST_KEYS)
+        if (dialect == DIALECT_LEGACY && type >= STORE_EXT_FIRST &&
+            codec_wire_to_op(DIALECT_MODERN, type) >= 0)
             return CODEC_E_REFUSED;
         return CODEC_E_BAD_TYPE;
     }
@@ -321,6 +348,38 @@ int codec_parse_request(enum store_dialect dialect,
     else if (rc == CODEC_OK)
         *consumed = (size_t)c.off;
     return rc;
+}
+
+int codec_parse_value_head(enum store_dialect dialect,
+                           const struct codec_limits *lim, const uint8_t *buf,
+                           size_t len, struct codec_req *req, uint64_t *vlen,
+                           size_t *head)
+{
+    if (len == 0) {
+        *head = 1;
+        return CODEC_NEED_MORE;
+    }
+    int op = codec_wire_to_op(dialect, buf[0]);
+    if (op != OP_SET && op != OP_APPEND && op != OP_QUEUE_PUSH)
+        return CODEC_E_REFUSED;
+    memset(req, 0, sizeof(*req));
+    req->op = (enum store_op)op;
+    struct cursor c = {.buf = buf, .len = len, .off = 1, .lim = lim};
+    uint64_t n;
+    int rc = rd_key(&c, 8, &req->key);
+    if (rc == CODEC_OK)
+        rc = rd_u64(&c, 0, &n);
+    if (rc == CODEC_NEED_MORE)
+        *head = c.need > SIZE_MAX ? SIZE_MAX : (size_t)c.need;
+    if (rc != CODEC_OK)
+        return rc;
+    if (n > lim->max_value)
+        return CODEC_E_VAL_LONG;
+    if (lim->max_request && add3(c.off, n, 0) > lim->max_request)
+        return CODEC_E_REQ_LONG;
+    *vlen = n;
+    *head = (size_t)c.off;
+    return CODEC_OK;
 }
 
 int codec_next_slice(struct codec_slice *cursor, struct codec_slice *out)
@@ -389,15 +448,16 @@ void codec_put_u8(struct codec_buf *b, uint8_t v) { codec_put_bytes(b, &v, 1); }
 
 void codec_put_u32(struct codec_buf *b, uint32_t v)
 {
-    uint8_t x[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
-                    (uint8_t)(v >> 24)};
+    uint8_t x[4];
+    codec_set_u32(x, v);
     codec_put_bytes(b, x, sizeof(x));
 }
 
 void codec_put_u64(struct codec_buf *b, uint64_t v)
 {
-    codec_put_u32(b, (uint32_t)v);
-    codec_put_u32(b, (uint32_t)(v >> 32));
+    uint8_t x[8];
+    codec_set_u64(x, v);
+    codec_put_bytes(b, x, sizeof(x));
 }
 
 void codec_put_i64(struct codec_buf *b, int64_t v)

@@ -38,6 +38,8 @@ enum store_op {
     OP_QUEUE_LEN,
     /* fccl extensions, wire types from 0x80, modern connections only */
     OP_LIST_KEYS, /* 0x80: key prefix -> u64 n, n keys */
+    OP_SYNC,      /* 0x81: -> u8 status [, message] (docs/PROTOCOL-fccl.md) */
+    OP_STATS,     /* 0x84: -> "name value" text lines as one string */
     OP__COUNT
 };
 
@@ -45,6 +47,19 @@ enum store_dialect { DIALECT_UNKNOWN, DIALECT_MODERN, DIALECT_LEGACY };
 
 #define STORE_VALIDATE_MAGIC 0x3C85F7CEu
 #define STORE_EXT_LIST_KEYS 0x80
+#define STORE_EXT_SYNC 0x81
+#define STORE_EXT_STATS 0x84
+#define STORE_EXT_FIRST 0x80 /* fccl's own types: 0x80..0xBF */
+#define STORE_EXT_LAST 0xBF
+
+/* SYNC reply: u8 status; a non-zero status is followed by a string (u64
+ * length, at most SYNC_MSG_MAX bytes) saying what was refused and why. */
+#define SYNC_OK 0
+#define SYNC_LIMIT 1  /* over a limit: store full, value too large */
+#define SYNC_NOMEM 2  /* the server ran out of memory */
+#define SYNC_DENIED 3 /* not authorized */
+#define SYNC_OTHER 4
+#define SYNC_MSG_MAX 1024
 
 /* Reply bytes of CHECK / WAIT / CANCEL_WAIT. */
 #define REPLY_READY 0
@@ -121,6 +136,19 @@ int codec_parse_request(enum store_dialect dialect,
                         const struct codec_limits *lim, const uint8_t *buf,
                         size_t len, struct codec_req *req, size_t *consumed);
 
+/*
+ * The head of a SET, APPEND or QUEUE_PUSH: type, key and the value's length
+ * field, so that a large value can be read into its own buffer.
+ * CODEC_OK: req->op and req->key filled (pointing into buf), *vlen the
+ * value's length (checked against the limits), *head the bytes up to the
+ * value.  CODEC_NEED_MORE with *head the bytes needed; CODEC_E_REFUSED if
+ * buf starts another op; other errors as codec_parse_request.
+ */
+int codec_parse_value_head(enum store_dialect dialect,
+                           const struct codec_limits *lim, const uint8_t *buf,
+                           size_t len, struct codec_req *req, uint64_t *vlen,
+                           size_t *head);
+
 /* Iterate length-prefixed byte strings inside a validated args slice:
  * returns 1 and fills *out while there is one, 0 at the end. */
 int codec_next_slice(struct codec_slice *cursor, struct codec_slice *out);
@@ -145,8 +173,11 @@ void codec_put_str(struct codec_buf *b, const void *p, size_t len); /* u64 len +
 int codec_put_type(struct codec_buf *b, enum store_dialect dialect,
                    enum store_op op);
 
-/* Little-endian loads (the wire is little-endian on every PyTorch build). */
+/* Little-endian loads and stores (the wire is little-endian on every
+ * PyTorch build); the stores fill fixed-size arrays without allocating. */
 uint32_t codec_get_u32(const uint8_t *p);
 uint64_t codec_get_u64(const uint8_t *p);
+void codec_set_u32(uint8_t *p, uint32_t v);
+void codec_set_u64(uint8_t *p, uint64_t v);
 
 #endif

@@ -91,8 +91,60 @@ int kv_init(struct kv *kv, uint64_t max_bytes)
     return FCCL_OK;
 }
 
+/* Before e->val is changed or freed: a lent buffer stays with its
+ * borrowers and e gets a fresh one (a copy of the bytes if keep). */
+static int val_unshare(struct kv_entry *e, int keep)
+{
+    struct kv_share *sh = e->share;
+    if (!sh)
+        return FCCL_OK;
+    if (sh->refs == 0) {
+        free(sh);
+        e->share = NULL;
+        return FCCL_OK;
+    }
+    uint8_t *copy = NULL;
+    if (keep && e->vlen) {
+        copy = malloc(e->vlen);
+        if (!copy)
+            return fccl_err(FCCL_ERR_NOMEM, "store value of %llu bytes",
+                            (unsigned long long)e->vlen);
+        memcpy(copy, e->val, e->vlen);
+    }
+    sh->orphan = 1;
+    e->share = NULL;
+    e->val = copy;
+    e->vcap = copy ? e->vlen : 0;
+    return FCCL_OK;
+}
+
+int kv_value_lend(struct kv_entry *e, const uint8_t **p,
+                  struct kv_share **token)
+{
+    *p = NULL;
+    if (!e->share) {
+        e->share = calloc(1, sizeof(*e->share));
+        if (!e->share)
+            return fccl_err(FCCL_ERR_NOMEM, "lending a value");
+        e->share->buf = e->val;
+    }
+    e->share->refs++;
+    *p = e->val;
+    *token = e->share;
+    return FCCL_OK;
+}
+
+void kv_value_return(struct kv_share *sh)
+{
+    if (--sh->refs > 0 || !sh->orphan)
+        return;
+    free(sh->buf);
+    free(sh);
+}
+
 static void entry_free(struct kv_entry *e)
 {
+    val_unshare(e, 0);
     for (struct kv_item *it = e->qhead, *nx; it; it = nx) {
         nx = it->next;
         free(it);
@@ -101,15 +153,25 @@ static void entry_free(struct kv_entry *e)
     free(e);
 }
 
+static void free_chains(struct kv_entry **b, uint64_t from, uint64_t to)
+{
+    for (uint64_t i = from; i <= to; i++) {
+        for (struct kv_entry *e = b[i], *nx; e; e = nx) {
+            nx = e->next;
+            entry_free(e);
+        }
+    }
+}
+
 void kv_free(struct kv *kv)
 {
     if (!kv->buckets)
         return;
-    for (uint64_t b = 0; b <= kv->mask; b++) {
-        for (struct kv_entry *e = kv->buckets[b], *nx; e; e = nx) {
-            nx = e->next;
-            entry_free(e);
-        }
+    free_chains(kv->buckets, 0, kv->mask);
+    if (kv->old) {
+        if (kv->moved <= kv->old_mask)
+            free_chains(kv->old, kv->moved, kv->old_mask);
+        free(kv->old);
     }
     free(kv->buckets);
     memset(kv, 0, sizeof(*kv));
@@ -126,31 +188,59 @@ static int key_eq(const struct kv_entry *e, uint64_t h, const uint8_t *key,
     return e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0;
 }
 
+/* The chain an entry of hash h lives in (see kv.h on growing). */
+static struct kv_entry **chain_of(const struct kv *kv, uint64_t h)
+{
+    if (kv->old && (h & kv->old_mask) >= kv->moved)
+        return &kv->old[h & kv->old_mask];
+    return &kv->buckets[h & kv->mask];
+}
+
+#define MIGRATE_STEP 64 /* old buckets moved per lookup while growing */
+
+void kv_migrate(struct kv *kv, uint64_t n)
+{
+    if (!kv->old || kv->no_grow)
+        return;
+    for (; n > 0 && kv->moved <= kv->old_mask; n--, kv->moved++) {
+        struct kv_entry *e = kv->old[kv->moved], *nx;
+        kv->old[kv->moved] = NULL;
+        for (; e; e = nx) {
+            nx = e->next;
+            e->next = kv->buckets[e->hash & kv->mask];
+            kv->buckets[e->hash & kv->mask] = e;
+        }
+    }
+    if (kv->moved > kv->old_mask) {
+        free(kv->old);
+        kv->old = NULL;
+        kv->old_mask = kv->moved = 0;
+    }
+}
+
 struct kv_entry *kv_find(struct kv *kv, const uint8_t *key, uint64_t klen)
 {
     uint64_t h = siphash13(kv->seed, key, klen);
-    for (struct kv_entry *e = kv->buckets[h & kv->mask]; e; e = e->next)
+    kv_migrate(kv, MIGRATE_STEP);
+    for (struct kv_entry *e = *chain_of(kv, h); e; e = e->next)
         if (key_eq(e, h, key, klen))
             return e;
     return NULL;
 }
 
-/* Double the bucket array; on allocation failure keep the old one (longer
- * chains are slower, not wrong). */
+/* Start doubling the bucket array; entries move over a few buckets per
+ * lookup (kv_migrate), so no single request pays for rehashing the whole
+ * table.  On allocation failure keep the old array (longer chains are
+ * slower, not wrong). */
 static void grow(struct kv *kv)
 {
     uint64_t n = (kv->mask + 1) * 2;
     struct kv_entry **nb = calloc(n, sizeof(*nb));
     if (!nb)
         return;
-    for (uint64_t b = 0; b <= kv->mask; b++) {
-        for (struct kv_entry *e = kv->buckets[b], *nx; e; e = nx) {
-            nx = e->next;
-            e->next = nb[e->hash & (n - 1)];
-            nb[e->hash & (n - 1)] = e;
-        }
-    }
-    free(kv->buckets);
+    kv->old = kv->buckets;
+    kv->old_mask = kv->mask;
+    kv->moved = 0;
     kv->buckets = nb;
     kv->mask = n - 1;
 }
@@ -159,7 +249,8 @@ struct kv_entry *kv_lookup_or_add(struct kv *kv, const uint8_t *key,
                                   uint64_t klen)
 {
     uint64_t h = siphash13(kv->seed, key, klen);
-    struct kv_entry **head = &kv->buckets[h & kv->mask];
+    kv_migrate(kv, MIGRATE_STEP);
+    struct kv_entry **head = chain_of(kv, h);
     for (struct kv_entry *e = *head; e; e = e->next)
         if (key_eq(e, h, key, klen))
             return e;
@@ -171,7 +262,7 @@ struct kv_entry *kv_lookup_or_add(struct kv *kv, const uint8_t *key,
     memcpy(e->key, key, klen);
     e->next = *head;
     *head = e;
-    if (++kv->nentries > kv->mask + 1)
+    if (++kv->nentries > kv->mask + 1 && !kv->no_grow && !kv->old)
         grow(kv);
     return e;
 }
@@ -180,7 +271,7 @@ void kv_release(struct kv *kv, struct kv_entry *e)
 {
     if (!e || e->has_val || e->qlen || e->wait_head)
         return;
-    struct kv_entry **pp = &kv->buckets[e->hash & kv->mask];
+    struct kv_entry **pp = chain_of(kv, e->hash);
     while (*pp && *pp != e)
         pp = &(*pp)->next;
     if (*pp)
@@ -210,6 +301,9 @@ static int limit_err(const struct kv *kv, const struct kv_entry *e)
  * released. */
 static int val_reserve(struct kv_entry *e, uint64_t len, int keep)
 {
+    int rc = val_unshare(e, keep);
+    if (rc < 0)
+        return rc;
     if (len <= e->vcap && (keep || e->vcap <= 2 * len + 256))
         return FCCL_OK;
     uint64_t cap = len < KV_MIN_VCAP ? KV_MIN_VCAP : len;
@@ -247,6 +341,19 @@ int kv_set(struct kv *kv, struct kv_entry *e, const uint8_t *v, uint64_t len)
         return rc;
     if (len)
         memcpy(e->val, v, len);
+    account_set(kv, e, len);
+    return FCCL_OK;
+}
+
+int kv_set_take(struct kv *kv, struct kv_entry *e, uint8_t *v, uint64_t len)
+{
+    uint64_t old = e->has_val ? e->klen + e->vlen : 0;
+    if (over_limit(kv, old, e->klen + len))
+        return limit_err(kv, e);
+    val_unshare(e, 0);
+    free(e->val);
+    e->val = v;
+    e->vcap = len;
     account_set(kv, e, len);
     return FCCL_OK;
 }
@@ -333,6 +440,7 @@ int kv_del_value(struct kv *kv, struct kv_entry *e)
     kv->nkeys--;
     if (e->qlen == 0)
         kv->lost++;
+    val_unshare(e, 0);
     e->has_val = 0;
     e->vlen = 0;
     free(e->val);
@@ -385,36 +493,26 @@ void kv_item_free(struct kv_item *it) { free(it); }
 
 /* ---- listing ---- */
 
-static int cmp_entry(const void *a, const void *b)
+/* Scan order: the old buckets not moved yet (while growing), then the
+ * current ones; stable while no_grow holds migration still. */
+uint64_t kv_scan(const struct kv *kv, uint64_t from, uint64_t nbuckets,
+                 const uint8_t *prefix, uint64_t plen,
+                 void (*fn)(void *arg, const struct kv_entry *e), void *arg)
 {
-    const struct kv_entry *x = *(struct kv_entry *const *)a;
-    const struct kv_entry *y = *(struct kv_entry *const *)b;
-    uint32_t n = x->klen < y->klen ? x->klen : y->klen;
-    int c = n ? memcmp(x->key, y->key, n) : 0;
-    if (c)
-        return c;
-    return (x->klen > y->klen) - (x->klen < y->klen);
-}
-
-int kv_list(struct kv *kv, const uint8_t *prefix, uint64_t plen,
-            struct kv_entry ***out, size_t *n)
-{
-    struct kv_entry **arr = malloc((kv->nkeys ? kv->nkeys : 1) * sizeof(*arr));
-    if (!arr)
-        return fccl_err(FCCL_ERR_NOMEM, "listing %llu keys",
-                        (unsigned long long)kv->nkeys);
-    size_t cnt = 0;
-    for (uint64_t b = 0; b <= kv->mask; b++) {
-        for (struct kv_entry *e = kv->buckets[b]; e; e = e->next) {
-            if (!e->has_val || e->klen < plen)
+    uint64_t nold = kv->old ? kv->old_mask + 1 - kv->moved : 0;
+    uint64_t total = nold + kv->mask + 1;
+    uint64_t end = from + nbuckets;
+    if (end > total || end < from)
+        end = total;
+    for (uint64_t i = from; i < end; i++) {
+        const struct kv_entry *e = i < nold ? kv->old[kv->moved + i]
+                                            : kv->buckets[i - nold];
+        for (; e; e = e->next) {
+            if (!e->has_val || e->klen < plen ||
+                (plen && memcmp(e->key, prefix, plen) != 0))
                 continue;
-            if (plen && memcmp(e->key, prefix, plen) != 0)
-                continue;
-            arr[cnt++] = e;
+            fn(arg, e);
         }
     }
-    qsort(arr, cnt, sizeof(*arr), cmp_entry);
-    *out = arr;
-    *n = cnt;
-    return FCCL_OK;
+    return end >= total ? UINT64_MAX : end;
 }

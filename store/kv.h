@@ -26,8 +26,18 @@ struct kv_item { /* one queued value */
     uint8_t data[];
 };
 
+/* A value buffer lent to queued replies (kv_value_lend): it stays alive,
+ * unchanged, until the last reply that refers to it is sent; a write to
+ * the entry meanwhile moves the entry to a fresh buffer. */
+struct kv_share {
+    uint8_t *buf;
+    uint64_t refs;
+    int orphan; /* the entry has moved on: free buf at the last return */
+};
+
 struct kv_entry {
     struct kv_entry *next; /* hash chain */
+    struct kv_share *share; /* e->val lent out, or NULL */
     uint64_t hash;
     uint8_t *val; /* value bytes when has_val (may be NULL when vlen 0) */
     uint64_t vlen, vcap;
@@ -46,6 +56,12 @@ struct kv {
     uint64_t nkeys;    /* entries with a value (GETNUMKEYS) */
     uint64_t bytes, max_bytes;
     uint64_t lost; /* times an entry stopped being ready (delete, last pop) */
+    uint32_t no_grow; /* scans in progress: entries must not move */
+    /* Growing is incremental: while `old` is set, an entry whose old bucket
+     * (hash & old_mask) is >= `moved` still lives there, every other entry
+     * in `buckets`; each lookup moves a few old buckets over. */
+    struct kv_entry **old;
+    uint64_t old_mask, moved;
     uint64_t seed[2];
 };
 
@@ -77,6 +93,9 @@ static inline int kv_ready(const struct kv_entry *e)
 /* Store / extend the value.  FCCL_OK, FCCL_ERR_LIMIT (total bytes) or
  * FCCL_ERR_NOMEM; on error the old value is unchanged. */
 int kv_set(struct kv *kv, struct kv_entry *e, const uint8_t *v, uint64_t len);
+/* Like kv_set, but the value becomes v itself (malloc'd, len bytes): on
+ * FCCL_OK the table owns v; on error the caller still does. */
+int kv_set_take(struct kv *kv, struct kv_entry *e, uint8_t *v, uint64_t len);
 int kv_append(struct kv *kv, struct kv_entry *e, const uint8_t *v,
               uint64_t len);
 /* Add delta to the decimal integer value (missing = 0), store the result as
@@ -93,10 +112,26 @@ int kv_queue_push(struct kv *kv, struct kv_entry *e, const uint8_t *v,
 struct kv_item *kv_queue_pop(struct kv *kv, struct kv_entry *e);
 void kv_item_free(struct kv_item *it);
 
-/* The entries with a value whose key starts with prefix, sorted by key
- * bytes.  *out is malloc'd (caller frees the array, not the entries) and
- * valid until the table changes.  FCCL_OK or FCCL_ERR_NOMEM. */
-int kv_list(struct kv *kv, const uint8_t *prefix, uint64_t plen,
-            struct kv_entry ***out, size_t *n);
+/* Lend e's value bytes (e must have a value) to a reply that sends them
+ * later without copying: returns the bytes (e->vlen of them) and a token
+ * for kv_value_return.  FCCL_ERR_NOMEM leaves *p NULL. */
+int kv_value_lend(struct kv_entry *e, const uint8_t **p,
+                  struct kv_share **token);
+/* The reply is done with the bytes (may be after the entry or the whole
+ * table is gone). */
+void kv_value_return(struct kv_share *token);
+
+/* Move up to n buckets of an unfinished growth (a timer calls this so a
+ * quiet table finishes too). */
+void kv_migrate(struct kv *kv, uint64_t n);
+
+/* Call fn on every entry with a value whose key starts with prefix, in
+ * buckets [from, from + nbuckets); returns the next bucket to scan, or
+ * UINT64_MAX when the table is done.  Between calls the table may change:
+ * while kv->no_grow is raised no entry moves between buckets, so an entry
+ * present throughout a scan is seen exactly once. */
+uint64_t kv_scan(const struct kv *kv, uint64_t from, uint64_t nbuckets,
+                 const uint8_t *prefix, uint64_t plen,
+                 void (*fn)(void *arg, const struct kv_entry *e), void *arg);
 
 #endif

@@ -21,6 +21,7 @@
 #include "server_int.h"
 
 #define ACCEPT_PAUSE_MS 100 /* out of fds: pause accepting this long */
+#define SWEEP_MS 1000       /* how often stalled requests are looked for */
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
                       struct sockaddr *sa, int salen, void *arg)
@@ -29,20 +30,32 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
     char addr[64];
     (void)l;
     (void)salen;
+    uint64_t t0 = store_turn_begin();
     store_format_peer(sa, addr, sizeof(addr));
-    if (s->nconns >= s->cfg.max_conns) {
-        LOG_WARN("STORE", "refusing client %s: %llu connections open "
-                 "(max-connections)", addr, (unsigned long long)s->nconns);
+    if (!store_slots_admit(s, addr)) {
+        s->st.conns_refused++;
         close(fd);
+        store_turn_end(s, t0);
         return;
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (store_conn_new(s, fd, addr) < 0) {
+    if (store_conn_new(s, fd, addr) < 0)
         LOG_WARN("STORE", "refusing client %s: %s", addr, fccl_last_error());
-        return;
-    }
-    LOG_DEBUG("STORE", "client %s connected", addr);
+    else
+        LOG_DEBUG("STORE", "client %s connected", addr);
+    store_turn_end(s, t0);
+}
+
+static void on_sweep(evutil_socket_t fd, short what, void *arg)
+{
+    struct store_server *s = arg;
+    uint64_t t0 = store_turn_begin();
+    (void)fd;
+    (void)what;
+    store_slots_sweep(s);
+    kv_migrate(&s->kv, 65536); /* a quiet table finishes growing too */
+    store_turn_end(s, t0);
 }
 
 static void set_listening(struct store_server *s, int on)
@@ -154,8 +167,11 @@ static int add_events(struct store_server *s)
                            on_stop, s);
     s->accept_timer = evtimer_new(s->base, on_accept_resume, s);
     s->join_timer = evtimer_new(s->base, on_join_timeout, s);
+    s->sweep_timer = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
+    struct timeval sweep = {SWEEP_MS / 1000, (SWEEP_MS % 1000) * 1000};
     if (!s->stop_ev || !s->accept_timer || !s->join_timer ||
-        event_add(s->stop_ev, NULL) < 0)
+        !s->sweep_timer || event_add(s->stop_ev, NULL) < 0 ||
+        event_add(s->sweep_timer, &sweep) < 0)
         return fccl_err(FCCL_ERR_NOMEM, "creating server events");
     if (!s->cfg.handle_signals)
         return FCCL_OK;
@@ -179,6 +195,8 @@ int store_server_create(const struct store_server_config *cfg,
         return fccl_err(FCCL_ERR_NOMEM, "store server");
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
     s->cfg = *cfg;
+    s->big_value_min = STORE_BIG_VALUE;
+    s->lend_min = STORE_LEND_MIN;
     if (cfg->log_level >= 0)
         fccl_log_set_level(cfg->log_level);
     limits_from_config(s);
@@ -190,6 +208,7 @@ int store_server_create(const struct store_server_config *cfg,
     }
     CHECK_GOTO(kv_init(&s->kv, cfg->max_total_bytes), rc, fail);
     CHECK_GOTO(waiters_init(&s->ws, &s->kv), rc, fail);
+    CHECK_GOTO(store_slots_init(s), rc, fail);
     CHECK_GOTO(store_tls_setup(s), rc, fail);
     CHECK_GOTO(open_listeners(s), rc, fail);
     CHECK_GOTO(add_events(s), rc, fail);
@@ -306,6 +325,7 @@ void store_server_free(struct store_server *s)
     }
     while (s->conns)
         store_conn_free(s->conns);
+    free_event(&s->sweep_timer);
     free_event(&s->join_timer);
     free_event(&s->accept_timer);
     free_event(&s->sig_term);
@@ -317,6 +337,7 @@ void store_server_free(struct store_server *s)
     for (int i = 0; i < s->nlis; i++)
         evconnlistener_free(s->lis[i]);
     store_tls_teardown(s);
+    store_slots_free(s);
     waiters_free(&s->ws);
     kv_free(&s->kv);
     codec_buf_free(&s->out);

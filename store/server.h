@@ -34,7 +34,14 @@ struct store_server_config {
     uint64_t max_value;        /* value bytes, default 64 MiB, <= 1 GiB */
     uint64_t max_keys_per_req; /* keys in one request, default 131072 */
     uint64_t max_conns;        /* open connections, default 65536 */
-    uint64_t max_total_bytes;  /* stored keys + values, default 4 GiB */
+    uint64_t max_total_bytes;  /* stored keys + values, plus the bytes held
+                                  for unfinished requests and unsent
+                                  MULTI_GET/LIST replies; default 4 GiB */
+    uint64_t max_conns_per_addr; /* connections of one client IP, default
+                                    1024; 0 = no cap */
+    int64_t request_timeout_ms;  /* an unfinished request or TLS handshake
+                                    that makes no progress for this long is
+                                    closed; default 30 s, 0 = never */
     char tls_cert[512]; /* PEM certificate (chain): enables TLS */
     char tls_key[512];  /* PEM private key of tls_cert */
     char tls_ca[512];   /* PEM CA: clients must present a cert it signed */

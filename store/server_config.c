@@ -26,6 +26,8 @@ void store_server_config_default(struct store_server_config *c)
     c->max_keys_per_req = 131072;
     c->max_conns = 65536;
     c->max_total_bytes = 4ull << 30;
+    c->max_conns_per_addr = 1024;
+    c->request_timeout_ms = 30000;
     c->log_level = -1;
 }
 
@@ -181,6 +183,15 @@ int store_server_config_set(struct store_server_config *c, const char *key,
         return set_size(&c->max_conns, key, value);
     if (strcmp(k, "max-total-bytes") == 0)
         return set_size(&c->max_total_bytes, key, value);
+    if (strcmp(k, "max-connections-per-addr") == 0)
+        return set_size(&c->max_conns_per_addr, key, value);
+    if (strcmp(k, "request-timeout") == 0) {
+        int64_t ms = fccl_parse_seconds_ms(value);
+        if (ms < 0)
+            return bad(key, value, "expected seconds >= 0");
+        c->request_timeout_ms = ms;
+        return FCCL_OK;
+    }
     if (strcmp(k, "tls-cert") == 0)
         return set_path(c->tls_cert, sizeof(c->tls_cert), key, value);
     if (strcmp(k, "tls-key") == 0)

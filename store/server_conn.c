@@ -20,6 +20,16 @@
  * just then.  A client whose unsent replies pass OUT_HIGH is not read until
  * they drain to OUT_LOW.
  *
+ * Fairness: a connection reads at most STORE_SLICE (1 MiB) directly per
+ * loop turn.  A SET / APPEND / QUEUE_PUSH whose value is big_value_min
+ * (1 MiB) or more is read into a buffer of its own (struct big_req), a
+ * slice per turn, and a SET's buffer becomes the stored value.  Large
+ * replies are queued by reference (store_conn_reply_ref), not copied.
+ *
+ * Accounting: every byte held for an unfinished request (hold_update) and
+ * every reply byte queued in an output buffer (out_count) counts against
+ * the store's byte limit with what is stored (store_would_overflow).
+ *
  * TLS (server_tls.c): when TLS is configured the first byte is peeked; a
  * handshake record turns the connection over to a bufferevent_openssl,
  * which then reads and writes for it (its input buffer is c->in, and
@@ -37,6 +47,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "server_int.h"
@@ -46,12 +57,13 @@
 #define DIRECT_READ_MIN (16u << 10) /* read into the evbuffer when this much
                                        of a request is still due */
 #define DIRECT_READ_MAX (4u << 20)
-#define BIG_REQUEST (1u << 20) /* requests this large count as inflight */
 #define BIG_REPLY (64u << 10)  /* replies this large bypass s->out */
 #define OUT_KEEP (1u << 20)    /* s->out capacity kept between batches */
 #define CLOSE_FLUSH_SEC 10     /* EOF'd client: time to take its replies */
 
-enum drive { D_NEED, D_FULL, D_CLOSE };
+/* What stopped a connection's requests: more bytes needed, replies piled
+ * up, a listing in progress (server_list.c), or the connection must go. */
+enum drive { D_NEED, D_FULL, D_LIST, D_CLOSE };
 
 static struct evbuffer *conn_out(const struct store_conn *c)
 {
@@ -153,6 +165,55 @@ void store_conn_reply(struct store_conn *c, const void *p, size_t n)
     }
 }
 
+static void conn_pause(struct store_conn *c);
+static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n);
+
+void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
+                          void (*cleanup)(const void *, size_t, void *),
+                          void *arg)
+{
+    struct store_server *s = c->s;
+    struct evbuffer *out = conn_out(c);
+    const uint8_t *b = p;
+    if (c == s->cur)
+        batch_flush(s, c);
+    if (!c->broken && !c->tls && evbuffer_get_length(out) == 0) {
+        ssize_t k;
+        do
+            k = send(c->fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (k < 0 && errno == EINTR);
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            conn_break(c, errno);
+        if (k > 0) {
+            b += k;
+            n -= (size_t)k;
+        }
+    }
+    if (c->broken || n == 0) {
+        cleanup(p, n, arg);
+        return;
+    }
+    if (evbuffer_add_reference(out, b, n, cleanup, arg) < 0) {
+        cleanup(p, n, arg);
+        conn_break(c, ENOMEM);
+        return;
+    }
+    bufferevent_enable(c->bev, EV_WRITE);
+}
+
+void store_conn_list_done(struct store_conn *c)
+{
+    if (c->broken || c->closing)
+        return;
+    if (evbuffer_get_length(conn_out(c)) > OUT_HIGH) {
+        conn_pause(c); /* on_write resumes reads and requests */
+        return;
+    }
+    c->last_ms = fccl_now_ns() / 1000000u; /* its timeout starts now */
+    reads_on(c);
+    conn_drive(c, NULL, 0); /* requests that came behind the listing */
+}
+
 void store_conn_abort(struct store_conn *c, const char *why)
 {
     LOG_WARN("STORE", "closing client %s: %s", c->addr, why);
@@ -167,29 +228,63 @@ static size_t pending_out(const struct store_conn *c)
 
 /* ---- parsing ---- */
 
-/* Large partial requests hold their size against the byte limit, so many
- * clients cannot make us buffer more than the store may hold. */
-static int reserve_big(struct store_conn *c)
+/* Every byte held for an unfinished request counts against the store's
+ * byte limit, so many clients cannot make us buffer more than the store may
+ * hold: what is buffered, or what the parser proved is due, whichever is
+ * more (a large value: its whole buffer). */
+static uint64_t hold_wanted(const struct store_conn *c)
+{
+    size_t buffered = evbuffer_get_length(c->in);
+    if (c->big)
+        return c->big->vlen + c->big->klen + buffered;
+    if (buffered == 0)
+        return 0;
+    return c->need > buffered ? c->need : buffered;
+}
+
+static void release_held(struct store_conn *c)
+{
+    c->s->held -= c->held;
+    c->held = 0;
+}
+
+/* Update c's share of s->held; FCCL_ERR_LIMIT if it would pass the limit
+ * (only growth is refused). */
+static int hold_update(struct store_conn *c)
 {
     struct store_server *s = c->s;
-    if (c->need < BIG_REQUEST || c->need <= c->reserved)
-        return FCCL_OK;
-    uint64_t more = c->need - c->reserved;
-    uint64_t cap = s->cfg.max_total_bytes;
-    if (cap && s->kv.bytes + s->inflight + more > cap)
+    uint64_t want = hold_wanted(c);
+    if (want > c->held && store_would_overflow(s, want - c->held))
         return fccl_err(FCCL_ERR_LIMIT,
-                        "request of %zu bytes would pass the store's "
-                        "%llu-byte limit",
-                        c->need, (unsigned long long)cap);
-    s->inflight += more;
-    c->reserved = c->need;
+                        "unfinished request of %llu bytes would pass the "
+                        "store's %llu-byte limit (stored, held and queued "
+                        "bytes count)",
+                        (unsigned long long)want,
+                        (unsigned long long)s->cfg.max_total_bytes);
+    s->held = s->held - c->held + want;
+    c->held = want;
+    if (want == 0)
+        c->part_ms = 0;
+    else if (!c->part_ms)
+        c->part_ms = c->last_ms ? c->last_ms : fccl_now_ns() / 1000000u;
     return FCCL_OK;
 }
 
-static void release_big(struct store_conn *c)
+int store_would_overflow(const struct store_server *s, uint64_t more)
 {
-    c->s->inflight -= c->reserved;
-    c->reserved = 0;
+    uint64_t cap = s->cfg.max_total_bytes;
+    return cap && s->kv.bytes + s->held + s->out_held + more > cap;
+}
+
+uint64_t store_turn_begin(void) { return fccl_now_ns(); }
+
+void store_turn_end(struct store_server *s, uint64_t t0)
+{
+    uint64_t us = (fccl_now_ns() - t0) / 1000u;
+    if (us > s->st.turn_max_us)
+        s->st.turn_max_us = us;
+    if (us > 20000)
+        s->st.turn_slow++;
 }
 
 static void log_close(const struct store_conn *c, const char *why)
@@ -210,6 +305,77 @@ static int sniff(struct store_conn *c, const uint8_t *p, size_t avail)
         LOG_DEBUG("STORE", "client %s speaks the %s dialect", c->addr,
                   c->dialect == DIALECT_MODERN ? "modern" : "legacy");
     return FCCL_OK;
+}
+
+/* ---- large values ---- */
+
+static void big_free(struct store_conn *c)
+{
+    if (!c->big)
+        return;
+    free(c->big->key);
+    free(c->big->val);
+    free(c->big);
+    c->big = NULL;
+}
+
+/* p[0..len) starts a request of at least big_value_min bytes.  If it is a
+ * SET / APPEND / QUEUE_PUSH whose head is here, switch c to reading its
+ * value into a buffer of its own and copy in the value bytes already here.
+ * Returns 1 if switched (all of p is used), 0 if not. */
+static int big_start(struct store_conn *c, const uint8_t *p, size_t len)
+{
+    struct codec_req req;
+    uint64_t vlen;
+    size_t head;
+    if (codec_parse_value_head(c->dialect, &c->s->lim, p, len, &req, &vlen,
+                               &head) != CODEC_OK ||
+        vlen < c->s->big_value_min)
+        return 0;
+    struct big_req *b = calloc(1, sizeof(*b));
+    uint8_t *key = malloc(req.key.len ? req.key.len : 1);
+    uint8_t *val = malloc(vlen);
+    if (!b || !key || !val) {
+        free(b), free(key), free(val);
+        return 0; /* buffered the ordinary way; fails there if it must */
+    }
+    memcpy(key, req.key.p, req.key.len);
+    b->op = req.op;
+    b->key = key;
+    b->klen = req.key.len;
+    b->val = val;
+    b->vlen = vlen;
+    b->got = len - head; /* < vlen: else the request was complete */
+    memcpy(val, p + head, b->got);
+    c->big = b;
+    c->need = 1;
+    c->s->st.bytes[b->op] += head;
+    return 1;
+}
+
+/* Move buffered value bytes into the big buffer. */
+static void big_fill(struct store_conn *c)
+{
+    struct big_req *b = c->big;
+    size_t have = evbuffer_get_length(c->in);
+    uint64_t due = b->vlen - b->got;
+    size_t m = have < due ? have : (size_t)due;
+    if (m && evbuffer_remove(c->in, b->val + b->got, m) == (int)m)
+        b->got += m;
+}
+
+/* The value is complete: run the request. */
+static int big_finish(struct store_server *s, struct store_conn *c)
+{
+    struct big_req *b = c->big;
+    struct codec_req req = {.op = b->op,
+                            .key = {b->key, b->klen},
+                            .val = {b->val, b->vlen}};
+    int rc = store_dispatch_owned(s, c, &req, &b->val);
+    s->st.reqs[b->op]++;
+    s->st.bytes[b->op] += b->vlen;
+    big_free(c);
+    return rc;
 }
 
 /* Parse and run the complete requests at the start of p[0..len).  *used
@@ -234,10 +400,9 @@ static enum drive run_region(struct store_server *s, struct store_conn *c,
                                      &req, &n);
         if (rc == CODEC_NEED_MORE) {
             c->need = n;
-            if (reserve_big(c) < 0) {
-                log_close(c, fccl_last_error());
-                d = D_CLOSE;
-            }
+            if (n >= s->big_value_min &&
+                big_start(c, p + off, len - off) == 1)
+                off = len; /* the rest of the region is the value's */
             break;
         }
         if (rc < 0) {
@@ -247,12 +412,17 @@ static enum drive run_region(struct store_server *s, struct store_conn *c,
             break;
         }
         rc = store_dispatch(s, c, &req);
+        s->st.reqs[req.op]++;
+        s->st.bytes[req.op] += n;
         off += n;
         c->need = 1;
-        release_big(c);
         if (rc < 0) {
             log_close(c, fccl_last_error());
             d = D_CLOSE;
+            break;
+        }
+        if (c->list) {
+            d = D_LIST;
             break;
         }
         if (pending_out(c) > OUT_HIGH) {
@@ -269,6 +439,20 @@ static enum drive run_buffered(struct store_server *s, struct store_conn *c)
 {
     struct evbuffer *in = c->in;
     for (;;) {
+        if (c->list)
+            return D_LIST;
+        if (c->big) {
+            big_fill(c);
+            if (c->big->got < c->big->vlen)
+                return D_NEED;
+            if (big_finish(s, c) < 0) {
+                log_close(c, fccl_last_error());
+                return D_CLOSE;
+            }
+            if (pending_out(c) > OUT_HIGH)
+                return D_FULL;
+            continue;
+        }
         size_t avail = evbuffer_get_length(in);
         if (avail == 0 || avail < c->need || c->broken)
             return D_NEED;
@@ -285,6 +469,8 @@ static enum drive run_buffered(struct store_server *s, struct store_conn *c)
         evbuffer_drain(in, used);
         if (d != D_NEED)
             return d;
+        if (c->big)
+            continue;
         if (used == 0 && c->need <= n)
             return D_NEED; /* no progress possible (defensive) */
     }
@@ -339,8 +525,9 @@ static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n)
 {
     struct store_server *s = c->s;
     enum drive d = D_NEED;
+    size_t budget = STORE_SLICE; /* bytes read directly in this turn */
     s->cur = c;
-    if (n && evbuffer_get_length(c->in) == 0) {
+    if (n && !c->big && !c->list && evbuffer_get_length(c->in) == 0) {
         size_t used;
         d = run_region(s, c, fresh, n, &used);
         fresh += used;
@@ -354,24 +541,64 @@ static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n)
         if (d == D_NEED)
             d = run_buffered(s, c);
         s->cur = NULL;
+        if (d != D_CLOSE && hold_update(c) < 0) {
+            log_close(c, fccl_last_error());
+            d = D_CLOSE;
+        }
         if (d == D_CLOSE) {
             codec_buf_reset(&s->out);
             store_conn_free(c);
             return;
         }
         batch_flush(s, c);
+        if (d == D_LIST) {
+            reads_off(c); /* until the listing's reply is queued */
+            return;
+        }
         if (d == D_FULL && evbuffer_get_length(conn_out(c)) > OUT_HIGH) {
             conn_pause(c);
             return;
         }
-        size_t avail = evbuffer_get_length(c->in);
-        if (d == D_NEED &&
-            (c->broken || c->tls || c->need < avail + DIRECT_READ_MIN ||
-             read_direct(c, c->need - avail) <= 0))
-            return; /* EOF and errors show up on the read event */
+        if (d == D_NEED) {
+            /* A large request is read straight into the evbuffer, at most
+             * STORE_SLICE per turn; the rest waits for the next turn.  EOF
+             * and errors show up on the read event. */
+            size_t avail = evbuffer_get_length(c->in);
+            if (c->broken || c->tls || c->big || budget < DIRECT_READ_MIN ||
+                c->need < avail + DIRECT_READ_MIN)
+                return;
+            size_t want = c->need - avail;
+            ssize_t r = read_direct(c, want < budget ? want : budget);
+            if (r <= 0)
+                return;
+            budget -= (size_t)r;
+            c->last_ms = fccl_now_ns() / 1000000u;
+            c->part_bytes += (uint64_t)r;
+        }
         d = D_NEED;
         s->cur = c;
     }
+}
+
+/* A large value arrives: read it straight into its buffer, one slice per
+ * turn; once complete, run it.  Returns 0 at EOF, < 0 on errors (errno). */
+static ssize_t big_read(struct store_conn *c)
+{
+    struct big_req *b = c->big;
+    uint64_t due = b->vlen - b->got;
+    size_t want = due < STORE_SLICE ? (size_t)due : STORE_SLICE;
+    ssize_t r;
+    do
+        r = read(c->fd, b->val + b->got, want);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+        return r;
+    b->got += (uint64_t)r;
+    c->last_ms = fccl_now_ns() / 1000000u;
+    c->part_bytes += (uint64_t)r;
+    if (b->got == b->vlen)
+        conn_drive(c, NULL, 0);
+    return r;
 }
 
 /* EOF with replies still queued: flush them (bounded), then free. */
@@ -379,7 +606,10 @@ static void conn_linger(struct store_conn *c)
 {
     struct timeval tv = {CLOSE_FLUSH_SEC, 0};
     waiters_cancel(&c->s->ws, &c->wait);
-    release_big(c);
+    big_free(c);
+    store_list_free(c);
+    release_held(c);
+    c->part_ms = 0;
     c->closing = 1;
     reads_off(c);
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
@@ -390,16 +620,47 @@ static void conn_linger(struct store_conn *c)
 static void on_write(struct bufferevent *bev, void *arg);
 static void on_event(struct bufferevent *bev, short what, void *arg);
 
+/* Queued reply bytes count against the byte limit (s->out_held). */
+static void out_count(struct evbuffer *b, const struct evbuffer_cb_info *i,
+                      void *arg)
+{
+    struct store_server *s = arg;
+    (void)b;
+    s->out_held += i->n_added;
+    s->out_held -= i->n_deleted;
+}
+
+static int out_watch(struct store_conn *c)
+{
+    c->out_cb = evbuffer_add_cb(conn_out(c), out_count, c->s);
+    return c->out_cb ? FCCL_OK : FCCL_ERR_NOMEM;
+}
+
+static void out_unwatch(struct store_conn *c)
+{
+    if (!c->out_cb)
+        return;
+    evbuffer_remove_cb_entry(conn_out(c), c->out_cb);
+    c->out_cb = NULL;
+    c->s->out_held -= evbuffer_get_length(conn_out(c));
+}
+
 /* TLS connections are read by their bufferevent_openssl. */
 static void on_tls_read(struct bufferevent *bev, void *arg)
 {
     struct store_conn *c = arg;
+    uint64_t t0 = store_turn_begin();
     if (c->broken || c->closing) {
         struct evbuffer *in = bufferevent_get_input(bev);
         evbuffer_drain(in, evbuffer_get_length(in));
         return;
     }
+    struct store_server *s = c->s;
+    size_t before = evbuffer_get_length(c->in);
+    c->last_ms = fccl_now_ns() / 1000000u;
+    c->part_bytes += before; /* approximate: what is buffered now */
     conn_drive(c, NULL, 0);
+    store_turn_end(s, t0);
 }
 
 /* The first byte was 0x16: hand the socket to OpenSSL.  The handshake
@@ -414,6 +675,7 @@ static void conn_to_tls(struct store_conn *c)
     }
     event_free(c->rev);
     c->rev = NULL;
+    out_unwatch(c);
     bufferevent_setfd(c->bev, -1); /* the plain one must not close fd */
     bufferevent_free(c->bev);
     evbuffer_free(c->in);
@@ -421,6 +683,11 @@ static void conn_to_tls(struct store_conn *c)
     c->in = bufferevent_get_input(tb);
     c->tls = 1;
     c->dialect = DIALECT_MODERN; /* TLS connections speak modern inside */
+    c->handshaking = 1;
+    c->part_ms = fccl_now_ns() / 1000000u;
+    if (out_watch(c) < 0)
+        LOG_WARN("STORE", "client %s: queued TLS replies go uncounted",
+                 c->addr);
     bufferevent_setcb(tb, on_tls_read, on_write, on_event, c);
     bufferevent_enable(tb, EV_READ | EV_WRITE);
     LOG_DEBUG("STORE", "client %s starts TLS", c->addr);
@@ -446,17 +713,26 @@ static int first_byte(struct store_conn *c)
     return 0;
 }
 
-static void on_readable(evutil_socket_t fd, short what, void *arg)
+static void readable(struct store_conn *c, int fd)
 {
-    struct store_conn *c = arg;
     struct store_server *s = c->s;
-    (void)what;
     if (s->tls && !c->peeked && first_byte(c))
         return;
     ssize_t r;
-    do
-        r = read(fd, s->rbuf, sizeof(s->rbuf));
-    while (r < 0 && errno == EINTR);
+    if (c->big && !c->broken) {
+        r = big_read(c);
+    } else {
+        do
+            r = read(fd, s->rbuf, sizeof(s->rbuf));
+        while (r < 0 && errno == EINTR);
+        if (r > 0) {
+            c->last_ms = fccl_now_ns() / 1000000u;
+            c->part_bytes += (uint64_t)r;
+            if (!c->broken)
+                conn_drive(c, s->rbuf, (size_t)r);
+            return;
+        }
+    }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         return;
     if (r < 0) {
@@ -467,16 +743,23 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
             conn_linger(c);
         else
             store_conn_free(c);
-    } else if (!c->broken) {
-        conn_drive(c, s->rbuf, (size_t)r);
     }
+}
+
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+    struct store_conn *c = arg;
+    struct store_server *s = c->s;
+    uint64_t t0 = store_turn_begin();
+    (void)what;
+    readable(c, fd);
+    store_turn_end(s, t0);
 }
 
 /* ---- bufferevent callbacks (output side) ---- */
 
-static void on_write(struct bufferevent *bev, void *arg)
+static void writable(struct bufferevent *bev, struct store_conn *c)
 {
-    struct store_conn *c = arg;
     size_t left = evbuffer_get_length(bufferevent_get_output(bev));
     if (c->closing && left == 0) {
         store_conn_free(c);
@@ -486,10 +769,20 @@ static void on_write(struct bufferevent *bev, void *arg)
         bufferevent_disable(bev, EV_WRITE); /* we send directly again */
     if (c->paused && left <= OUT_LOW && !c->closing) {
         c->paused = 0;
+        c->last_ms = fccl_now_ns() / 1000000u; /* its timeout starts now */
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
         reads_on(c);
         conn_drive(c, NULL, 0); /* requests may be waiting in c->in */
     }
+}
+
+static void on_write(struct bufferevent *bev, void *arg)
+{
+    struct store_conn *c = arg;
+    struct store_server *s = c->s;
+    uint64_t t0 = store_turn_begin();
+    writable(bev, c);
+    store_turn_end(s, t0);
 }
 
 /* Write errors and flush timeouts of any connection; for TLS ones also
@@ -499,6 +792,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     struct store_conn *c = arg;
     if (what & BEV_EVENT_CONNECTED) {
         LOG_DEBUG("STORE", "client %s: TLS handshake done", c->addr);
+        c->handshaking = 0;
+        c->part_ms = 0;
         return;
     }
     if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && !c->broken &&
@@ -524,7 +819,12 @@ void store_conn_free(struct store_conn *c)
     struct store_server *s = c->s;
     LOG_DEBUG("STORE", "client %s disconnected", c->addr);
     waiters_cancel(&s->ws, &c->wait);
-    release_big(c);
+    big_free(c);
+    store_list_free(c);
+    release_held(c);
+    out_unwatch(c);
+    store_slots_detach(s, c);
+    free(c->sync_msg);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -563,7 +863,17 @@ int store_conn_new(struct store_server *s, int fd, const char *addr)
     c->s = s;
     c->fd = fd;
     c->need = 1;
+    c->last_ms = fccl_now_ns() / 1000000u;
     snprintf(c->addr, sizeof(c->addr), "%s", addr);
+    if (out_watch(c) < 0 || store_slots_attach(s, c, addr) < 0) {
+        out_unwatch(c);
+        event_free(c->rev);
+        evbuffer_free(c->in);
+        bufferevent_free(c->bev);
+        free(c);
+        return fccl_err(FCCL_ERR_NOMEM, "connection");
+    }
+    s->st.conns_total++;
     c->next = s->conns;
     if (s->conns)
         s->conns->prev = c;

@@ -22,24 +22,66 @@ struct bufferevent;
 struct evbuffer;
 
 #define STORE_READ_CHUNK (64u << 10) /* bytes per read of a socket */
+#define STORE_SLICE (1u << 20) /* most bytes one connection reads per turn */
+#define STORE_BIG_VALUE (1u << 20) /* default big_value_min */
+#define STORE_LEND_MIN (64u << 10)  /* default lend_min */
+
+struct addr_slot; /* server_slots.c: the connections of one client address */
+
+/* A SET / APPEND / QUEUE_PUSH whose value is large: the value is read
+ * straight into its own buffer, a slice per loop turn, and a SET hands the
+ * buffer to the table without a copy (server_conn.c). */
+struct big_req {
+    enum store_op op;
+    uint8_t *key;
+    uint64_t klen;
+    uint8_t *val; /* malloc'd, vlen bytes */
+    uint64_t vlen, got;
+};
 
 struct store_conn {
     struct store_server *s;
     struct bufferevent *bev; /* owns the socket; output side */
     struct evbuffer *in;     /* bytes of incomplete requests */
     struct event *rev;       /* the socket's read event */
+    struct evbuffer_cb_entry *out_cb; /* counts queued bytes in s->out_held */
     int fd;
     struct store_conn *prev, *next; /* the server's list of connections */
     enum store_dialect dialect;
     size_t need;        /* buffered bytes needed before parsing again */
-    uint64_t reserved;  /* bytes of s->inflight held for a large request */
+    uint64_t held;      /* bytes of s->held for an unfinished request */
+    struct big_req *big; /* a large value being read, or NULL */
+    struct list_job *list; /* a LIST_KEYS in progress (server_list.c) */
     struct waiter *wait; /* the pending WAIT, if any */
+    struct addr_slot *slot;           /* this client address's slot */
+    struct store_conn *sprev, *snext; /* connections of the same address */
+    uint64_t last_ms;    /* monotonic ms of the last byte read */
+    uint64_t part_ms;    /* when the unfinished request (or TLS handshake)
+                            began; 0 when there is none */
+    uint64_t part_bytes; /* bytes of it read so far */
+    char *sync_msg;      /* first refusal since the last SYNC, or NULL */
+    int sync_code;       /* its SYNC_* code, 0 = none */
+    uint8_t sync_aware;  /* sent a SYNC: refused writes are reported, not
+                            closed */
+    uint8_t handshaking; /* TLS handshake not finished */
     uint8_t paused;  /* reads stopped: replies pile up unread */
     uint8_t closing; /* EOF seen: flush what is queued, then free */
     uint8_t broken;  /* send failed: drop output, free at the next event */
     uint8_t tls;     /* bev is a bufferevent_openssl; in is its input */
     uint8_t peeked;  /* first byte looked at (TLS configured only) */
     char addr[64];   /* "HOST:PORT" of the client, for log lines */
+};
+
+struct store_stats {
+    uint64_t conns_total;     /* accepted since start */
+    uint64_t conns_refused;   /* refused at accept (limits) */
+    uint64_t conns_evicted;   /* idle ones closed to make room */
+    uint64_t conns_timed_out; /* stalled requests / TLS handshakes */
+    uint64_t refused_writes;  /* writes refused and reported by SYNC */
+    uint64_t refused_replies; /* MULTI_GET / LIST over the reply budget */
+    uint64_t turn_max_us;     /* longest callback (one loop turn's work) */
+    uint64_t turn_slow;       /* callbacks over 20 ms */
+    uint64_t reqs[OP__COUNT], bytes[OP__COUNT];
 };
 
 struct store_server {
@@ -56,7 +98,14 @@ struct store_server {
     struct waiters ws;
     struct store_conn *conns;
     uint64_t nconns;
-    uint64_t inflight; /* bytes promised to large partial requests */
+    uint64_t held;     /* bytes held for unfinished requests */
+    uint64_t out_held; /* bytes of replies queued, not yet sent */
+    struct slot_table *slots; /* server_slots.c */
+    struct event *sweep_timer;
+    struct store_stats st;
+    uint64_t big_value_min; /* values read into their own buffer (1 MiB) */
+    uint64_t lend_min;      /* replies that refer to stored bytes (64 KiB);
+                               both lowered by the fuzz target */
     struct store_conn *cur; /* connection whose requests are being run */
     struct codec_buf out;   /* replies of `cur`, sent at the end of a batch */
     uint8_t rbuf[STORE_READ_CHUNK]; /* each read lands here first */
@@ -67,6 +116,7 @@ struct store_server {
     int thread_started;
     pthread_t thread;
 };
+
 
 /* ---- server_conn.c ---- */
 
@@ -83,9 +133,58 @@ void store_conn_free(struct store_conn *c);
  * connection whose output cannot be kept is marked broken. */
 void store_conn_reply(struct store_conn *c, const void *p, size_t n);
 
+/* Queue n reply bytes at p without copying them: cleanup(p, n, arg) runs
+ * once they are sent or dropped (at once if they went out directly). */
+void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
+                          void (*cleanup)(const void *, size_t, void *),
+                          void *arg);
+
+/* c's LIST_KEYS reply is queued: run what c sent behind it. */
+void store_conn_list_done(struct store_conn *c);
+
 /* Log why and disconnect c at its next event (safe while another
  * connection's request runs). */
 void store_conn_abort(struct store_conn *c, const char *why);
+
+/* Would holding `more` bytes (an unfinished request or a queued reply)
+ * pass the server's byte limit?  Stored, held and queued bytes all count. */
+int store_would_overflow(const struct store_server *s, uint64_t more);
+
+/* Timing of one callback, for STATS' longest loop turn. */
+uint64_t store_turn_begin(void);
+void store_turn_end(struct store_server *s, uint64_t t0);
+
+/* ---- server_slots.c ---- */
+
+/* Slot table setup / teardown; raising RLIMIT_NOFILE and capping
+ * max_conns to it (with a log line) happens in store_slots_init. */
+int store_slots_init(struct store_server *s);
+void store_slots_free(struct store_server *s);
+/* May a client from `ip` connect now?  Under pressure this closes the
+ * longest-idle connection of the address holding the most.  Returns 1 if
+ * yes, 0 if it must be refused (a log line says why). */
+int store_slots_admit(struct store_server *s, const char *ip);
+/* Link c into its address's slot / unlink it.  attach: FCCL_ERR_NOMEM. */
+int store_slots_attach(struct store_server *s, struct store_conn *c,
+                       const char *ip);
+void store_slots_detach(struct store_server *s, struct store_conn *c);
+/* Periodic sweep: close connections whose unfinished request or TLS
+ * handshake made no progress within request_timeout. */
+void store_slots_sweep(struct store_server *s);
+
+/* ---- server_list.c ---- */
+
+/* Start LIST_KEYS(prefix r->key) for c; its reply comes from later loop
+ * turns, and c runs nothing else until then.  FCCL_ERR_NOMEM. */
+int store_list_start(struct store_server *s, struct store_conn *c,
+                     const struct codec_req *r);
+/* Drop c's listing, if any. */
+void store_list_free(struct store_conn *c);
+
+/* ---- server_stats.c ---- */
+
+/* The STATS reply text ("name value" lines) into b. */
+void store_stats_text(struct store_server *s, struct codec_buf *b);
 
 /* ---- server_listen.c ---- */
 
@@ -119,6 +218,11 @@ const char *store_tls_conn_error(struct bufferevent *bev);
  * message (fccl_last_error) says why c must be closed. */
 int store_dispatch(struct store_server *s, struct store_conn *c,
                    const struct codec_req *req);
+/* The same for a request whose value is the malloc'd *owned: a SET takes
+ * it into the table (and sets *owned to NULL); otherwise it stays the
+ * caller's. */
+int store_dispatch_owned(struct store_server *s, struct store_conn *c,
+                         const struct codec_req *req, uint8_t **owned);
 
 /* waiters.on_ready: c's WAIT completed; send STOP_WAITING. */
 void store_conn_wait_ready(struct store_conn *c);

@@ -23,23 +23,17 @@ static void reply_u8(struct store_conn *c, uint8_t v)
     store_conn_reply(c, &v, 1);
 }
 
-static void put_le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static void reply_u32(struct store_conn *c, uint32_t v)
 {
-    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
-                    (uint8_t)(v >> 24)};
+    uint8_t b[4];
+    codec_set_u32(b, v);
     store_conn_reply(c, b, sizeof(b));
 }
 
 static void reply_i64(struct store_conn *c, int64_t v)
 {
     uint8_t b[8];
-    put_le64(b, (uint64_t)v);
+    codec_set_u64(b, (uint64_t)v);
     store_conn_reply(c, b, sizeof(b));
 }
 
@@ -48,7 +42,7 @@ static void reply_i64(struct store_conn *c, int64_t v)
 static void reply_str(struct store_conn *c, const uint8_t *p, uint64_t n)
 {
     uint8_t b[8 + SMALL_REPLY];
-    put_le64(b, n);
+    codec_set_u64(b, n);
     if (n <= SMALL_REPLY) {
         if (n)
             memcpy(b + 8, p, n);
@@ -57,6 +51,44 @@ static void reply_str(struct store_conn *c, const uint8_t *p, uint64_t n)
     }
     store_conn_reply(c, b, 8);
     store_conn_reply(c, p, n);
+}
+
+/* Values of s->lend_min bytes or more are not copied into a reply: the
+ * reply refers to the stored bytes (kv_value_lend) or to the popped item
+ * until it is sent. */
+
+static void value_returned(const void *p, size_t n, void *arg)
+{
+    (void)p;
+    (void)n;
+    kv_value_return(arg);
+}
+
+static void item_sent(const void *p, size_t n, void *arg)
+{
+    (void)p;
+    (void)n;
+    kv_item_free(arg);
+}
+
+static void reply_len(struct store_conn *c, uint64_t n)
+{
+    uint8_t h[8];
+    codec_set_u64(h, n);
+    store_conn_reply(c, h, sizeof(h));
+}
+
+/* e's value as a byte string, lent rather than copied when large. */
+static void reply_entry_value(struct store_conn *c, struct kv_entry *e)
+{
+    const uint8_t *p;
+    struct kv_share *t;
+    if (e->vlen < c->s->lend_min || kv_value_lend(e, &p, &t) < 0) {
+        reply_str(c, e->val, e->vlen);
+        return;
+    }
+    reply_len(c, e->vlen);
+    store_conn_reply_ref(c, p, e->vlen, value_returned, t);
 }
 
 /* ---- helpers ---- */
@@ -101,12 +133,20 @@ static void note_join(struct store_server *s, int64_t v)
 
 /* ---- handlers ---- */
 
-static int op_set(struct store_server *s, const struct codec_req *r)
+static int op_set(struct store_server *s, const struct codec_req *r,
+                  uint8_t **owned)
 {
     struct kv_entry *e = entry_for_write(s, r->key);
     if (!e)
         return key_err(FCCL_ERR_NOMEM, "SET", r->key);
-    int rc = kv_set(&s->kv, e, r->val.p, r->val.len);
+    int rc;
+    if (owned && *owned) {
+        rc = kv_set_take(&s->kv, e, *owned, r->val.len);
+        if (rc == FCCL_OK)
+            *owned = NULL;
+    } else {
+        rc = kv_set(&s->kv, e, r->val.p, r->val.len);
+    }
     if (rc < 0)
         return write_failed(s, e, rc, "SET", r->key);
     waiters_wake_all(&s->ws, e);
@@ -124,7 +164,8 @@ static int op_compare_set(struct store_server *s, struct store_conn *c,
             reply_str(c, r->val.p, r->val.len);
             return FCCL_OK;
         }
-        int rc = op_set(s, &(struct codec_req){.key = r->key, .val = r->val2});
+        int rc = op_set(s, &(struct codec_req){.key = r->key, .val = r->val2},
+                        NULL);
         if (rc < 0)
             return rc;
         reply_str(c, r->val2.p, r->val2.len);
@@ -143,10 +184,10 @@ static int op_compare_set(struct store_server *s, struct store_conn *c,
 /* GET and MULTI_GET of a missing key: empty on modern links (PyTorch's
  * newer server), close on legacy ones (the 1.13 server). */
 static int reply_value(struct store_conn *c, struct codec_slice k,
-                       const struct kv_entry *e)
+                       struct kv_entry *e)
 {
     if (e && e->has_val) {
-        reply_str(c, e->val, e->vlen);
+        reply_entry_value(c, e);
         return FCCL_OK;
     }
     if (c->dialect == DIALECT_LEGACY)
@@ -223,10 +264,47 @@ static int op_append(struct store_server *s, const struct codec_req *r)
     return FCCL_OK;
 }
 
+/* A reply that n bytes of request can make huge (MULTI_GET naming one big
+ * key many times, a key listing) is sized before it is built: it must fit
+ * the per-request budget (the largest request the server accepts) and,
+ * with everything stored, held and queued, the store's byte limit. */
+static int reply_budget(struct store_server *s, const char *op,
+                        uint64_t bytes)
+{
+    if (bytes > s->lim.max_request) {
+        s->st.refused_replies++;
+        return fccl_err(FCCL_ERR_LIMIT,
+                        "%s reply of %llu bytes is over the %llu-byte "
+                        "budget of one reply (2 x max-value-bytes + 2 x "
+                        "max-key-bytes + 4 KiB)",
+                        op, (unsigned long long)bytes,
+                        (unsigned long long)s->lim.max_request);
+    }
+    if (store_would_overflow(s, bytes)) {
+        s->st.refused_replies++;
+        return fccl_err(FCCL_ERR_LIMIT,
+                        "%s reply of %llu bytes would pass the store's "
+                        "%llu-byte limit (stored, held and queued bytes "
+                        "count)",
+                        op, (unsigned long long)bytes,
+                        (unsigned long long)s->cfg.max_total_bytes);
+    }
+    return FCCL_OK;
+}
+
 static int op_multi_get(struct store_server *s, struct store_conn *c,
                         const struct codec_req *r)
 {
     struct codec_slice args = r->args, k;
+    uint64_t bytes = 0;
+    while (codec_next_slice(&args, &k)) {
+        const struct kv_entry *e = kv_find(&s->kv, k.p, k.len);
+        bytes += 8 + (e && e->has_val ? e->vlen : 0);
+    }
+    int rc = reply_budget(s, "MULTI_GET", bytes);
+    if (rc < 0)
+        return rc;
+    args = r->args;
     while (codec_next_slice(&args, &k)) {
         int rc = reply_value(c, k, kv_find(&s->kv, k.p, k.len));
         if (rc < 0)
@@ -241,7 +319,7 @@ static int op_multi_set(struct store_server *s, const struct codec_req *r)
     struct codec_req one = {.op = OP_SET};
     while (codec_next_slice(&args, &one.key) &&
            codec_next_slice(&args, &one.val)) {
-        int rc = op_set(s, &one);
+        int rc = op_set(s, &one, NULL);
         if (rc < 0)
             return fccl_err_wrap(rc, "MULTI_SET");
     }
@@ -276,8 +354,13 @@ static int op_queue_pop(struct store_server *s, struct store_conn *c,
     if (before == 0)
         return FCCL_OK;
     struct kv_item *it = kv_queue_pop(&s->kv, e);
-    reply_str(c, it->data, it->len);
-    kv_item_free(it);
+    if (it->len >= s->lend_min) {
+        reply_len(c, it->len);
+        store_conn_reply_ref(c, it->data, it->len, item_sent, it);
+    } else {
+        reply_str(c, it->data, it->len);
+        kv_item_free(it);
+    }
     kv_release(&s->kv, e);
     return FCCL_OK;
 }
@@ -290,29 +373,55 @@ static int op_queue_len(struct store_server *s, struct store_conn *c,
     return FCCL_OK;
 }
 
-/* LIST_KEYS (fccl extension 0x80): u64 n, then n keys, sorted. */
+/* LIST_KEYS (fccl extension 0x80): u64 n, then n keys, produced over
+ * several loop turns (server_list.c). */
 static int op_list_keys(struct store_server *s, struct store_conn *c,
                         const struct codec_req *r)
 {
-    struct kv_entry **arr;
-    size_t n;
-    int rc = kv_list(&s->kv, r->key.p, r->key.len, &arr, &n);
-    if (rc < 0)
-        return rc;
-    reply_i64(c, (int64_t)n);
-    for (size_t i = 0; i < n; i++)
-        reply_str(c, arr[i]->key, arr[i]->klen);
-    free(arr);
+    return store_list_start(s, c, r);
+}
+
+/* SYNC (0x81): the outcome of c's writes since the last SYNC.  From now
+ * on c's refused writes are reported here instead of closing c. */
+static int op_sync(struct store_conn *c)
+{
+    c->sync_aware = 1;
+    if (!c->sync_code) {
+        reply_u8(c, SYNC_OK);
+        return FCCL_OK;
+    }
+    const char *m = c->sync_msg ? c->sync_msg : "write refused";
+    uint8_t code = (uint8_t)c->sync_code;
+    store_conn_reply(c, &code, 1);
+    reply_str(c, (const uint8_t *)m, strlen(m));
+    free(c->sync_msg);
+    c->sync_msg = NULL;
+    c->sync_code = 0;
     return FCCL_OK;
 }
 
-int store_dispatch(struct store_server *s, struct store_conn *c,
-                   const struct codec_req *r)
+/* STATS (0x84): "name value" lines as one byte string. */
+static int op_stats(struct store_server *s, struct store_conn *c)
+{
+    struct codec_buf b;
+    codec_buf_init(&b);
+    store_stats_text(s, &b);
+    if (b.oom) {
+        codec_buf_free(&b);
+        return fccl_err(FCCL_ERR_NOMEM, "STATS reply");
+    }
+    reply_str(c, b.p, b.len);
+    codec_buf_free(&b);
+    return FCCL_OK;
+}
+
+static int run_op(struct store_server *s, struct store_conn *c,
+                  const struct codec_req *r, uint8_t **owned)
 {
     switch (r->op) {
     case OP_VALIDATE: return FCCL_OK; /* the codec checked the magic */
     case OP_PING: reply_u32(c, r->u32); return FCCL_OK;
-    case OP_SET: return op_set(s, r);
+    case OP_SET: return op_set(s, r, owned);
     case OP_COMPARE_SET: return op_compare_set(s, c, r);
     case OP_GET: return op_get(s, c, r);
     case OP_ADD: return op_add(s, c, r);
@@ -328,11 +437,57 @@ int store_dispatch(struct store_server *s, struct store_conn *c,
     case OP_QUEUE_POP: return op_queue_pop(s, c, r);
     case OP_QUEUE_LEN: return op_queue_len(s, c, r);
     case OP_LIST_KEYS: return op_list_keys(s, c, r);
+    case OP_SYNC: return op_sync(c);
+    case OP_STATS: return op_stats(s, c);
     case OP_WATCH_KEY:
     case OP__COUNT: break;
     }
     return fccl_err(FCCL_ERR_PROTOCOL, "%s is not served",
                     codec_op_name(r->op));
+}
+
+/* Writes without a reply: the ones SYNC reports on. */
+static int quiet_write(enum store_op op)
+{
+    return op == OP_SET || op == OP_APPEND || op == OP_MULTI_SET ||
+           op == OP_QUEUE_PUSH;
+}
+
+/* Keep the first refusal since the last SYNC for c's next SYNC. */
+static void note_refusal(struct store_server *s, struct store_conn *c,
+                         int rc)
+{
+    s->st.refused_writes++;
+    LOG_INFO("STORE", "client %s: %s", c->addr, fccl_last_error());
+    if (c->sync_code)
+        return;
+    c->sync_code = rc == FCCL_ERR_LIMIT   ? SYNC_LIMIT
+                   : rc == FCCL_ERR_NOMEM ? SYNC_NOMEM
+                   : rc == FCCL_ERR_AUTH  ? SYNC_DENIED
+                                          : SYNC_OTHER;
+    size_t n = strnlen(fccl_last_error(), SYNC_MSG_MAX);
+    c->sync_msg = malloc(n + 1);
+    if (c->sync_msg) {
+        memcpy(c->sync_msg, fccl_last_error(), n);
+        c->sync_msg[n] = '\0';
+    }
+}
+
+int store_dispatch_owned(struct store_server *s, struct store_conn *c,
+                         const struct codec_req *r, uint8_t **owned)
+{
+    int rc = run_op(s, c, r, owned);
+    if (rc >= 0 || !c->sync_aware || !quiet_write(r->op) ||
+        (rc != FCCL_ERR_LIMIT && rc != FCCL_ERR_NOMEM && rc != FCCL_ERR_AUTH))
+        return rc;
+    note_refusal(s, c, rc);
+    return FCCL_OK;
+}
+
+int store_dispatch(struct store_server *s, struct store_conn *c,
+                   const struct codec_req *r)
+{
+    return store_dispatch_owned(s, c, r, NULL);
 }
 
 void store_conn_wait_ready(struct store_conn *c)

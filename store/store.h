@@ -177,6 +177,17 @@ FCCL_API int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***k
 /* Free what fccl_store_list_keys returned (NULL is a no-op). */
 FCCL_API void fccl_store_free_keys(char **keys, size_t n);
 
+/* fccl extension STATS (tcpstore-server, modern dialect): the server's
+ * figures as "name value" text lines (connections, keys, bytes held,
+ * requests and bytes per type, waiters, longest loop turn; the names are
+ * listed in docs/PROTOCOL-fccl.md).  Blocks for one round trip.  *text is
+ * malloc'd and NUL-terminated (caller frees), *len its length (may be
+ * NULL).  Thread-safe like every call on the handle.  FCCL_OK;
+ * FCCL_ERR_UNSUPPORTED on the legacy dialect; FCCL_ERR_CLOSED if the server
+ * closes on it (a PyTorch server has no STATS); FCCL_ERR_INVALID (NULL
+ * argument); FCCL_ERR_TIMEOUT, FCCL_ERR_IO, FCCL_ERR_NOMEM. */
+FCCL_API int fccl_store_stats(fccl_store_t *s, char **text, size_t *len);
+
 /* Queues (modern dialect; FCCL_ERR_UNSUPPORTED on legacy): push appends a
  * value (confirmed like set); pop takes the oldest value into *val
  * (malloc'd, caller frees), waiting up to timeout_ms when block is set

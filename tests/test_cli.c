@@ -347,3 +347,55 @@ Test(cli, raw_keys_option)
                    "/x", NULL),
            0, "slashed");
 }
+
+/* Issue 9: a refused SET used to exit 0 with the key missing.  Now the
+ * write is confirmed (SYNC) and a refusal exits 4 naming the cause. */
+Test(cli, refused_set_exits_4_naming_the_cause)
+{
+    struct su_server small;
+    cr_assert_eq(su_start_ours(&small, "--max-total-bytes", "64"), 0);
+    char big[200];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    struct su_result r = run_env(NULL, 0, NULL, "--addr", small.addr, "set",
+                                 "k", big, NULL);
+    cr_assert_eq(r.status, 4, "exit %d; stderr: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "refused by the server") &&
+                  strstr(r.err, "64-byte limit"),
+              "stderr: %s", r.err);
+    su_result_free(&r);
+    r = run_env(NULL, 0, NULL, "--addr", small.addr, "check", "k", NULL);
+    cr_assert_eq(r.status, 1, "the refused key exists: %s", r.err);
+    su_result_free(&r);
+    /* A write that fits still succeeds on the same server. */
+    r = run_env(NULL, 0, NULL, "--addr", small.addr, "set", "k", "v", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    su_result_free(&r);
+    su_server_stop(&small);
+}
+
+Test(cli, stats_prints_name_value_lines)
+{
+    expect(TS("set", "st1", "abc"), 0, "");
+    struct su_result r = TS("stats");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    static const char *const names[] = {
+        "connections ", "keys ", "bytes_stored ", "bytes_held_requests ",
+        "waiters ", "loop_turn_max_us ", "requests_SET ",
+        "request_bytes_SET "};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        cr_assert(strstr(r.out, names[i]), "stats lack '%s':\n%s", names[i],
+                  r.out);
+    /* Every line is "name number". */
+    char *save, *line = strtok_r(r.out, "\n", &save);
+    for (; line; line = strtok_r(NULL, "\n", &save)) {
+        char name[80];
+        unsigned long long v;
+        cr_assert_eq(sscanf(line, "%79s %llu", name, &v), 2, "line '%s'",
+                     line);
+    }
+    su_result_free(&r);
+    expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, "--dialect",
+                       "legacy", "stats", NULL),
+               2, "stats");
+}

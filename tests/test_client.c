@@ -14,6 +14,8 @@
 
 #include "fccl/store.h"
 #include "store_util.h"
+#include "clock.h"
+#include "net.h"
 
 static struct su_server srv;
 
@@ -715,4 +717,126 @@ Test(client_conn, connect_gives_up_at_the_timeout)
     cr_assert(dt >= 0.29 && dt < 2, "gave up after %.3f s", dt);
     cr_assert(strstr(fccl_last_error(), addr), "%s", fccl_last_error());
     cr_assert(strstr(fccl_last_error(), "attempts"), "%s", fccl_last_error());
+}
+
+/* ---- refused writes (issue 9) ---- */
+
+/* A SET the server refuses (store full) used to return OK with the key
+ * missing.  Now it is confirmed with SYNC and the refusal comes back as
+ * FCCL_ERR_LIMIT naming the cause; the connection stays usable. */
+Test(client_conn, refused_writes_are_reported)
+{
+    cr_assert_eq(su_start_ours(&srv, "--max-total-bytes", "100"), 0);
+    fccl_store_t *s = modern();
+    char big[300];
+    memset(big, 'b', sizeof(big));
+    cr_assert_eq(fccl_store_set(s, "ok", "v", 1), FCCL_OK, "%s",
+                 fccl_last_error());
+    int rc = fccl_store_set(s, "big", big, sizeof(big));
+    cr_assert_eq(rc, FCCL_ERR_LIMIT, "rc %d: %s", rc, fccl_last_error());
+    cr_assert(strstr(fccl_last_error(), "100-byte limit") &&
+                  strstr(fccl_last_error(), "/big"),
+              "%s", fccl_last_error());
+    cr_assert_eq(present(s, "big"), 0);
+    cr_assert_eq(fccl_store_append(s, "ok", big, sizeof(big)),
+                 FCCL_ERR_LIMIT);
+    cr_assert_eq(fccl_store_queue_push(s, "q", big, sizeof(big)),
+                 FCCL_ERR_LIMIT);
+    const char *keys[2] = {"m1", "m2"};
+    const void *vals[2] = {"1", big};
+    size_t lens[2] = {1, sizeof(big)};
+    cr_assert_eq(fccl_store_multi_set(s, keys, vals, lens, 2),
+                 FCCL_ERR_LIMIT);
+    /* Same connection, still fine. */
+    cr_assert_eq(fccl_store_set(s, "ok2", "w", 1), FCCL_OK, "%s",
+                 fccl_last_error());
+    expect_value(s, "ok2", "w", 1);
+    expect_value(s, "ok", "v", 1);
+    fccl_store_close(s);
+}
+
+/* A server without SYNC (PyTorch >= 2.1's closes on unknown types): the
+ * first write's lone SYNC probe is closed on, the client reconnects and
+ * fences its writes with PING; a connection closed after a write (the
+ * server refused it) is an error, not success. */
+struct nosync {
+    int lfd, port;
+    char error[256];
+};
+
+static int read_n(int fd, void *p, size_t n)
+{
+    return fccl_read_full(fd, p, n, fccl_deadline_ms(5000));
+}
+
+static void *nosync_run(void *arg)
+{
+    struct nosync *f = arg;
+    uint8_t b[64];
+    /* 1: VALIDATE, then SYNC: close, as PyTorch does. */
+    int fd = accept(f->lfd, NULL, NULL);
+    if (read_n(fd, b, 5) || read_n(fd, b, 1) || b[0] != 0x81) {
+        snprintf(f->error, sizeof(f->error), "no SYNC probe");
+        close(fd);
+        return NULL;
+    }
+    close(fd);
+    /* 2: VALIDATE, SET "/k"="v" (20 bytes), PING: echo; then SET, PING:
+     * close without a reply (a refused write). */
+    fd = accept(f->lfd, NULL, NULL);
+    if (read_n(fd, b, 5) || read_n(fd, b, 20) || b[0] != 1 ||
+        read_n(fd, b, 5) || b[0] != 13) {
+        snprintf(f->error, sizeof(f->error), "no SET + PING");
+        close(fd);
+        return NULL;
+    }
+    if (write(fd, b + 1, 4) != 4)
+        snprintf(f->error, sizeof(f->error), "echo failed");
+    if (read_n(fd, b, 20) || b[0] != 1 || read_n(fd, b, 5) || b[0] != 13)
+        snprintf(f->error, sizeof(f->error), "no second SET + PING");
+    close(fd);
+    return NULL;
+}
+
+Test(client_conn, server_without_sync_is_fenced_with_ping)
+{
+    struct nosync f = {.lfd = socket(AF_INET, SOCK_STREAM, 0)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    cr_assert(bind(f.lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    cr_assert(listen(f.lfd, 4) == 0);
+    getsockname(f.lfd, (struct sockaddr *)&a, &l);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", ntohs(a.sin_port));
+    pthread_t th;
+    pthread_create(&th, NULL, nosync_run, &f);
+    fccl_store_t *s = open_store(addr, FCCL_DIALECT_MODERN, 0, 5000);
+    cr_assert_eq(fccl_store_set(s, "k", "v", 1), FCCL_OK, "%s",
+                 fccl_last_error());
+    int rc = fccl_store_set(s, "k", "v", 1);
+    cr_assert_eq(rc, FCCL_ERR_CLOSED, "rc %d: %s", rc, fccl_last_error());
+    cr_assert(strstr(fccl_last_error(), "instead of confirming the write"),
+              "%s", fccl_last_error());
+    fccl_store_close(s);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    cr_assert(!f.error[0], "%s", f.error);
+}
+
+/* A failure before any reply says the likely cause. */
+Test(client_conn, first_reply_hints_name_the_cause)
+{
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", su_free_port());
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = 300;
+    fccl_store_t *s = NULL;
+    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_ERR_CONNECT);
+    cr_assert(strstr(fccl_last_error(), "no server is listening"), "%s",
+              fccl_last_error());
+    cr_assert(!strstr(fccl_last_error(), "PyTorch"), "%s",
+              fccl_last_error());
 }

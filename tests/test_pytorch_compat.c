@@ -232,12 +232,19 @@ Test(compat, wire_modern_client_sends_protocol_bytes)
     const uint8_t validate[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C};
     memcpy(s->req.b, validate, 5);
     s->req.n = 5;
-    /* SET "/k" = "v": 01, 02 00.. "/k", 01 00.. "v" */
+    /* The first reply-less write of a connection: a lone SYNC (0x81)
+     * learns that the server has it (reply 00 = OK) */
+    s = fake_step(&f);
+    bb_u8(&s->req, 0x81);
+    bb_u8(&s->rep, 0);
+    /* SET "/k" = "v": 01, 02 00.. "/k", 01 00.. "v", then SYNC -> 00 */
     s = fake_step(&f);
     const uint8_t set[] = {0x01, 2, 0, 0, 0, 0, 0, 0, 0, '/', 'k',
                            1,    0, 0, 0, 0, 0, 0, 0, 'v'};
     memcpy(s->req.b, set, sizeof(set));
     s->req.n = sizeof(set);
+    bb_u8(&s->req, 0x81);
+    bb_u8(&s->rep, 0);
     /* get of a present key: CHECK + GET in one send */
     s = fake_step(&f);
     bb_u8(&s->req, 5), bb_keys(&s->req, 1, "/k");
@@ -276,11 +283,13 @@ Test(compat, wire_modern_client_sends_protocol_bytes)
     bb_u64(&s->rep, 42);
     s = fake_step(&f);
     bb_u8(&s->req, 9), bb_str(&s->req, "/ap"), bb_str(&s->req, "x");
+    bb_u8(&s->req, 0x81), bb_u8(&s->rep, 0);
     /* MULTI_SET, then multi_get = CHECK + MULTI_GET */
     s = fake_step(&f);
     bb_u8(&s->req, 11), bb_u64(&s->req, 2);
     bb_str(&s->req, "/m1"), bb_str(&s->req, "a");
     bb_str(&s->req, "/m2"), bb_str(&s->req, "");
+    bb_u8(&s->req, 0x81), bb_u8(&s->rep, 0);
     s = fake_step(&f);
     bb_u8(&s->req, 5), bb_keys(&s->req, 2, "/m1", "/m2");
     bb_u8(&s->req, 10), bb_keys(&s->req, 2, "/m1", "/m2");
@@ -302,6 +311,7 @@ Test(compat, wire_modern_client_sends_protocol_bytes)
     /* queues: push, len, pop */
     s = fake_step(&f);
     bb_u8(&s->req, 14), bb_str(&s->req, "/q"), bb_str(&s->req, "x");
+    bb_u8(&s->req, 0x81), bb_u8(&s->rep, 0);
     s = fake_step(&f);
     bb_u8(&s->req, 16), bb_str(&s->req, "/q");
     bb_u64(&s->rep, 1);
@@ -368,9 +378,11 @@ Test(compat, wire_legacy_client_sends_protocol_bytes)
     struct fake f;
     fake_listen(&f);
     struct step *s;
-    /* no VALIDATE; SET is type 0 */
+    /* no VALIDATE; SET is type 0, confirmed by a GETNUMKEYS (6) round trip
+     * (the legacy dialect has no SYNC) */
     s = fake_step(&f);
     bb_u8(&s->req, 0), bb_str(&s->req, "/k"), bb_str(&s->req, "v");
+    bb_u8(&s->req, 6), bb_u64(&s->rep, 1);
     /* get: WAIT (5) then GET (2), two round trips as PyTorch 1.13 does */
     s = fake_step(&f);
     bb_u8(&s->req, 5), bb_keys(&s->req, 1, "/k");
@@ -407,6 +419,7 @@ Test(compat, wire_legacy_client_sends_protocol_bytes)
     s = fake_step(&f);
     bb_u8(&s->req, 0), bb_str(&s->req, "/a"), bb_str(&s->req, "1");
     bb_u8(&s->req, 0), bb_str(&s->req, "/b"), bb_str(&s->req, "2");
+    bb_u8(&s->req, 6), bb_u64(&s->rep, 3);
 
     pthread_t th;
     fccl_store_t *st = fake_connect(&f, &th, FCCL_DIALECT_LEGACY);

@@ -7,6 +7,8 @@
  */
 #include "server_harness.h"
 
+#include "fccl/store.h"
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sys/time.h>
@@ -316,4 +318,48 @@ Test(tls, bad_certificate_files_fail_at_start)
     st = h_reap(s.pid, IO_MS);
     unlink(s.errpath);
     cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2);
+}
+
+/* Issue 9: an unfinished TLS handshake held a connection slot forever.
+ * Now it is closed after --request-timeout; a finished TLS connection
+ * that is merely idle stays. */
+Test(tls, unfinished_handshake_times_out_idle_tls_stays)
+{
+    struct srv s;
+    start_tls_server(&s, "--request-timeout", "1");
+    struct tcli t;
+    cr_assert_eq(tls_open(&t, s.port, 0), 0, "handshake failed");
+    int half = cli_connect(s.port);
+    cli_send_raw(half, "\x16\x03\x01", 3); /* a record header, no more */
+    cli_expect_closed(half, 5000);
+    close(half);
+    cr_assert(srv_log_wait(&s, "TLS handshake not finished", IO_MS));
+    h_sleep_ms(1500);
+    cr_assert_eq(tls_numkeys(&t), 0);
+    tls_close(&t);
+    finish(&s);
+}
+
+/* Issue 9: a plaintext fccl client of a TLS-only server used to be told
+ * "if the server is PyTorch <= 2.0, use the legacy dialect".  Its write is
+ * now reported as refused, and the hint names TLS among the causes. */
+Test(tls, plaintext_client_of_tls_only_server_is_told_why)
+{
+    struct srv s;
+    start_tls_server(&s, "--tls-required", NULL);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", s.port);
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = 3000;
+    fccl_store_t *st = NULL;
+    cr_assert_eq(fccl_store_connect(&o, &st), FCCL_OK, "%s",
+                 fccl_last_error());
+    int rc = fccl_store_set(st, "k", "v", 1);
+    cr_assert_eq(rc, FCCL_ERR_CLOSED, "rc %d: %s", rc, fccl_last_error());
+    cr_assert(strstr(fccl_last_error(), "--tls-required"), "%s",
+              fccl_last_error());
+    fccl_store_close(st);
+    finish(&s);
 }
