@@ -7,7 +7,9 @@
 # For each round (ROUNDS, default 5), for each op (OPS), rank count (NPS)
 # and size (SIZES), runs `fccl-run -n N --provider shm fccl-bench -o OP -b S
 # -e S -n ITERS` with the before build, then the after build, and records
-# the time column (us).  Prints per cell the median of each build, the
+# the time column (us).  AB_PREFIX prefixes each launch (e.g. "chrt -f 10",
+# real-time priority for both builds alike on a machine shared with other
+# work).  Prints per cell the median of each build, the
 # median of the per-round after/before ratios, and its min..max.
 set -u
 B=${1:?before bin dir} A=${2:?after bin dir}
@@ -20,7 +22,7 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
 one() { # dir op n size -> time in us (the time column of the one size)
-    timeout 300 "$1/fccl-run" -n "$3" --provider shm --no-prefix \
+    timeout 300 ${AB_PREFIX:-} "$1/fccl-run" -n "$3" --provider shm --no-prefix \
         "$1/fccl-bench" -o "$2" -b "$4" -e "$4" -n "$ITERS" --csv 2>/dev/null |
         awk -F, '/^[a-z_]+,[0-9]/ {print $8; exit}'
 }
