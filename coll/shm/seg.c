@@ -257,9 +257,9 @@ int coll_seg_barrier(struct coll_run *run, struct coll_seg *s)
             checked = now;
             int dead = tp_dead_peer(g->tp, g->world, (size_t)g->size);
             if (dead >= 0)
-                return fccl_err(FCCL_ERR_PEER, "%s: world rank %d has "
-                                "exited (shared-memory barrier)", g->name,
-                                dead);
+                return fccl_err(FCCL_ERR_PEER, "%s: world rank %d: %s "
+                                "(shared-memory barrier)", g->name, dead,
+                                tp_dead_why(g->tp, dead));
         }
         tp_idle(g->tp, now - t0);
     }
