@@ -8,6 +8,10 @@
  * share cost about the same as one such copy, and a reduction can read
  * every rank's data in place.
  *
+ * A multi-host group may also map one segment per host for its members
+ * there (coll_seg_host: all_reduce[hier]'s stages inside a host); the
+ * setup is the same over that host's view of the group.
+ *
  * Setup, on the group's first use, all members at once: rank 0 creates a
  * segment under a fresh name (its pid and a counter, O_EXCL) and sends the
  * name to the others (or "none"); each maps it and answers; rank 0 removes
@@ -221,6 +225,23 @@ int coll_seg_get(struct coll_run *run, struct coll_seg **out)
     *out = st->seg;
     return rc;
 }
+
+int coll_seg_host(struct coll_run *run, const struct coll_view *v,
+                  struct coll_seg **out)
+{
+    struct coll_state *st = run->st;
+    *out = st->hseg;
+    if (st->hseg || st->hseg_failed || v->n < 2)
+        return FCCL_OK;
+    int rc = v->me == 0 ? root_setup(run, v, &st->hseg)
+                        : member_setup(run, v, &st->hseg);
+    st->hseg_failed = rc >= 0 && !st->hseg;
+    *out = st->hseg;
+    return rc;
+}
+
+int coll_seg_size(const struct coll_seg *s) { return s->n; }
+int coll_seg_rank(const struct coll_seg *s) { return s->me; }
 
 /* ---- barrier ---- */
 

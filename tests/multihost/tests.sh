@@ -121,7 +121,16 @@ t_nnodes_2x2()
     grep -q '^\[0\] fccl-demo: all results correct' "$T/node0.log" ||
         fail "no 'all results correct'" || return 1
     run_nodes 2 2 29412 "$TBIN/boot_check" env
-    all_zero && check_topo 4 2 2
+    all_zero && check_topo 4 2 2 || return 1
+    # the selector picks the hierarchical all_reduce on 2 hosts x 2 ranks
+    # (per-host stages through each host's segment); fccl-bench names it
+    # in its last column, and checks the results
+    run_nodes 2 2 29413 "$BIN/fccl-bench" -b 8 -e 1M -f 32 -n 3 -w 1 -c 1
+    all_zero || return 1
+    grep -q '^\[0\] # all results correct' "$T/node0.log" &&
+        grep -q '^\[0\] # *size .* algo$' "$T/node0.log" &&
+        [ "$(grep -Ec '^\[0\] +[0-9]+ .* hier$' "$T/node0.log")" -eq 4 ] ||
+        fail "fccl-bench 2x2: $(cat "$T/node0.log")"
 }
 
 # 4 hosts x 1 rank.
@@ -139,8 +148,16 @@ t_nnodes_4x1()
     run_nodes 4 1 29423 "$BIN/fccl-bench" -b 8 -e 64K -f 32 -n 3 -w 1 -c 1
     all_zero || return 1
     grep -q '^\[0\] # fccl-bench .*: 4 ranks on 4 node(s)' "$T/node0.log" &&
-        grep -q '^\[0\] # all results correct' "$T/node0.log" ||
-        fail "fccl-bench: $(cat "$T/node0.log")"
+        grep -q '^\[0\] # all results correct' "$T/node0.log" &&
+        grep -Eq '^\[0\] +8 .* rd$' "$T/node0.log" ||
+        fail "fccl-bench: $(cat "$T/node0.log")" || return 1
+    # one host per rank: nothing to gain from leaders; the CSV's last
+    # field names the algorithm too
+    run_nodes 4 1 29424 "$BIN/fccl-bench" -b 8 -e 8 -n 3 -w 1 --csv
+    all_zero || return 1
+    grep -q '^\[0\] op,.*,wrong,algo$' "$T/node0.log" &&
+        grep -Eq '^\[0\] all_reduce,4,8,.*,0,rd$' "$T/node0.log" ||
+        fail "fccl-bench --csv: $(cat "$T/node0.log")"
 }
 
 # Without a job id, the nodes of one launch agree on one, the next launch
