@@ -481,38 +481,41 @@ t_nnodes_sigint()
 PEER_T=3        # FCCL_PEER_TIMEOUT in these tests
 DEADLINE_MS=15000
 
-# torchrun's variables for 2 hosts x 2 ranks, store on node1:$FAULT_PORT.
+# torchrun's variables for FAULT_HOSTS hosts x FAULT_PER ranks (default
+# 2 x 2), store on node1:$FAULT_PORT.
 fault_vars()
 {
-    echo "RANK=$1 WORLD_SIZE=4 LOCAL_RANK=$2 LOCAL_WORLD_SIZE=2"
+    local per=${FAULT_PER:-2}
+    echo "RANK=$1 WORLD_SIZE=$(( ${FAULT_HOSTS:-2} * per )) LOCAL_RANK=$2 LOCAL_WORLD_SIZE=$per"
     echo "MASTER_ADDR=node1 MASTER_PORT=$FAULT_PORT FCCL_PEER_TIMEOUT=$PEER_T"
     echo "FAULT_LINGER_MS=${FAULT_LINGER_MS:-0}"
 }
 
-# Start 2 hosts x 2 ranks of fault_check ARGS (no launcher: nothing but
-# the library may notice a fault); wait until all are ready.  PIDS[r].
+# Start FAULT_HOSTS x FAULT_PER ranks of fault_check ARGS (no launcher:
+# nothing but the library may notice a fault); wait until all are ready.
+# PIDS[r].
 fault_start()
 {
-    local k l r i
+    local k l r i hosts=${FAULT_HOSTS:-2} per=${FAULT_PER:-2} n
+    n=$((hosts * per))
     ip -n "$(mh_ns 2)" link set eth0 up # should a link-down test have died
     store_on_node1 "$FAULT_PORT" || return 1
-    for k in 0 1; do
-        for l in 0 1; do
-            r=$((k * 2 + l))
+    for k in $(seq 0 $((hosts - 1))); do
+        for l in $(seq 0 $((per - 1))); do
+            r=$((k * per + l))
             bg $((k + 1)) "$T/rank$r.log" "${CLEAN_ENV[@]}" \
                 $(fault_vars "$r" "$l" "$k") "$TBIN/fault_check" "$@"
         done
     done
     for i in $(seq 150); do
-        [ "$(cat "$T"/rank*.log | grep -c ' ready$')" -eq 4 ] && break
+        [ "$(cat "$T"/rank*.log | grep -c ' ready$')" -eq "$n" ] && break
         sleep 0.1
     done
     PIDS=()
-    for r in 0 1 2 3; do
+    for r in $(seq 0 $((n - 1))); do
         PIDS[$r]=$(sed -n "s/^R$r pid \([0-9]*\) ready$/\1/p" "$T/rank$r.log")
+        [ -n "${PIDS[$r]}" ] || { fail "ranks not ready: $(cat "$T"/rank*.log)"; return 1; }
     done
-    [ -n "${PIDS[0]}" ] && [ -n "${PIDS[1]}" ] && [ -n "${PIDS[2]}" ] &&
-        [ -n "${PIDS[3]}" ] || { fail "ranks not ready: $(cat "$T"/rank*.log)"; return 1; }
     sleep 1 # a few collectives and heartbeats before the fault
 }
 
@@ -631,4 +634,27 @@ t_busy_rank_not_dead()
     all_zero || { cat "$T"/rank*.log; return 1; }
     [ "$(cat "$T"/rank*.log | grep -c '^R[0-9] ok$')" -eq 4 ] ||
         fail "not every rank ok: $(cat "$T"/rank*.log)"
+}
+
+# One host, 3 ranks, shm only: the all_reduce runs through the shared
+# segment, whose barrier used to time out naming no rank.  Rank 1 is
+# stopped: ranks 0 and 2 fail naming it; killed, its shm file goes.
+t_fault_sigstop_shm()
+{
+    FAULT_PORT=29581 FAULT_HOSTS=1 FAULT_PER=3
+    FAULT_LINGER_MS=4000 fault_start loop 60 || return 1
+    local t0 i
+    t0=$(date +%s%3N)
+    kill -STOP "${PIDS[1]}"
+    for i in $(seq 200); do
+        [ "$(cat "$T"/rank[02].log | grep -c '^R[0-9] NEXT')" -eq 2 ] && break
+        sleep 0.1
+    done
+    kill -9 "${PIDS[1]}"
+    wait_bg
+    kill "$STORE_PID" 2> /dev/null
+    fault_named 0 "$t0" 1 && fault_named 2 "$t0" 1 || return 1
+    grep -q "shared-memory barrier" "$T/rank0.log" "$T/rank2.log" ||
+        echo "note: no rank failed inside the shared-memory barrier"
+    shm_clean "${PIDS[@]}"
 }
