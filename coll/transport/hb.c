@@ -384,6 +384,9 @@ static void beat(struct fccl_tp *tp, uint64_t now)
     }
 }
 
+/* A silent neighbour: declare it and tell everyone at once (before this
+ * rank's own failure makes it exit, which its local peers would see
+ * first). */
 static void check(struct fccl_tp *tp, uint64_t now)
 {
     struct tp_hb *hb = tp->hb;
@@ -395,8 +398,10 @@ static void check(struct fccl_tp *tp, uint64_t now)
                     "it for %.1f s (%s=%.1f; its host is down, its link "
                     "is cut, or it is stopped)", hb->watch[i],
                     (double)(now - p->hb_heard) / 1e9, HB_ENV,
-                    (double)hb->timeout_ns / 1e9))
+                    (double)hb->timeout_ns / 1e9)) {
             atomic_store(&hb->announce, HB_ANNOUNCE);
+            beat(tp, now);
+        }
     }
 }
 
@@ -468,6 +473,8 @@ void tp_hb_stop(struct fccl_tp *tp)
         char c = 1;
         (void)!write(hb->wake[1], &c, 1);
         pthread_join(hb->th, NULL);
+        if (atomic_load(&hb->announce) > 0) /* news not yet sent in full */
+            beat(tp, fccl_now_ns());
         clean_exited(tp);
         for (int k = 0; k < 2; k++) /* twice: UDP */
             for (int i = 0; i < hb->nwatch; i++)

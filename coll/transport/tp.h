@@ -180,9 +180,10 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
                      const int *watch, size_t nwatch);
 
 /* For waits outside the transport (a shared-memory barrier): back off as
- * tp_waitall does after idle_ns without progress, and report the first of
- * ranks[0..n) on this host whose process has exited, else the rank the
- * heartbeats (hb.c) declared dead anywhere in the job (-1 if none). */
+ * tp_waitall does after idle_ns without progress, and report the
+ * rank the heartbeats (hb.c) declared dead anywhere in the job, else the
+ * first of ranks[0..n) on this host whose process has exited (-1 if
+ * none). */
 void tp_idle(const struct fccl_tp *tp, uint64_t idle_ns);
 int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n);
 /* Why tp_dead_peer's answer `rank` is dead (static or transport-owned

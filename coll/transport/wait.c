@@ -284,8 +284,10 @@ int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n)
 {
     if (!tp || !tp->peers)
         return -1;
-    int dead = tp_live_dead(tp, ranks, n);
-    return dead >= 0 ? dead : tp_hb_dead(tp);
+    /* the job's known culprit first: a local peer may have exited only
+     * because it failed on it */
+    int dead = tp_hb_dead(tp);
+    return dead >= 0 ? dead : tp_live_dead(tp, ranks, n);
 }
 
 const char *tp_dead_why(const struct fccl_tp *tp, int rank)
