@@ -30,6 +30,7 @@
 #include "clock.h"
 #include "fccl/fccl.h"
 #include "reduce/reduce.h"
+#include "select/select.h"
 
 enum bop { B_ALLREDUCE, B_BCAST, B_REDUCE, B_ALLGATHER, B_REDUCESCATTER,
            B_ALLTOALL, B_GATHER, B_SCATTER, B_BARRIER, B_SENDRECV };
@@ -475,7 +476,7 @@ static void header(void)
     fccl_get_topology(&topo);
     if (O.csv) {
         printf("op,ranks,size,count,type,redop,root,time_us,algbw_GBs,busbw_GBs,"
-               "b2b_time_us,b2b_algbw_GBs,b2b_busbw_GBs,wrong\n");
+               "b2b_time_us,b2b_algbw_GBs,b2b_busbw_GBs,wrong,algo\n");
         return;
     }
     printf("# fccl-bench %s: %d ranks on %d node(s), op %s%s%s, %d iterations "
@@ -485,9 +486,9 @@ static void header(void)
            O.check ? "on" : "off", O.inplace ? ", in place" : "");
     printf("#                                                   per iteration "
            "(median)       back to back (avg)\n");
-    printf("# %12s %12s %8s %6s %5s %10s %8s %8s %10s %8s %8s %6s\n", "size",
-           "count", "type", "redop", "root", "time", "algbw", "busbw", "time",
-           "algbw", "busbw", "#wrong");
+    printf("# %12s %12s %8s %6s %5s %10s %8s %8s %10s %8s %8s %6s  %s\n",
+           "size", "count", "type", "redop", "root", "time", "algbw", "busbw",
+           "time", "algbw", "busbw", "#wrong", "algo");
     printf("# %12s %12s %8s %6s %5s %10s %8s %8s %10s %8s %8s %6s\n", "(B)",
            "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)",
            "(GB/s)", "(GB/s)", "");
@@ -507,15 +508,20 @@ static void row(size_t count, const struct result *r)
                        O.op == B_SCATTER
                    ? O.root
                    : -1;
+    /* what the selector picks for this call (as it ran: same group, same
+     * arguments; sendrecv has none) */
+    const char *algo = coll_algo_for(world, bops[O.op].name, count, O.dt,
+                                     O.root);
     if (O.csv)
-        printf("%s,%d,%zu,%zu,%s,%s,%d,%.2f,%.4f,%.4f,%.2f,%.4f,%.4f,%ld\n",
+        printf("%s,%d,%zu,%zu,%s,%s,%d,%.2f,%.4f,%.4f,%.2f,%.4f,%.4f,%ld,%s\n",
                bops[O.op].name, nranks, bytes, count, ty, ro, root,
-               r->t_iter_us, a1, a1 * f, r->t_b2b_us, a2, a2 * f, r->wrong);
+               r->t_iter_us, a1, a1 * f, r->t_b2b_us, a2, a2 * f, r->wrong,
+               algo);
     else
         printf("  %12zu %12zu %8s %6s %5d %10.2f %8.3f %8.3f %10.2f %8.3f %8.3f "
-               "%6ld\n",
+               "%6ld  %s\n",
                bytes, count, ty, ro, root, r->t_iter_us, a1, a1 * f,
-               r->t_b2b_us, a2, a2 * f, r->wrong);
+               r->t_b2b_us, a2, a2 * f, r->wrong, algo);
     fflush(stdout);
 }
 

@@ -44,6 +44,9 @@ struct coll_state {
     size_t chunk;              /* pipeline chunk in bytes (0: default) */
     struct coll_seg *seg;      /* shared segment of a one-host group */
     int seg_failed;            /* its setup failed: never try again */
+    struct coll_seg *hseg;     /* segment of this host's members of a
+                                  multi-host group (all_reduce[hier]) */
+    int hseg_failed;
     struct coll_worker worker;
 };
 

@@ -206,6 +206,57 @@ Test(bootstrap, rank_killed_during_init, .timeout = 120)
     pu_stop(srv);
 }
 
+/* A rank stopped (SIGSTOP) longer than FCCL_PEER_TIMEOUT, on one host
+ * over shm: the others' pending and next all_reduce fail with
+ * FCCL_ERR_PEER naming it (heartbeats, coll/transport/hb.c), within 15 s
+ * (measured from the stop to each one's failure); once it is killed, the
+ * survivors (still up) remove its libfabric file from /dev/shm. */
+Test(bootstrap, stopped_rank_named, .timeout = 120)
+{
+    int port;
+    pid_t srv = pu_start_server(&port, NULL);
+    cr_assert(srv > 0);
+    char dir[] = "/tmp/fccl-stop.XXXXXX";
+    cr_assert(mkdtemp(dir) != NULL);
+    char cmd[4096], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             "export FCCL_PROVIDER=shm FCCL_TIMEOUT=60 FCCL_PEER_TIMEOUT=2 "
+             "MASTER_ADDR=127.0.0.1 MASTER_PORT=%d WORLD_SIZE=3 "
+             "LOCAL_WORLD_SIZE=3 FCCL_JOB_ID=stopped FAULT_LINGER_MS=3000; "
+             "d=%s; for r in 0 1 2; do RANK=$r LOCAL_RANK=$r "
+             "%s/fault_check loop 40 > $d/r$r.log 2>&1 & eval p$r=$!; done; "
+             "for i in $(seq 200); do [ $(cat $d/r*.log | grep -c ready) -eq 3 ]"
+             " && break; sleep 0.1; done; sleep 0.5; "
+             "t0=$(date +%%s%%3N); kill -STOP $p1; "
+             "for i in $(seq 300); do [ $(cat $d/r0.log $d/r2.log | "
+             "grep -c \"^R. NEXT\") -eq 2 ] && break; sleep 0.1; done; "
+             "kill -9 $p1; wait $p1; wait $p0; a=$?; wait $p2; c=$?; "
+             "echo codes $a $c; cat $d/r0.log $d/r2.log; "
+             "for r in 0 2; do at=$(sed -n \"s/^R. FAILED .* at \\([0-9]*\\):.*/\\1/p\" "
+             "$d/r$r.log); echo ms$r $((${at:-999999999999999} - t0)); done; "
+             "echo left $(ls /dev/shm | grep -c \"^$p1:\"); rm -f /dev/shm/$p1:*; "
+             "rm -rf $d",
+             port, dir, PU_TESTBIN);
+    pu_run(cmd, 100, &out);
+    cr_expect(strstr(out, "codes 3 3") != NULL, "%s", out);
+    for (int r = 0; r <= 2; r += 2) {
+        char want[64], *p;
+        snprintf(want, sizeof(want), "R%d FAILED peer failed", r);
+        cr_expect(strstr(out, want) != NULL, "%s", out);
+        snprintf(want, sizeof(want), "R%d NEXT peer failed", r);
+        cr_expect(strstr(out, want) != NULL, "%s", out);
+        snprintf(want, sizeof(want), "ms%d ", r);
+        long ms = (p = strstr(out, want)) ? atol(p + strlen(want)) : -1;
+        cr_expect(ms >= 0 && ms < 15000, "rank %d failed %ld ms after the "
+                  "stop:\n%s", r, ms, out);
+        fprintf(stderr, "stopped rank: rank %d failed after %ld ms\n", r, ms);
+    }
+    cr_expect(strstr(out, "rank 1 is dead") != NULL, "%s", out);
+    cr_expect(strstr(out, "left 0") != NULL, "%s", out);
+    free(out);
+    pu_stop(srv);
+}
+
 Test(bootstrap, argument_errors_and_names, .timeout = 60)
 {
     char cmd[512], *out = NULL, hex[41], want[128];

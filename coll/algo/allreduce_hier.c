@@ -1,17 +1,24 @@
 /*
  * Hierarchical all-reduce for groups spread over several hosts.
  *
- * Algorithm: (1) inside each host, a binomial reduce to the host's leader
- * (its lowest group rank); (2) the leaders all-reduce among themselves
+ * Algorithm: (1) inside each host, a reduce to the host's leader (its
+ * lowest group rank); (2) the leaders all-reduce among themselves
  * (recursive doubling for small vectors, ring for large ones); (3) each
- * leader broadcasts the result inside its host (pipelined binomial tree).
+ * leader broadcasts the result inside its host.  Stages (1) and (3) go
+ * through a segment shared by the host's members (shm/seg.c, set up on
+ * the group's first hier call: one barrier-synchronised copy in, a
+ * reduction split among the members, the leader's copy out; then one copy
+ * in by the leader and out by the others), not the transport; without
+ * one (it could not be made) they are a binomial reduce and a pipelined
+ * binomial broadcast over the transport.
  * Only the leaders' traffic crosses hosts.  The result is computed once
  * (by the leaders' algorithm, which is itself bitwise consistent) and then
  * copied, so every rank holds the same bits.
  *
- * Cost with h hosts of m ranks: log2(m) (alpha + N beta + N gamma) twice
- * inside hosts (over shared memory) plus the leaders' all-reduce of N over
- * h ranks (over the network).
+ * Cost with h hosts of m ranks: inside a host, through the segment, two
+ * memcpys of N per rank and a reduction of N/m, plus one memcpy of N, and
+ * a handful of barriers; plus the leaders' all-reduce of N over h ranks
+ * (over the network).
  *
  * Any layout: hosts may have different rank counts, a host of one rank
  * skips (1) and (3), a single host skips (2).  Uses group->node_of and
@@ -20,6 +27,7 @@
 #include <stdlib.h>
 
 #include "algo/algos.h"
+#include "shm/shm.h"
 
 #define HIER_RD_MAX (64u * 1024u) /* leaders use rd up to this many bytes */
 
@@ -68,9 +76,16 @@ static int hier_run(struct coll_run *run, struct hier_views *h)
 {
     const struct coll_args *a = run->a;
     size_t bytes = a->count * fccl_dtype_size(a->dtype);
+    struct coll_seg *s = NULL;
+    int rc = h->lv.n > 1 ? coll_seg_host(run, &h->lv, &s) : FCCL_OK;
+    if (rc < 0)
+        return rc;
     uint32_t third = run->nsteps / 3;
     struct step_range saved = cr_steps_push(run, 0, third);
-    int rc = coll_binomial_reduce(run, &h->lv, a->sendbuf, a->recvbuf,
+    if (s)
+        rc = coll_seg_reduce(run, s, 0, a->sendbuf, a->recvbuf, a->count);
+    else
+        rc = coll_binomial_reduce(run, &h->lv, a->sendbuf, a->recvbuf,
                                   a->count, a->dtype, a->op, 0);
     cr_steps_pop(run, saved);
     if (rc < 0)
@@ -87,7 +102,8 @@ static int hier_run(struct coll_run *run, struct hier_views *h)
             return rc;
     }
     saved = cr_steps_push(run, 2 * third, run->nsteps - 2 * third);
-    rc = coll_binomial_bcast(run, &h->lv, a->recvbuf, bytes, 0);
+    rc = s ? coll_seg_bcast(run, s, 0, a->recvbuf, bytes)
+           : coll_binomial_bcast(run, &h->lv, a->recvbuf, bytes, 0);
     cr_steps_pop(run, saved);
     return rc;
 }

@@ -62,6 +62,7 @@ void coll_group_fini(struct fccl_group *g)
     struct coll_state *st = g->state;
     coll_worker_stop(&st->worker);
     coll_seg_free(st->seg);
+    coll_seg_free(st->hseg);
     free(st->scratch);
     free(st->reqs);
     free(st->idx);

@@ -241,8 +241,17 @@ static int transport_allreduce(const struct coll_run *run)
     const struct fccl_group *g = run->g;
     size_t bytes = run->a->count * fccl_dtype_size(run->a->dtype);
     int n = g->size;
-    if (multi_host(g) && bytes > 16384)
-        return 3; /* hier: only leaders cross hosts */
+    /* hier: only leaders cross hosts, and each host's stages go through
+     * its shared segment.  Namespace hosts on 2 cores (fccl-bench medians,
+     * us): 2x3 ranks, hier against rd 8 B 195-235 vs 282-294, 4 KiB
+     * 159-171 vs 187-308, 64 KiB 363-438 vs 628-939 (ring 1166, Rab.
+     * 1040), 1 MiB 2246 vs 7272 (ring 5821, Rab. 3294); 2x2 ranks, 8 B-2
+     * KiB 664-785 vs 820-939.  (Without a host segment its stages are
+     * binomial trees over the transport; whether a host has one is not
+     * known on the other hosts, and every rank must choose alike, so it
+     * is hier regardless.) */
+    if (multi_host(g))
+        return 3;
     /* Thresholds measured on shm, 2 cores (bench/RESULTS.md): with 4 or
      * more ranks, Rabenseifner beats recursive doubling from 256 KiB and
      * ring up to 4 MiB (n = 4) or 2 MiB (n = 8). */
@@ -309,6 +318,20 @@ static int auto_choice(const struct coll_run *run)
         return n <= 8 || bytes * (size_t)n <= ((size_t)1 << 20) ? 1 : 0;
     default: return 0;
     }
+}
+
+const char *coll_algo_for(struct fccl_group *g, const char *op, size_t count,
+                          fccl_dtype_t dtype, int root)
+{
+    int k = coll_kind_parse(op);
+    if (!g || !g->state || k < 0)
+        return "-";
+    struct coll_args a = {.kind = (enum coll_kind)k, .opname = op,
+                          .count = count, .dtype = dtype, .root = root};
+    struct coll_run probe = {.g = g, .st = g->state, .a = &a};
+    int rc;
+    const struct coll_algo *al = coll_select(&probe, &rc);
+    return al ? al->name : "?";
 }
 
 const struct coll_algo *coll_select(struct coll_run *run, int *rc)

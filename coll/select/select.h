@@ -34,5 +34,12 @@ void coll_algo_env(struct coll_state *st);
 /* Choose the algorithm for run->a (honouring a forced one).  Returns NULL
  * with FCCL_ERR_INVALID recorded if the forced name is unknown. */
 const struct coll_algo *coll_select(struct coll_run *run, int *rc);
+/* Name of the algorithm an even call of `op` ("all_reduce", ...) with
+ * count elements of dtype (root for rooted ops) on group g would run now
+ * (what coll_select picks; fccl-bench's algo column), "-" for an unknown
+ * op or group, "?" for a bad forced name.  Static string. */
+struct fccl_group;
+const char *coll_algo_for(struct fccl_group *g, const char *op, size_t count,
+                          fccl_dtype_t dtype, int root);
 
 #endif

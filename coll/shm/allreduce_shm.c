@@ -47,7 +47,7 @@ static int chunk(struct coll_run *run, struct coll_seg *s, int root,
 {
     const struct coll_args *a = run->a;
     size_t es = fccl_dtype_size(a->dtype);
-    int n = run->g->size, me = run->g->rank;
+    int n = coll_seg_size(s), me = coll_seg_rank(s);
     memcpy(coll_seg_slot(s, me), src, cnt * es);
     int rc = coll_seg_barrier(run, s);
     if (rc < 0)
@@ -68,22 +68,44 @@ static int chunk(struct coll_run *run, struct coll_seg *s, int root,
     return coll_seg_barrier(run, s);
 }
 
-static int small(struct coll_run *run, struct coll_seg *s, int root)
+static int small(struct coll_run *run, struct coll_seg *s, int root,
+                 const void *src, void *dst, size_t count)
 {
     const struct coll_args *a = run->a;
-    size_t bytes = a->count * fccl_dtype_size(a->dtype);
+    size_t bytes = count * fccl_dtype_size(a->dtype);
     size_t half = coll_seg_small(s);
-    int n = run->g->size;
-    memcpy(coll_seg_slot(s, run->g->rank) + half, a->sendbuf, bytes);
+    int n = coll_seg_size(s), me = coll_seg_rank(s);
+    memcpy(coll_seg_slot(s, me) + half, src, bytes);
     int rc = coll_seg_barrier(run, s);
-    if (rc < 0 || (root >= 0 && root != run->g->rank))
+    if (rc < 0 || (root >= 0 && root != me))
         return rc;
-    coll_reduce(a->recvbuf, coll_seg_slot(s, 0) + half,
-                coll_seg_slot(s, 1) + half, a->count, a->dtype, a->op);
+    coll_reduce(dst, coll_seg_slot(s, 0) + half, coll_seg_slot(s, 1) + half,
+                count, a->dtype, a->op);
     for (int q = 2; q < n; q++)
-        coll_reduce(a->recvbuf, a->recvbuf, coll_seg_slot(s, q) + half,
-                    a->count, a->dtype, a->op);
+        coll_reduce(dst, dst, coll_seg_slot(s, q) + half, count, a->dtype,
+                    a->op);
     return FCCL_OK;
+}
+
+int coll_seg_reduce(struct coll_run *run, struct coll_seg *s, int root,
+                    const void *src, void *dst, size_t count)
+{
+    size_t es = fccl_dtype_size(run->a->dtype), bytes = count * es;
+    if (bytes == 0)
+        return FCCL_OK;
+    if (bytes <= COLL_SHM_SMALL && bytes <= coll_seg_slot_bytes(s) / 2)
+        return small(run, s, root, src, dst, count);
+    int rc = coll_seg_large(run, s);
+    size_t per = coll_seg_slot_bytes(s) / es;
+    const unsigned char *in = src;
+    unsigned char *out = dst;
+    for (size_t off = 0; off < count && rc >= 0; off += per) {
+        size_t cnt = count - off < per ? count - off : per;
+        /* a reduce's non-roots may pass no output at all */
+        rc = chunk(run, s, root, in + off * es, out ? out + off * es : NULL,
+                   cnt);
+    }
+    return rc;
 }
 
 static int shm_reduce(struct coll_run *run, int root)
@@ -103,20 +125,7 @@ static int shm_reduce(struct coll_run *run, int root)
     if (!s)
         return root < 0 ? coll_allreduce_transport(run)
                         : coll_reduce_binomial(run);
-    if (bytes <= COLL_SHM_SMALL && bytes <= coll_seg_slot_bytes(s) / 2)
-        return small(run, s, root);
-    if ((rc = coll_seg_large(run, s)) < 0)
-        return rc;
-    size_t per = coll_seg_slot_bytes(s) / es;
-    const unsigned char *src = a->sendbuf;
-    unsigned char *dst = a->recvbuf;
-    for (size_t off = 0; off < a->count && rc >= 0; off += per) {
-        size_t cnt = a->count - off < per ? a->count - off : per;
-        /* a reduce's non-roots may pass no output at all */
-        rc = chunk(run, s, root, src + off * es, dst ? dst + off * es : NULL,
-                   cnt);
-    }
-    return rc;
+    return coll_seg_reduce(run, s, root, a->sendbuf, a->recvbuf, a->count);
 }
 
 int coll_shm_reduce(struct coll_run *run, int root)

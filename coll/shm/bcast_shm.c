@@ -21,7 +21,6 @@ static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 int coll_bcast_shm(struct coll_run *run)
 {
     const struct coll_args *a = run->a;
-    struct fccl_group *g = run->g;
     size_t bytes = a->count * fccl_dtype_size(a->dtype);
     struct coll_seg *s = NULL;
     int rc = coll_seg_get(run, &s);
@@ -29,8 +28,14 @@ int coll_bcast_shm(struct coll_run *run)
         return rc;
     if (!s)
         return coll_bcast_binomial(run);
-    int root = a->root, me = g->rank;
-    unsigned char *buf = a->recvbuf, *slot = coll_seg_slot(s, root);
+    return coll_seg_bcast(run, s, a->root, a->recvbuf, bytes);
+}
+
+int coll_seg_bcast(struct coll_run *run, struct coll_seg *s, int root,
+                   void *buf_, size_t bytes)
+{
+    int rc, me = coll_seg_rank(s);
+    unsigned char *buf = buf_, *slot = coll_seg_slot(s, root);
     size_t cap = coll_seg_slot_bytes(s);
     if (bytes <= COLL_SHM_SMALL && bytes <= cap / 2) {
         size_t half = coll_seg_small(s);

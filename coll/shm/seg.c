@@ -8,6 +8,10 @@
  * share cost about the same as one such copy, and a reduction can read
  * every rank's data in place.
  *
+ * A multi-host group may also map one segment per host for its members
+ * there (coll_seg_host: all_reduce[hier]'s stages inside a host); the
+ * setup is the same over that host's view of the group.
+ *
  * Setup, on the group's first use, all members at once: rank 0 creates a
  * segment under a fresh name (its pid and a counter, O_EXCL) and sends the
  * name to the others (or "none"); each maps it and answers; rank 0 removes
@@ -222,6 +226,23 @@ int coll_seg_get(struct coll_run *run, struct coll_seg **out)
     return rc;
 }
 
+int coll_seg_host(struct coll_run *run, const struct coll_view *v,
+                  struct coll_seg **out)
+{
+    struct coll_state *st = run->st;
+    *out = st->hseg;
+    if (st->hseg || st->hseg_failed || v->n < 2)
+        return FCCL_OK;
+    int rc = v->me == 0 ? root_setup(run, v, &st->hseg)
+                        : member_setup(run, v, &st->hseg);
+    st->hseg_failed = rc >= 0 && !st->hseg;
+    *out = st->hseg;
+    return rc;
+}
+
+int coll_seg_size(const struct coll_seg *s) { return s->n; }
+int coll_seg_rank(const struct coll_seg *s) { return s->me; }
+
 /* ---- barrier ---- */
 
 static int all_arrived(const struct coll_seg *s, uint64_t target)
@@ -257,9 +278,9 @@ int coll_seg_barrier(struct coll_run *run, struct coll_seg *s)
             checked = now;
             int dead = tp_dead_peer(g->tp, g->world, (size_t)g->size);
             if (dead >= 0)
-                return fccl_err(FCCL_ERR_PEER, "%s: world rank %d has "
-                                "exited (shared-memory barrier)", g->name,
-                                dead);
+                return fccl_err(FCCL_ERR_PEER, "%s: world rank %d: %s "
+                                "(shared-memory barrier)", g->name, dead,
+                                tp_dead_why(g->tp, dead));
         }
         tp_idle(g->tp, now - t0);
     }

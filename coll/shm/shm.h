@@ -15,6 +15,16 @@ struct coll_seg;
  * for a group of one rank or spread over hosts, and (for good) when it
  * cannot be made.  Errors are those of the setup messages. */
 int coll_seg_get(struct coll_run *run, struct coll_seg **out);
+/* The segment of the members of a multi-host group on this host: `v` is
+ * this host's view of the group (v->me 0 creates it); every member of v
+ * calls it at the same point of a collective (it exchanges setup messages
+ * on steps 0-2 of the run).  *out NULL when v has one rank or the setup
+ * failed (for good); same errors as coll_seg_get. */
+int coll_seg_host(struct coll_run *run, const struct coll_view *v,
+                  struct coll_seg **out);
+/* Members of the segment, and my index among them. */
+int coll_seg_size(const struct coll_seg *s);
+int coll_seg_rank(const struct coll_seg *s);
 size_t coll_seg_slot_bytes(const struct coll_seg *s);
 unsigned char *coll_seg_slot(const struct coll_seg *s, int rank);
 /* Wait until every member has entered as many barriers as I have: fails
@@ -51,5 +61,13 @@ int coll_alltoall_shm(struct coll_run *run);
 /* all_reduce (root < 0) or reduce to root through the segment
  * (shm/allreduce_shm.c). */
 int coll_shm_reduce(struct coll_run *run, int root);
+/* The same on segment s whatever group it belongs to: reduce count
+ * elements (run->a's dtype and op) of every member's src into dst of
+ * member `root` (segment index), or of every member if root < 0. */
+int coll_seg_reduce(struct coll_run *run, struct coll_seg *s, int root,
+                    const void *src, void *dst, size_t count);
+/* Broadcast `bytes` of buf from segment member `root` (shm/bcast_shm.c). */
+int coll_seg_bcast(struct coll_run *run, struct coll_seg *s, int root,
+                   void *buf, size_t bytes);
 
 #endif

@@ -4,7 +4,9 @@
  *
  *   "FTP1" | u8 count | count x (u8 kind | u8 plen | prov | u16le alen |
  *   addr): the endpoints, then a "proc" entry (kind TP_EP_PROC: u32le pid,
- *   u64le pid-namespace inode).
+ *   u64le pid-namespace inode), then, when this process has a heartbeat
+ *   socket, an "hb" entry (kind TP_EP_HB: 16-byte IPv6 address, IPv4
+ *   mapped, and u16le port; live.c).  Readers skip kinds they do not know.
  */
 #include <string.h>
 
@@ -16,6 +18,8 @@
 int tp_blob_encode(const struct fccl_tp *tp, void *buf, size_t *len)
 {
     size_t need = 5 + 4 + strlen(TP_PROC_NAME) + TP_LIVE_ADDR_LEN;
+    if (tp->hb_self_ok)
+        need += 4 + strlen(TP_HB_NAME) + TP_HB_ADDR_LEN;
     for (int i = 0; i < tp->nep; i++)
         need += 4 + strlen(tp->eps[i].prov) + tp->eps[i].addrlen;
     if (!buf) {
@@ -27,7 +31,7 @@ int tp_blob_encode(const struct fccl_tp *tp, void *buf, size_t *len)
                         "transport: name buffer %zu B, need %zu B", *len, need);
     unsigned char *p = buf;
     memcpy(p, BLOB_MAGIC, 4);
-    p[4] = (unsigned char)(tp->nep + 1);
+    p[4] = (unsigned char)(tp->nep + 1 + (tp->hb_self_ok != 0));
     p += 5;
     for (int i = 0; i < tp->nep; i++) {
         const struct tp_ep *e = &tp->eps[i];
@@ -53,6 +57,17 @@ int tp_blob_encode(const struct fccl_tp *tp, void *buf, size_t *len)
         p[k] = (unsigned char)(v[0] >> (8 * k));
     for (int k = 0; k < 8; k++)
         p[4 + k] = (unsigned char)(v[1] >> (8 * k));
+    p += TP_LIVE_ADDR_LEN;
+    if (tp->hb_self_ok) {
+        pl = strlen(TP_HB_NAME);
+        *p++ = TP_EP_HB;
+        *p++ = (unsigned char)pl;
+        memcpy(p, TP_HB_NAME, pl);
+        p += pl;
+        *p++ = TP_HB_ADDR_LEN;
+        *p++ = 0;
+        memcpy(p, tp->hb_self, TP_HB_ADDR_LEN);
+    }
     *len = need;
     return FCCL_OK;
 }

@@ -75,6 +75,7 @@ int tp_open(const struct tp_opts *opts, struct fccl_tp **out)
     if (!tp)
         return fccl_err(FCCL_ERR_NOMEM, "tp_open: out of memory");
     pthread_mutex_init(&tp->lock, NULL);
+    atomic_store(&tp->dead_rank, -1);
     tp->always_register = o->always_register;
     tp->max_chunk = o->max_chunk;
     tp->my_rank = -1;
@@ -96,6 +97,7 @@ int tp_open(const struct tp_opts *opts, struct fccl_tp **out)
         tp_close(tp);
         return rc;
     }
+    tp_hb_open(tp);
     describe(tp);
     LOG_INFO("FABRIC", "transport %s (%s) open in %.1f ms", tp->desc,
              prov ? "forced" : "auto", (double)(fccl_now_ns() - t0) / 1e6);
@@ -123,6 +125,7 @@ void tp_close(struct fccl_tp *tp)
 {
     if (!tp)
         return;
+    tp_hb_stop(tp); /* before the peers go; says goodbye to the watchers */
     pthread_mutex_lock(&tp->lock);
     /* Let operations already in flight finish briefly; closing the
      * endpoint discards the rest (their requests are never completed). */

@@ -153,6 +153,8 @@ int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
         tp->my_rank = my_rank;
         set_spin(tp, nranks, my_rank, node_of);
         rc = tp_rv_start(tp);
+        if (rc == FCCL_OK)
+            tp_hb_start(tp);
     }
     if (rc < 0) {
         for (int r = 0; r < nranks; r++)

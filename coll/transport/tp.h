@@ -18,8 +18,10 @@
  *   rndv.c      a request's state machine: clear-to-send, single copy
  *               (CMA) and FIN, held sends, retry of refused posts
  *   post.c      putting data and control messages on the wire
- *   ep.c, mr.c, cma.c, live.c, names.c: endpoints, registration
- *               cache, process_vm_readv, peer liveness, name blobs
+ *   ep.c, mr.c, cma.c, live.c, hb.c, names.c: endpoints, registration
+ *               cache, process_vm_readv, local peer liveness (pidfds),
+ *               heartbeats between ring neighbours (dead hosts within
+ *               FCCL_PEER_TIMEOUT), name blobs
  * Each file calls only files below it in this list (wait -> progress ->
  * rndv -> post), never back up.
  *
@@ -180,10 +182,15 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
                      const int *watch, size_t nwatch);
 
 /* For waits outside the transport (a shared-memory barrier): back off as
- * tp_waitall does after idle_ns without progress, and report the first of
- * ranks[0..n) on this host whose process has exited (-1 if none). */
+ * tp_waitall does after idle_ns without progress, and report the
+ * rank the heartbeats (hb.c) declared dead anywhere in the job, else the
+ * first of ranks[0..n) on this host whose process has exited (-1 if
+ * none). */
 void tp_idle(const struct fccl_tp *tp, uint64_t idle_ns);
 int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n);
+/* Why tp_dead_peer's answer `rank` is dead (static or transport-owned
+ * text, valid until tp_close). */
+const char *tp_dead_why(const struct fccl_tp *tp, int rank);
 
 /* Cancel a pending request (used after timeouts and aborts).  Blocks up to
  * ~200 ms for the provider to hand it back; if it cannot (a send already

@@ -44,9 +44,12 @@ enum { TP_CMA_UNKNOWN = 0, TP_CMA_PROBING, TP_CMA_YES, TP_CMA_NO };
 /* How a send uses CMA (tp_req_priv.cma). */
 enum { TP_CMA_OFF = 0, TP_CMA_AFTER_CTS, TP_CMA_EAGER };
 
-enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2, TP_EP_PROC = 3 /* blob only */ };
+enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2, TP_EP_PROC = 3, /* blob only */
+                  TP_EP_HB = 4 /* blob only: heartbeat socket (live.c) */ };
 #define TP_PROC_NAME "proc"
 #define TP_LIVE_ADDR_LEN 12
+#define TP_HB_NAME "hb"
+#define TP_HB_ADDR_LEN 18 /* IPv6 (IPv4-mapped for IPv4) + u16le port */
 
 struct tp_mr_cache; /* mr.c */
 
@@ -155,7 +158,17 @@ struct tp_peer {
     int cma;                     /* TP_CMA_*: do we send to it by CMA */
     int pid;                     /* its pid, once it may read us */
     int pidfd, live_pid;         /* local peer's process (or -1, 0) */
+    /* live.c heartbeats: where its heartbeat socket listens (has_hb),
+     * its pid as the blob says (datagrams must carry it), when we last
+     * heard from it (ns; written by the heartbeat thread only), and
+     * whether it said goodbye (finalized: not watched any more). */
+    unsigned char hb_ip[16];
+    uint16_t hb_port;
+    int has_hb, hb_pid, hb_bye, shm_cleaned;
+    uint64_t hb_heard;
 };
+
+struct tp_hb; /* live.c: the heartbeat thread's state */
 
 struct fccl_tp {
     struct tp_ep eps[TP_MAX_EPS];
@@ -176,6 +189,11 @@ struct fccl_tp {
     int cma_ok, pid;         /* CMA works in this process (FCCL_CMA) */
     uint64_t pidns, cma_magic;
     _Atomic uint64_t st_eagain, st_chunks, st_completions, st_cma;
+    struct tp_hb *hb;        /* live.c; NULL when heartbeats are off */
+    _Atomic int dead_rank;   /* a rank declared dead (live.c), or -1 */
+    char dead_why[160];      /* why; written once before dead_rank */
+    unsigned char hb_self[TP_HB_ADDR_LEN]; /* our heartbeat address */
+    int hb_self_ok;                        /* ... published in the blob */
 };
 
 /* ep.c */
@@ -215,11 +233,26 @@ int tp_cma_pull(int pid, uint64_t addr, void *dst, size_t len);
 int tp_cma_probe_ok(const struct fccl_tp *tp, int pid, uint64_t pidns,
                     uint64_t addr, uint64_t value);
 
-/* live.c (uses names.c) */
+/* live.c (uses hb.c, names.c) */
 void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
                  size_t len, int local);
 void tp_live_close(struct tp_peer *p);
 int tp_live_dead(const struct fccl_tp *tp, const int *ranks, size_t n);
+/* Heartbeats (live.c): tp_hb_open binds the socket (before the blob is
+ * encoded; failure only logs), tp_hb_start starts the watcher thread once
+ * the peers are known, tp_hb_stop says goodbye and joins it (tp_close).
+ * tp_hb_open also fills tp->hb_self, which names.c publishes. */
+void tp_hb_open(struct fccl_tp *tp);
+void tp_hb_start(struct fccl_tp *tp);
+void tp_hb_stop(struct fccl_tp *tp);
+/* The rank declared dead (heartbeats), or -1; its reason in tp->dead_why. */
+int tp_hb_dead(const struct fccl_tp *tp);
+/* A peer's address and pid from its blob (tp_live_add calls it). */
+void tp_hb_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
+               size_t len, int local);
+/* A wait failed because `rank` is gone (broken connection, exited): if no
+ * death is known yet, declare it and tell every rank. */
+void tp_hb_suspect(struct fccl_tp *tp, int rank, const char *why);
 
 /* post.c: put messages on the wire (all under tp->lock).  Each returns 0
  * or a negative fi errno; tp_post_busy() tells the ones to retry later. */

@@ -282,7 +282,37 @@ void tp_idle(const struct fccl_tp *tp, uint64_t idle_ns)
 
 int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n)
 {
-    return tp && tp->peers ? tp_live_dead(tp, ranks, n) : -1;
+    if (!tp || !tp->peers)
+        return -1;
+    /* the job's known culprit first: a local peer may have exited only
+     * because it failed on it */
+    int dead = tp_hb_dead(tp);
+    return dead >= 0 ? dead : tp_live_dead(tp, ranks, n);
+}
+
+const char *tp_dead_why(const struct fccl_tp *tp, int rank)
+{
+    if (tp && tp_hb_dead(tp) == rank)
+        return tp->dead_why;
+    return "its process has exited";
+}
+
+/* A wait failed: when a rank of the job is known dead (hb.c), that is the
+ * cause to report (the failure in hand may be a live neighbour that gave
+ * up first); else a broken connection names its peer as the suspect. */
+static int blame(struct fccl_tp *tp, int rc, int peer)
+{
+    int dead = tp_hb_dead(tp);
+    if (dead < 0 && rc != FCCL_ERR_PROTOCOL && rc != FCCL_ERR_ABORTED &&
+        rc != FCCL_ERR_TIMEOUT && rc != FCCL_ERR_INVALID) {
+        tp_hb_suspect(tp, peer, fccl_last_error());
+        return rc;
+    }
+    if (dead < 0 || rc == FCCL_ERR_ABORTED)
+        return rc;
+    char msg[256];
+    snprintf(msg, sizeof(msg), "%s", fccl_last_error());
+    return fccl_err(FCCL_ERR_PEER, "%s (here: %s)", tp->dead_why, msg);
 }
 
 static int timeout_error(const struct tp_req *reqs, size_t n, uint64_t t0)
@@ -370,7 +400,7 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
         long bad = scan(reqs, n, from, &pend);
         if (bad >= 0) {
             cancel_many(tp, reqs, n);
-            return req_error(tp, &reqs[bad]);
+            return blame(tp, req_error(tp, &reqs[bad]), reqs[bad].peer);
         }
         if (pend == n)
             return FCCL_OK;
@@ -397,17 +427,23 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
             char msg[512];
             snprintf(msg, sizeof(msg), "%s", fccl_last_error());
             cancel_many(tp, reqs, n);
-            return fccl_err(rc, "%s", msg);
+            return blame(tp, fccl_err(rc, "%s", msg), -1);
         }
         if (moved)
             last = now;
         moved = 0;
         if (now - last >= TP_LIVE_NS && now - checked >= TP_LIVE_NS) {
             checked = now;
+            if (tp_hb_dead(tp) >= 0) {
+                cancel_many(tp, reqs, n);
+                return fccl_err(FCCL_ERR_PEER, "%s", tp->dead_why);
+            }
             int dead = find_dead(tp, reqs, n, from, watch, nwatch);
             if (dead >= 0) {
                 cancel_many(tp, reqs, n);
-                return dead_error(tp, dead);
+                int rc = dead_error(tp, dead);
+                tp_hb_suspect(tp, dead, fccl_last_error());
+                return rc;
             }
         }
         backoff(tp, now - last);

@@ -121,7 +121,16 @@ t_nnodes_2x2()
     grep -q '^\[0\] fccl-demo: all results correct' "$T/node0.log" ||
         fail "no 'all results correct'" || return 1
     run_nodes 2 2 29412 "$TBIN/boot_check" env
-    all_zero && check_topo 4 2 2
+    all_zero && check_topo 4 2 2 || return 1
+    # the selector picks the hierarchical all_reduce on 2 hosts x 2 ranks
+    # (per-host stages through each host's segment); fccl-bench names it
+    # in its last column, and checks the results
+    run_nodes 2 2 29413 "$BIN/fccl-bench" -b 8 -e 1M -f 32 -n 3 -w 1 -c 1
+    all_zero || return 1
+    grep -q '^\[0\] # all results correct' "$T/node0.log" &&
+        grep -q '^\[0\] # *size .* algo$' "$T/node0.log" &&
+        [ "$(grep -Ec '^\[0\] +[0-9]+ .* hier$' "$T/node0.log")" -eq 4 ] ||
+        fail "fccl-bench 2x2: $(cat "$T/node0.log")"
 }
 
 # 4 hosts x 1 rank.
@@ -139,8 +148,16 @@ t_nnodes_4x1()
     run_nodes 4 1 29423 "$BIN/fccl-bench" -b 8 -e 64K -f 32 -n 3 -w 1 -c 1
     all_zero || return 1
     grep -q '^\[0\] # fccl-bench .*: 4 ranks on 4 node(s)' "$T/node0.log" &&
-        grep -q '^\[0\] # all results correct' "$T/node0.log" ||
-        fail "fccl-bench: $(cat "$T/node0.log")"
+        grep -q '^\[0\] # all results correct' "$T/node0.log" &&
+        grep -Eq '^\[0\] +8 .* rd$' "$T/node0.log" ||
+        fail "fccl-bench: $(cat "$T/node0.log")" || return 1
+    # one host per rank: nothing to gain from leaders; the CSV's last
+    # field names the algorithm too
+    run_nodes 4 1 29424 "$BIN/fccl-bench" -b 8 -e 8 -n 3 -w 1 --csv
+    all_zero || return 1
+    grep -q '^\[0\] op,.*,wrong,algo$' "$T/node0.log" &&
+        grep -Eq '^\[0\] all_reduce,4,8,.*,0,rd$' "$T/node0.log" ||
+        fail "fccl-bench --csv: $(cat "$T/node0.log")"
 }
 
 # Without a job id, the nodes of one launch agree on one, the next launch
@@ -457,4 +474,187 @@ t_nnodes_sigint()
         fail "exit codes ${BG_RCS[*]}, want 130 130" || return 1
     grep -q "node 0: fccl-run interrupted by signal 2 (Interrupt) on node 1" "$T/node0.log" ||
         fail "node 0 does not say why it stopped"
+}
+
+# ---- dead hosts found in seconds (FCCL_PEER_TIMEOUT, coll/transport/hb.c) ----
+
+PEER_T=3        # FCCL_PEER_TIMEOUT in these tests
+DEADLINE_MS=15000
+
+# torchrun's variables for FAULT_HOSTS hosts x FAULT_PER ranks (default
+# 2 x 2), store on node1:$FAULT_PORT.
+fault_vars()
+{
+    local per=${FAULT_PER:-2}
+    echo "RANK=$1 WORLD_SIZE=$(( ${FAULT_HOSTS:-2} * per )) LOCAL_RANK=$2 LOCAL_WORLD_SIZE=$per"
+    echo "MASTER_ADDR=node1 MASTER_PORT=$FAULT_PORT FCCL_PEER_TIMEOUT=$PEER_T"
+    echo "FAULT_LINGER_MS=${FAULT_LINGER_MS:-0}"
+}
+
+# Start FAULT_HOSTS x FAULT_PER ranks of fault_check ARGS (no launcher:
+# nothing but the library may notice a fault); wait until all are ready.
+# PIDS[r].
+fault_start()
+{
+    local k l r i hosts=${FAULT_HOSTS:-2} per=${FAULT_PER:-2} n
+    n=$((hosts * per))
+    ip -n "$(mh_ns 2)" link set eth0 up # should a link-down test have died
+    store_on_node1 "$FAULT_PORT" || return 1
+    for k in $(seq 0 $((hosts - 1))); do
+        for l in $(seq 0 $((per - 1))); do
+            r=$((k * per + l))
+            bg $((k + 1)) "$T/rank$r.log" "${CLEAN_ENV[@]}" \
+                $(fault_vars "$r" "$l" "$k") "$TBIN/fault_check" "$@"
+        done
+    done
+    for i in $(seq 150); do
+        [ "$(cat "$T"/rank*.log | grep -c ' ready$')" -eq "$n" ] && break
+        sleep 0.1
+    done
+    PIDS=()
+    for r in $(seq 0 $((n - 1))); do
+        PIDS[$r]=$(sed -n "s/^R$r pid \([0-9]*\) ready$/\1/p" "$T/rank$r.log")
+        [ -n "${PIDS[$r]}" ] || { fail "ranks not ready: $(cat "$T"/rank*.log)"; return 1; }
+    done
+    sleep 1 # a few collectives and heartbeats before the fault
+}
+
+# fault_named R T0 NAMES: rank R failed with "peer failure" naming one of
+# the world ranks in NAMES (e.g. "2 3"), and its next collective failed
+# too; prints and checks the time since T0 (epoch ms).
+fault_named()
+{
+    local r=$1 t0=$2 names=$3 line at ms n ok=0
+    line=$(grep "^R$r FAILED" "$T/rank$r.log")
+    [ -n "$line" ] || { fail "rank $r did not fail: $(cat "$T/rank$r.log")"; return 1; }
+    at=$(echo "$line" | sed -n 's/^R[0-9]* FAILED .* at \([0-9]*\): .*/\1/p')
+    ms=$((at - t0))
+    echo "measured: rank $r failed $ms ms after the fault: ${line#*: }"
+    echo "$line" | grep -q "FAILED peer" || { fail "rank $r: not a peer failure: $line"; return 1; }
+    # the cause comes last: "rank N is dead: ..." or "rank N failed: ..."
+    # (hb.c), "world rank N: ..." (a shared-memory barrier), or this rank
+    # itself was declared dead (stopped, or cut off)
+    for n in $names; do
+        echo "$line" | grep -Eq "(: |world )rank $n (is dead|failed|: )" && ok=1
+    done
+    echo "$line" | grep -q "this rank ($r) was declared dead" && ok=1
+    [ "$ok" = 1 ] || { fail "rank $r names none of ranks $names: $line"; return 1; }
+    grep -q "^R$r NEXT peer" "$T/rank$r.log" ||
+        { fail "rank $r: next collective: $(grep "^R$r NEXT" "$T/rank$r.log")"; return 1; }
+    [ "$ms" -le "$DEADLINE_MS" ] || fail "rank $r took $ms ms (FCCL_PEER_TIMEOUT=$PEER_T)"
+}
+
+# No libfabric shm file ("/dev/shm/<pid>:...") of the given pids is left.
+shm_clean()
+{
+    local p left=
+    for p in "$@"; do
+        left="$left$(ls /dev/shm | grep "^$p:")"
+    done
+    [ -z "$left" ] || fail "left in /dev/shm: $left"
+}
+
+# Host 2's link goes down mid-job: the ranks of host 1 fail naming a rank
+# of host 2 (and host 2's ranks name one of host 1) within the deadline.
+t_fault_link_down()
+{
+    FAULT_PORT=29531
+    trap 'ip -n "$(mh_ns 2)" link set eth0 up' EXIT
+    fault_start loop 60 || return 1
+    local t0
+    t0=$(date +%s%3N)
+    ip -n "$(mh_ns 2)" link set eth0 down
+    wait_bg
+    ip -n "$(mh_ns 2)" link set eth0 up
+    kill "$STORE_PID" 2> /dev/null
+    fault_named 0 "$t0" "2 3" && fault_named 1 "$t0" "2 3" &&
+        fault_named 2 "$t0" "0 1" && fault_named 3 "$t0" "0 1" || return 1
+    shm_clean "${PIDS[@]}"
+}
+
+# Every rank on host 2 is killed: the ranks of host 1 fail naming one of
+# them.  (A dead host's own /dev/shm goes with it; here, where all hosts
+# share one /dev/shm, its launcher fccl-run would remove those files, as
+# t_killed_rank_shm_cleanup checks; this test removes them itself.)
+t_fault_kill_host()
+{
+    FAULT_PORT=29541
+    fault_start loop 60 || return 1
+    local t0
+    t0=$(date +%s%3N)
+    kill -9 "${PIDS[2]}" "${PIDS[3]}"
+    wait_bg
+    kill "$STORE_PID" 2> /dev/null
+    rm -f /dev/shm/"${PIDS[2]}":* /dev/shm/"${PIDS[3]}":*
+    fault_named 0 "$t0" "2 3" && fault_named 1 "$t0" "2 3" || return 1
+    shm_clean "${PIDS[0]}" "${PIDS[1]}"
+}
+
+# Rank 3 is stopped (SIGSTOP) longer than the peer timeout: ranks 0, 1 and
+# 2 fail naming it, over tcp;ofi_rxm and over shm (rank 2 shares its
+# host).  Then it is killed; rank 2, still up, removes its shm file.
+t_fault_sigstop()
+{
+    FAULT_PORT=29551
+    FAULT_LINGER_MS=4000 fault_start loop 60 || return 1
+    local t0 i
+    t0=$(date +%s%3N)
+    kill -STOP "${PIDS[3]}"
+    for i in $(seq 200); do
+        [ "$(cat "$T"/rank[012].log | grep -c '^R[0-9] NEXT')" -eq 3 ] && break
+        sleep 0.1
+    done
+    kill -9 "${PIDS[3]}"
+    wait_bg
+    kill "$STORE_PID" 2> /dev/null
+    fault_named 0 "$t0" 3 && fault_named 1 "$t0" 3 && fault_named 2 "$t0" 3 ||
+        return 1
+    shm_clean "${PIDS[@]}"
+}
+
+# A rank busy outside fccl for 8 s (> FCCL_PEER_TIMEOUT=3) while the
+# others wait for it in an all_reduce is not declared dead.
+t_busy_rank_not_dead()
+{
+    FAULT_PORT=29561
+    store_on_node1 "$FAULT_PORT" || return 1
+    local k l r t0 ms
+    t0=$(now_ms)
+    for k in 0 1; do
+        for l in 0 1; do
+            r=$((k * 2 + l))
+            bg $((k + 1)) "$T/rank$r.log" "${CLEAN_ENV[@]}" \
+                $(fault_vars "$r" "$l" "$k") "$TBIN/fault_check" busy 8000 3
+        done
+    done
+    wait_bg
+    ms=$(( $(now_ms) - t0 ))
+    kill "$STORE_PID" 2> /dev/null
+    echo "measured: job with rank 3 busy 8 s outside fccl (FCCL_PEER_TIMEOUT=$PEER_T) took $ms ms"
+    all_zero || { cat "$T"/rank*.log; return 1; }
+    [ "$(cat "$T"/rank*.log | grep -c '^R[0-9] ok$')" -eq 4 ] ||
+        fail "not every rank ok: $(cat "$T"/rank*.log)"
+}
+
+# One host, 3 ranks, shm only: the all_reduce runs through the shared
+# segment, whose barrier used to time out naming no rank.  Rank 1 is
+# stopped: ranks 0 and 2 fail naming it; killed, its shm file goes.
+t_fault_sigstop_shm()
+{
+    FAULT_PORT=29581 FAULT_HOSTS=1 FAULT_PER=3
+    FAULT_LINGER_MS=4000 fault_start loop 60 || return 1
+    local t0 i
+    t0=$(date +%s%3N)
+    kill -STOP "${PIDS[1]}"
+    for i in $(seq 200); do
+        [ "$(cat "$T"/rank[02].log | grep -c '^R[0-9] NEXT')" -eq 2 ] && break
+        sleep 0.1
+    done
+    kill -9 "${PIDS[1]}"
+    wait_bg
+    kill "$STORE_PID" 2> /dev/null
+    fault_named 0 "$t0" 1 && fault_named 2 "$t0" 1 || return 1
+    grep -q "shared-memory barrier" "$T/rank0.log" "$T/rank2.log" ||
+        echo "note: no rank failed inside the shared-memory barrier"
+    shm_clean "${PIDS[@]}"
 }

@@ -1,0 +1,488 @@
+/*
+ * Dead hosts found in seconds: heartbeats between ring neighbours.
+ *
+ * A peer on another host that dies, loses its link or is stopped breaks
+ * nothing we could poll (no pidfd across hosts; a TCP connection without
+ * traffic stays "up" when a link goes down), so a collective would wait
+ * for its 300 s deadline.  Each process therefore runs one small thread
+ * with one UDP socket (published in the name blob as an "hb" entry):
+ *
+ * - Every FCCL_PEER_TIMEOUT/5 it sends a 24-byte heartbeat to its world
+ *   ring predecessor and successor, and it watches only those two (O(1)
+ *   per rank, whatever the world size).  The thread, not the application,
+ *   beats, so a rank busy outside fccl for hours stays alive; a stopped
+ *   process (SIGSTOP) or a cut link stops its beats.
+ * - A watched neighbour silent for FCCL_PEER_TIMEOUT seconds (default 10;
+ *   0 turns heartbeats off) is declared dead: tp->dead_rank and dead_why
+ *   are set once, and a DEAD(rank) datagram goes to every rank, three
+ *   times one period apart (UDP; sent to all only on a failure).  A rank
+ *   that receives DEAD takes the first such news as its own (a rank told
+ *   that it is itself dead, e.g. resumed after SIGSTOP, fails too).
+ * - A wait (wait.c) that has been idle 200 ms while a death is known fails
+ *   with FCCL_ERR_PEER naming the dead rank, whatever it waits for: one
+ *   dead rank fails the whole job's pending and next collectives (there is
+ *   no fault-tolerant continuation), and every rank names the same culprit
+ *   instead of a live neighbour that merely stopped answering because it
+ *   failed first.  A wait failing on a broken connection or an exited
+ *   local process reports that peer here too (tp_hb_suspect), so the news
+ *   of a killed rank reaches everyone within milliseconds.
+ * - tp_close says goodbye (BYE) to the two watchers, so a rank that
+ *   finalized is not declared dead by a slower neighbour.
+ * - If this thread itself was not scheduled for half the timeout (we were
+ *   stopped, or starved), it forgives its neighbours' silence once: the gap
+ *   was ours.
+ * - A local peer whose process exited (pidfd readable) leaves libfabric's
+ *   shm file behind (/dev/shm/<pid>:...); the thread removes them.
+ *
+ * Datagrams carry the sender's rank and pid (checked against its blob) so
+ * stray packets from another job are ignored.  Local peers are reached on
+ * loopback, others on the address of their network endpoint.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "err.h"
+#include "log.h"
+#include "transport/tp_int.h"
+
+#define HB_MAGIC 0x31424846u /* "FHB1" little-endian */
+#define HB_MSG 24
+#define HB_ENV "FCCL_PEER_TIMEOUT"
+#define HB_DEFAULT_S 10.0
+#define HB_ANNOUNCE 3 /* DEAD broadcasts, one period apart */
+
+enum { HB_BEAT = 1, HB_DEAD = 2, HB_BYE = 3 };
+
+struct tp_hb {
+    int fd, family;
+    int wake[2];               /* pipe: stop or announce now */
+    pthread_t th;
+    int running;
+    _Atomic int stop, announce;
+    uint64_t timeout_ns, period_ns;
+    int watch[2], nwatch;
+};
+
+static double env_timeout(void)
+{
+    const char *s = getenv(HB_ENV);
+    if (!s || !*s)
+        return HB_DEFAULT_S;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || v < 0 || v > 86400) {
+        LOG_WARN("FABRIC", "%s=%s is not a number of seconds; using %.0f",
+                 HB_ENV, s, HB_DEFAULT_S);
+        return HB_DEFAULT_S;
+    }
+    return v;
+}
+
+/* The IP our network endpoint listens on (its name is a sockaddr for the
+ * socket providers), else loopback: then every peer is on this host. */
+static void self_ip(const struct fccl_tp *tp, unsigned char ip[16])
+{
+    static const unsigned char v4map[12] = {0, 0, 0, 0, 0, 0, 0, 0,
+                                            0, 0, 0xff, 0xff};
+    memcpy(ip, v4map, 12);
+    ip[12] = 127, ip[13] = 0, ip[14] = 0, ip[15] = 1;
+    for (int i = 0; i < tp->nep; i++) {
+        const struct tp_ep *e = &tp->eps[i];
+        if (e->kind != TP_EP_NET)
+            continue;
+        struct sockaddr_storage ss;
+        memset(&ss, 0, sizeof(ss));
+        memcpy(&ss, e->addr, e->addrlen < sizeof(ss) ? e->addrlen
+                                                     : sizeof(ss));
+        if (ss.ss_family == AF_INET &&
+            e->addrlen >= sizeof(struct sockaddr_in)) {
+            const struct sockaddr_in *a = (const void *)&ss;
+            if (a->sin_addr.s_addr != htonl(INADDR_ANY))
+                memcpy(ip + 12, &a->sin_addr, 4);
+        } else if (ss.ss_family == AF_INET6 &&
+                   e->addrlen >= sizeof(struct sockaddr_in6)) {
+            const struct sockaddr_in6 *a = (const void *)&ss;
+            if (!IN6_IS_ADDR_UNSPECIFIED(&a->sin6_addr))
+                memcpy(ip, &a->sin6_addr, 16);
+        }
+    }
+}
+
+static int bind_socket(int family)
+{
+    int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    socklen_t sl;
+    if (family == AF_INET6) {
+        int off = 0;
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off));
+        struct sockaddr_in6 *a = (void *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_addr = in6addr_any;
+        sl = sizeof(*a);
+    } else {
+        struct sockaddr_in *a = (void *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_ANY);
+        sl = sizeof(*a);
+    }
+    if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static uint16_t bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return 0;
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+void tp_hb_open(struct fccl_tp *tp)
+{
+    double s = env_timeout();
+    if (s <= 0)
+        return;
+    struct tp_hb *hb = calloc(1, sizeof(*hb));
+    if (!hb)
+        return;
+    hb->wake[0] = hb->wake[1] = -1;
+    hb->family = AF_INET6;
+    hb->fd = bind_socket(AF_INET6);
+    if (hb->fd < 0) {
+        hb->family = AF_INET;
+        hb->fd = bind_socket(AF_INET);
+    }
+    uint16_t port = hb->fd >= 0 ? bound_port(hb->fd) : 0;
+    if (port == 0 || pipe2(hb->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+        LOG_WARN("FABRIC", "no heartbeat socket (%s): a dead host is found "
+                 "only by the deadline", strerror(errno));
+        if (hb->fd >= 0)
+            close(hb->fd);
+        free(hb);
+        return;
+    }
+    hb->timeout_ns = (uint64_t)(s * 1e9);
+    hb->period_ns = hb->timeout_ns / 5;
+    tp->hb = hb;
+    self_ip(tp, tp->hb_self);
+    tp->hb_self[16] = (unsigned char)(port & 0xff);
+    tp->hb_self[17] = (unsigned char)(port >> 8);
+    tp->hb_self_ok = 1;
+}
+
+void tp_hb_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
+               size_t len, int local)
+{
+    const unsigned char *a;
+    size_t al = 0;
+    uint64_t ns = 0;
+    p->has_hb = 0;
+    if (!tp->hb || tp_blob_proc(blob, len, &p->hb_pid, &ns) != FCCL_OK ||
+        tp_blob_find(blob, len, TP_EP_HB, NULL, &a, &al) != FCCL_OK ||
+        al != TP_HB_ADDR_LEN)
+        return;
+    memcpy(p->hb_ip, a, 16);
+    if (local) { /* same host: loopback works even with the link down */
+        static const unsigned char lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                             0xff, 0xff, 127, 0, 0, 1};
+        memcpy(p->hb_ip, lo, 16);
+    }
+    p->hb_port = (uint16_t)(a[16] | a[17] << 8);
+    p->has_hb = p->hb_port != 0;
+}
+
+/* ------------------------------------------------------------------ */
+
+static void put32(unsigned char *b, uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        b[k] = (unsigned char)(v >> (8 * k));
+}
+
+static uint32_t get32(const unsigned char *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+           (uint32_t)b[3] << 24;
+}
+
+static void send_to(const struct fccl_tp *tp, int r, int type, int subject,
+                    uint32_t silent_ms)
+{
+    const struct tp_peer *p = &tp->peers[r];
+    if (!p->has_hb)
+        return;
+    unsigned char m[HB_MSG];
+    put32(m, HB_MAGIC);
+    put32(m + 4, (uint32_t)type);
+    put32(m + 8, (uint32_t)tp->my_rank);
+    put32(m + 12, (uint32_t)tp->pid);
+    put32(m + 16, (uint32_t)subject);
+    put32(m + 20, silent_ms);
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    socklen_t sl;
+    static const unsigned char v4map[12] = {0, 0, 0, 0, 0, 0, 0, 0,
+                                            0, 0, 0xff, 0xff};
+    if (tp->hb->family == AF_INET6) {
+        struct sockaddr_in6 *a = (void *)&ss;
+        a->sin6_family = AF_INET6;
+        memcpy(&a->sin6_addr, p->hb_ip, 16);
+        a->sin6_port = htons(p->hb_port);
+        sl = sizeof(*a);
+    } else {
+        if (memcmp(p->hb_ip, v4map, 12) != 0)
+            return; /* an IPv6 peer and no IPv6 here */
+        struct sockaddr_in *a = (void *)&ss;
+        a->sin_family = AF_INET;
+        memcpy(&a->sin_addr, p->hb_ip + 12, 4);
+        a->sin_port = htons(p->hb_port);
+        sl = sizeof(*a);
+    }
+    /* Failures (unreachable network, full buffer) are what we detect by
+     * silence; nothing to do here. */
+    (void)sendto(tp->hb->fd, m, sizeof(m), MSG_DONTWAIT,
+                 (struct sockaddr *)&ss, sl);
+}
+
+/* Set the job's dead rank once.  The CAS to -2 makes the writer of
+ * dead_why unique; readers see dead_rank >= 0 only after it is written. */
+static int declare(struct fccl_tp *tp, int rank, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int declare(struct fccl_tp *tp, int rank, const char *fmt, ...)
+{
+    int none = -1;
+    if (!atomic_compare_exchange_strong(&tp->dead_rank, &none, -2))
+        return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tp->dead_why, sizeof(tp->dead_why), fmt, ap);
+    va_end(ap);
+    atomic_store_explicit(&tp->dead_rank, rank, memory_order_release);
+    LOG_WARN("FABRIC", "%s", tp->dead_why);
+    return 1;
+}
+
+static void announce(struct fccl_tp *tp)
+{
+    struct tp_hb *hb = tp->hb;
+    atomic_store(&hb->announce, HB_ANNOUNCE);
+    char c = 1;
+    (void)!write(hb->wake[1], &c, 1);
+}
+
+void tp_hb_suspect(struct fccl_tp *tp, int rank, const char *why)
+{
+    if (!tp || !tp->peers || rank < 0 || rank >= tp->nranks ||
+        rank == tp->my_rank)
+        return;
+    if (declare(tp, rank, "rank %d failed: %s", rank, why) && tp->hb &&
+        tp->hb->running)
+        announce(tp);
+}
+
+int tp_hb_dead(const struct fccl_tp *tp)
+{
+    int r = atomic_load_explicit(&((struct fccl_tp *)tp)->dead_rank,
+                                 memory_order_acquire);
+    return r >= 0 ? r : -1;
+}
+
+static void receive(struct fccl_tp *tp, uint64_t now)
+{
+    unsigned char m[64];
+    for (;;) {
+        ssize_t n = recv(tp->hb->fd, m, sizeof(m), MSG_DONTWAIT);
+        if (n < 0)
+            return;
+        if (n != HB_MSG || get32(m) != HB_MAGIC)
+            continue;
+        int type = (int)get32(m + 4), from = (int)get32(m + 8);
+        int pid = (int)get32(m + 12), subject = (int)get32(m + 16);
+        uint32_t ms = get32(m + 20);
+        if (from < 0 || from >= tp->nranks || from == tp->my_rank ||
+            pid != tp->peers[from].hb_pid)
+            continue; /* not from this job */
+        struct tp_peer *p = &tp->peers[from];
+        if (type == HB_BEAT)
+            p->hb_heard = now;
+        else if (type == HB_BYE)
+            p->hb_bye = 1;
+        else if (type == HB_DEAD && subject == tp->my_rank)
+            declare(tp, subject, "this rank (%d) was declared dead by rank "
+                    "%d: it did not answer for %.1f s (stopped, or its "
+                    "link was down; %s)", subject, from, ms / 1e3, HB_ENV);
+        else if (type == HB_DEAD && subject >= 0 && subject < tp->nranks)
+            declare(tp, subject, "rank %d is dead: rank %d heard nothing "
+                    "from it for %.1f s (%s)", subject, from, ms / 1e3,
+                    HB_ENV);
+    }
+}
+
+/* Remove libfabric shm files (/dev/shm/<pid>:...) of local peers whose
+ * process has exited without closing its endpoint. */
+static void clean_exited(struct fccl_tp *tp)
+{
+    for (int r = 0; r < tp->nranks; r++) {
+        struct tp_peer *p = &tp->peers[r];
+        if (p->pidfd < 0 || p->shm_cleaned)
+            continue;
+        struct pollfd pf = {.fd = p->pidfd, .events = POLLIN};
+        if (poll(&pf, 1, 0) <= 0)
+            continue;
+        p->shm_cleaned = 1;
+        char pre[24];
+        int pl = snprintf(pre, sizeof(pre), "%d:", p->live_pid);
+        DIR *d = opendir("/dev/shm");
+        if (!d)
+            continue;
+        struct dirent *de;
+        while ((de = readdir(d)))
+            if (strncmp(de->d_name, pre, (size_t)pl) == 0 &&
+                unlinkat(dirfd(d), de->d_name, 0) == 0)
+                LOG_DEBUG("FABRIC", "removed /dev/shm/%s of exited rank %d",
+                          de->d_name, r);
+        closedir(d);
+    }
+}
+
+static void beat(struct fccl_tp *tp, uint64_t now)
+{
+    struct tp_hb *hb = tp->hb;
+    for (int i = 0; i < hb->nwatch; i++)
+        send_to(tp, hb->watch[i], HB_BEAT, -1, 0);
+    int dead = tp_hb_dead(tp);
+    if (dead >= 0 && atomic_load(&hb->announce) > 0) {
+        atomic_fetch_sub(&hb->announce, 1);
+        uint64_t silent = dead < tp->nranks && tp->peers[dead].hb_heard &&
+                                  now > tp->peers[dead].hb_heard
+                              ? now - tp->peers[dead].hb_heard
+                              : 0;
+        for (int r = 0; r < tp->nranks; r++)
+            if (r != tp->my_rank && r != dead)
+                send_to(tp, r, HB_DEAD, dead, (uint32_t)(silent / 1000000));
+    }
+}
+
+/* A silent neighbour: declare it and tell everyone at once (before this
+ * rank's own failure makes it exit, which its local peers would see
+ * first). */
+static void check(struct fccl_tp *tp, uint64_t now)
+{
+    struct tp_hb *hb = tp->hb;
+    for (int i = 0; i < hb->nwatch; i++) {
+        struct tp_peer *p = &tp->peers[hb->watch[i]];
+        if (p->hb_bye || now - p->hb_heard <= hb->timeout_ns)
+            continue;
+        if (declare(tp, hb->watch[i], "rank %d is dead: no heartbeat from "
+                    "it for %.1f s (%s=%.1f; its host is down, its link "
+                    "is cut, or it is stopped)", hb->watch[i],
+                    (double)(now - p->hb_heard) / 1e9, HB_ENV,
+                    (double)hb->timeout_ns / 1e9)) {
+            atomic_store(&hb->announce, HB_ANNOUNCE);
+            beat(tp, now);
+        }
+    }
+}
+
+static void *hb_main(void *arg)
+{
+    struct fccl_tp *tp = arg;
+    struct tp_hb *hb = tp->hb;
+    uint64_t last = fccl_now_ns(), sent = 0;
+    while (!atomic_load(&hb->stop)) {
+        uint64_t now = fccl_now_ns();
+        if (now - last > hb->timeout_ns / 2) /* we were stopped/starved */
+            for (int i = 0; i < hb->nwatch; i++)
+                tp->peers[hb->watch[i]].hb_heard = now;
+        last = now;
+        if (now - sent >= hb->period_ns || atomic_load(&hb->announce) ==
+                                               HB_ANNOUNCE) {
+            beat(tp, now);
+            clean_exited(tp);
+            sent = now;
+        }
+        if (tp_hb_dead(tp) < 0)
+            check(tp, now);
+        struct pollfd pf[2] = {{.fd = hb->fd, .events = POLLIN},
+                               {.fd = hb->wake[0], .events = POLLIN}};
+        int ms = (int)(hb->period_ns / 2000000);
+        if (poll(pf, 2, ms > 0 ? ms : 1) > 0) {
+            char buf[16];
+            while (read(hb->wake[0], buf, sizeof(buf)) > 0)
+                ;
+            receive(tp, fccl_now_ns());
+        }
+    }
+    return NULL;
+}
+
+void tp_hb_start(struct fccl_tp *tp)
+{
+    struct tp_hb *hb = tp->hb;
+    if (!hb || hb->running || tp->nranks < 2)
+        return;
+    int me = tp->my_rank, n = tp->nranks;
+    int cand[2] = {(me + n - 1) % n, (me + 1) % n};
+    uint64_t now = fccl_now_ns();
+    for (int i = 0; i < 2; i++) {
+        if (!tp->peers[cand[i]].has_hb ||
+            (i == 1 && hb->nwatch && hb->watch[0] == cand[1]))
+            continue;
+        hb->watch[hb->nwatch++] = cand[i];
+    }
+    for (int r = 0; r < n; r++)
+        tp->peers[r].hb_heard = now;
+    if (pthread_create(&hb->th, NULL, hb_main, tp) != 0) {
+        LOG_WARN("FABRIC", "no heartbeat thread: a dead host is found only "
+                 "by the deadline");
+        return;
+    }
+    hb->running = 1;
+    LOG_DEBUG("FABRIC", "heartbeats every %.1f s; watching %d neighbour(s)",
+              (double)hb->period_ns / 1e9, hb->nwatch);
+}
+
+void tp_hb_stop(struct fccl_tp *tp)
+{
+    struct tp_hb *hb = tp->hb;
+    if (!hb)
+        return;
+    if (hb->running) {
+        atomic_store(&hb->stop, 1);
+        char c = 1;
+        (void)!write(hb->wake[1], &c, 1);
+        pthread_join(hb->th, NULL);
+        if (atomic_load(&hb->announce) > 0) /* news not yet sent in full */
+            beat(tp, fccl_now_ns());
+        clean_exited(tp);
+        for (int k = 0; k < 2; k++) /* twice: UDP */
+            for (int i = 0; i < hb->nwatch; i++)
+                send_to(tp, hb->watch[i], HB_BYE, -1, 0);
+    }
+    close(hb->fd);
+    close(hb->wake[0]);
+    close(hb->wake[1]);
+    free(hb);
+    tp->hb = NULL;
+}
