@@ -149,6 +149,7 @@ static int open_store(const fccl_init_opts_t *o)
         fccl_store_opts_init(&so);
         so.addr = addr;
         so.timeout_ms = boot.timeout_ms;
+        fccl_store_opts_env(&so, "FCCL_STORE"); /* FCCL_STORE_TLS_* */
         CHECK_GOTO(fccl_store_connect(&so, &boot.base), rc, out);
         parent = boot.base;
     }

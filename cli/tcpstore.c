@@ -34,6 +34,7 @@ struct cli {
     int64_t timeout_ms;
     int legacy;
     int raw_keys;
+    fccl_store_opts_t tls; /* only the TLS fields are used */
     const char *verb;
     int argc;    /* the verb's arguments */
     char **argv;
@@ -62,6 +63,14 @@ static void usage(FILE *f)
         "  --raw-keys           send keys as given (default: prefixed with "
         "\"/\" as\n"
         "                       PyTorch does, so both see the same keys)\n"
+        "  --tls                speak TLS (implied by any --tls-* option)\n"
+        "  --tls-ca FILE        verify the server's certificate with this CA\n"
+        "  --tls-cert FILE      client certificate (for a server with "
+        "--tls-ca)\n"
+        "  --tls-key FILE       key of --tls-cert (mode 0600 or stricter)\n"
+        "  --tls-server-name N  name (or IP) the server's certificate must "
+        "carry\n"
+        "                       (default: the host of --addr)\n"
         "  -h, --help           this text\n"
         "\n"
         "Verbs:\n"
@@ -96,6 +105,8 @@ static void usage(FILE *f)
         "  TCPSTORE_TIMEOUT     seconds, when --timeout is not given\n"
         "  TCPSTORE_DIALECT     modern or legacy, when --dialect is not "
         "given\n"
+        "  TCPSTORE_TLS_CA, TCPSTORE_TLS_CERT, TCPSTORE_TLS_KEY,\n"
+        "  TCPSTORE_TLS_SERVER_NAME  the --tls-* options when not given\n"
         "\n"
         "Exit status:\n"
         "  0 done   1 the answer is no (check, delete, cas)   2 usage error\n"
@@ -405,7 +416,22 @@ static int env_defaults(struct cli *c)
         return EXIT_USAGE;
     if (d && *d && set_dialect(c, d) != 0)
         return EXIT_USAGE;
+    fccl_store_opts_init(&c->tls);
+    fccl_store_opts_env(&c->tls, "TCPSTORE");
     return 0;
+}
+
+/* The TLS option named o (length ol), or NULL. */
+static const char **tls_field(struct cli *c, const char *o, size_t ol)
+{
+    static const char *const names[] = {"--tls-ca", "--tls-cert",
+                                        "--tls-key", "--tls-server-name"};
+    const char **fields[] = {&c->tls.tls_ca, &c->tls.tls_cert,
+                             &c->tls.tls_key, &c->tls.tls_server_name};
+    for (size_t k = 0; k < 4; k++)
+        if (strlen(names[k]) == ol && !strncmp(o, names[k], ol))
+            return fields[k];
+    return NULL;
 }
 
 /* Options up to the verb.  Returns 0, -1 for --help, or an exit code. */
@@ -419,6 +445,18 @@ static int parse_args(struct cli *c, int argc, char **argv)
             return -1;
         if (!strcmp(o, "--raw-keys")) {
             c->raw_keys = 1;
+            continue;
+        }
+        if (!strcmp(o, "--tls")) {
+            c->tls.tls = 1;
+            continue;
+        }
+        const char **tf = tls_field(c, o, ol);
+        if (tf) {
+            const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || !*v)
+                return usage_error("option %s needs a value", o);
+            *tf = v;
             continue;
         }
         if (!strcmp(o, "--")) {
@@ -486,6 +524,11 @@ int main(int argc, char **argv)
     o.timeout_ms = c.timeout_ms;
     o.dialect = c.legacy ? FCCL_DIALECT_LEGACY : FCCL_DIALECT_MODERN;
     o.raw_keys = c.raw_keys;
+    o.tls = c.tls.tls;
+    o.tls_ca = c.tls.tls_ca;
+    o.tls_cert = c.tls.tls_cert;
+    o.tls_key = c.tls.tls_key;
+    o.tls_server_name = c.tls.tls_server_name;
     fccl_store_t *s;
     rc = fccl_store_connect(&o, &s);
     if (rc < 0)

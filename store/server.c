@@ -214,6 +214,7 @@ int store_server_create(const struct store_server_config *cfg,
     CHECK_GOTO(add_events(s), rc, fail);
     LOG_INFO("STORE", "listening on %s (%d socket%s)", s->address, s->nlis,
              s->nlis > 1 ? "s, IPv4 and IPv6" : "");
+    store_warn_exposure(s);
     *out = s;
     return FCCL_OK;
 fail:

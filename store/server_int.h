@@ -230,4 +230,8 @@ void store_conn_wait_ready(struct store_conn *c);
 /* waiters.on_fail: c's WAIT was dropped (out of memory); disconnect c. */
 void store_conn_wait_failed(struct store_conn *c);
 
+/* Warn once when listening beyond loopback with plaintext accepted
+ * (server_exposure.c). */
+void store_warn_exposure(const struct store_server *s);
+
 #endif

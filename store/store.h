@@ -43,16 +43,43 @@ typedef struct fccl_store_opts {
                                <= 0 means FCCL_TIMEOUT or 300 s */
     fccl_dialect_t dialect; /* default modern */
     int raw_keys;           /* send keys as given, without "/" */
+    /* TLS (tcpstore-server --tls-cert/--tls-key).  TLS is used when `tls`
+     * is set or any of the four paths below is given.  The strings are
+     * read during fccl_store_connect only (the handle keeps copies). */
+    int tls;
+    const char *tls_ca;     /* PEM CA file: verify the server's certificate
+                               (chain, dates and name); NULL: encrypt
+                               without verifying who answers */
+    const char *tls_cert;   /* PEM client certificate (mutual TLS: the
+                               server's --tls-ca) */
+    const char *tls_key;    /* PEM key of tls_cert; refused when its mode
+                               gives group or other any access (& 077) */
+    const char *tls_server_name; /* name (or IP literal) the server's
+                               certificate must carry; NULL: the host of
+                               addr (an IP literal matches an IP
+                               subjectAltName) */
 } fccl_store_opts_t;
 
 /* Fill opts with defaults (addr NULL, timeout 0 = default, modern). */
 void fccl_store_opts_init(fccl_store_opts_t *opts);
 
+/* Fill the TLS fields of opts from the environment variables
+ * PREFIX_TLS_CA, PREFIX_TLS_CERT, PREFIX_TLS_KEY and PREFIX_TLS_SERVER_NAME
+ * (prefix "FCCL_STORE" for fccl_init, "TCPSTORE" for the tools); unset or
+ * empty variables leave the field as it is.  The strings point into the
+ * environment.  Not thread-safe against setenv. */
+FCCL_API void fccl_store_opts_env(fccl_store_opts_t *opts, const char *prefix);
+
 /* Connect, retrying refused connects with exponential backoff and jitter
  * (from 1 ms, capped at 250 ms) until the timeout, so the server may start
  * after the client.  Modern dialect sends VALIDATE first.
+ * With TLS, the handshake follows the TCP connect; its failures are not
+ * retried.
  * Errors: FCCL_ERR_INVALID (bad addr), FCCL_ERR_CONNECT (retries ran out),
- * FCCL_ERR_NOMEM. */
+ * FCCL_ERR_NOMEM, FCCL_ERR_AUTH (a TLS file does not load or is readable
+ * by others, the server's certificate is not trusted, expired or for
+ * another name, the server does not speak TLS or refused our certificate;
+ * the message names which). */
 int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
 
 /* A view of `parent` that prepends `prefix` to every key (after the "/"
