@@ -71,6 +71,9 @@ static void usage(FILE *f)
         "  --tls-server-name N  name (or IP) the server's certificate must "
         "carry\n"
         "                       (default: the host of --addr)\n"
+        "  --token-file FILE    prove this token to the server (its "
+        "--token-file or\n"
+        "                       --read-token-file; mode 0600 or stricter)\n"
         "  -h, --help           this text\n"
         "\n"
         "Verbs:\n"
@@ -107,6 +110,7 @@ static void usage(FILE *f)
         "given\n"
         "  TCPSTORE_TLS_CA, TCPSTORE_TLS_CERT, TCPSTORE_TLS_KEY,\n"
         "  TCPSTORE_TLS_SERVER_NAME  the --tls-* options when not given\n"
+        "  TCPSTORE_TOKEN_FILE  --token-file when not given\n"
         "\n"
         "Exit status:\n"
         "  0 done   1 the answer is no (check, delete, cas)   2 usage error\n"
@@ -421,14 +425,16 @@ static int env_defaults(struct cli *c)
     return 0;
 }
 
-/* The TLS option named o (length ol), or NULL. */
+/* The TLS or token option named o (length ol), or NULL. */
 static const char **tls_field(struct cli *c, const char *o, size_t ol)
 {
     static const char *const names[] = {"--tls-ca", "--tls-cert",
-                                        "--tls-key", "--tls-server-name"};
+                                        "--tls-key", "--tls-server-name",
+                                        "--token-file"};
     const char **fields[] = {&c->tls.tls_ca, &c->tls.tls_cert,
-                             &c->tls.tls_key, &c->tls.tls_server_name};
-    for (size_t k = 0; k < 4; k++)
+                             &c->tls.tls_key, &c->tls.tls_server_name,
+                             &c->tls.token_file};
+    for (size_t k = 0; k < 5; k++)
         if (strlen(names[k]) == ol && !strncmp(o, names[k], ol))
             return fields[k];
     return NULL;
@@ -529,6 +535,7 @@ int main(int argc, char **argv)
     o.tls_cert = c.tls.tls_cert;
     o.tls_key = c.tls.tls_key;
     o.tls_server_name = c.tls.tls_server_name;
+    o.token_file = c.tls.token_file;
     fccl_store_t *s;
     rc = fccl_store_connect(&o, &s);
     if (rc < 0)

@@ -118,6 +118,8 @@ static int conn_open(struct store_client_conn *c, uint64_t deadline)
     }
     if (c->dialect == DIALECT_MODERN) {
         rc = send_validate(c, deadline);
+        if (rc == FCCL_OK)
+            rc = sc_auth(c, deadline);
         if (rc < 0) {
             conn_drop_fd(c);
             return rc;
@@ -135,6 +137,7 @@ static void conn_unref(struct store_client_conn *c)
         return;
     conn_drop_fd(c);
     sc_tls_free(c);
+    sc_auth_free(c);
     codec_buf_free(&c->out);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -167,7 +170,9 @@ static int conn_new(const fccl_store_opts_t *o, struct store_client_conn **out)
     c->timeout_ms = default_timeout(o->timeout_ms);
     c->nonce = (uint32_t)fccl_now_ns() | 1u;
     codec_buf_init(&c->out);
-    if ((rc = sc_tls_config(c, o)) < 0) {
+    if ((rc = sc_tls_config(c, o)) < 0 || (rc = sc_auth_config(c, o)) < 0) {
+        sc_tls_free(c);
+        sc_auth_free(c);
         codec_buf_free(&c->out);
         pthread_mutex_destroy(&c->mu);
         free(c);
@@ -375,13 +380,14 @@ static void hint_first_reply(const struct store_client_conn *c, int rc)
         why = "the server closed the connection before any reply: a "
               "PyTorch <= 2.0 server does so on the modern dialect (use the "
               "legacy dialect: --dialect legacy); tcpstore-server does so "
-              "when it requires TLS (--tls-required), is at a connection "
+              "when it requires TLS (--tls-required) or a token (--auth-required: "
+              "use --token-file), is at a connection "
               "limit, or a request is over a size limit (its log says "
               "which)";
     else if (rc == FCCL_ERR_CLOSED)
         why = "the server closed the connection before any reply: "
-              "tcpstore-server does so when it requires TLS "
-              "(--tls-required), is at a connection limit, or a request is "
+              "tcpstore-server does so when it requires TLS or a token "
+              "(--tls-required, --auth-required), is at a connection limit, or a request is "
               "over a size limit (its log says which)";
     if (!why)
         return;
@@ -566,6 +572,12 @@ static int read_raw(struct store_client_conn *c, void *p, size_t n,
         c->rlen = (size_t)r;
     }
     return FCCL_OK;
+}
+
+int sc_conn_read(struct store_client_conn *c, void *p, size_t n,
+                 uint64_t deadline)
+{
+    return read_raw(c, p, n, deadline);
 }
 
 int sc_try_read(struct sc_call *k, void *p, size_t n, uint64_t deadline)

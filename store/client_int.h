@@ -53,6 +53,8 @@ struct store_client_conn {
     void *ssl;                 /* SSL of the current socket, or NULL */
     char tls_name[FCCL_HOST_MAX]; /* name/IP the certificate must carry */
     char tls_ca[256];          /* for messages ("" = not verifying) */
+    unsigned char *token;      /* AUTH token (client_auth.c), or NULL */
+    size_t token_len;
     struct codec_buf out;      /* request encoding buffer, reused */
     size_t rpos, rlen;         /* unread reply bytes: rbuf[rpos..rlen) */
     uint8_t rbuf[SC_RBUF];
@@ -175,6 +177,16 @@ int sc_tls_start(struct store_client_conn *c, uint64_t deadline);
 void sc_tls_drop(struct store_client_conn *c);
 /* Free the context (connection teardown). */
 void sc_tls_free(struct store_client_conn *c);
+/* Load opts->token_file into c (client_auth.c); FCCL_OK without one. */
+int sc_auth_config(struct store_client_conn *c, const fccl_store_opts_t *o);
+/* Prove the token after VALIDATE (no-op without one).  FCCL_ERR_AUTH
+ * naming the cause (refused, server without tokens or without AUTH). */
+int sc_auth(struct store_client_conn *c, uint64_t deadline);
+void sc_auth_free(struct store_client_conn *c);
+/* Read exactly n reply bytes outside a call (connection setup). */
+int sc_conn_read(struct store_client_conn *c, void *p, size_t n,
+                 uint64_t deadline);
+
 /* Send all of p (TLS or plain) before the deadline. */
 int sc_send(struct store_client_conn *c, const void *p, size_t n,
             uint64_t deadline);

@@ -46,6 +46,7 @@ void fccl_store_opts_env(fccl_store_opts_t *o, const char *prefix)
     env_field(&o->tls_cert, prefix, "TLS_CERT");
     env_field(&o->tls_key, prefix, "TLS_KEY");
     env_field(&o->tls_server_name, prefix, "TLS_SERVER_NAME");
+    env_field(&o->token_file, prefix, "TOKEN_FILE");
 }
 
 static const char *ssl_reason(unsigned long e)

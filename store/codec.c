@@ -41,6 +41,8 @@ int codec_wire_to_op(enum store_dialect dialect, uint8_t type)
         case STORE_EXT_LIST_KEYS: return OP_LIST_KEYS;
         case STORE_EXT_SYNC: return OP_SYNC;
         case STORE_EXT_STATS: return OP_STATS;
+        case STORE_EXT_AUTH_HELLO: return OP_AUTH_HELLO;
+        case STORE_EXT_AUTH_PROOF: return OP_AUTH_PROOF;
         }
         return -1;
     }
@@ -56,6 +58,8 @@ int codec_op_to_wire(enum store_dialect dialect, enum store_op op)
         case OP_LIST_KEYS: return STORE_EXT_LIST_KEYS;
         case OP_SYNC: return STORE_EXT_SYNC;
         case OP_STATS: return STORE_EXT_STATS;
+        case OP_AUTH_HELLO: return STORE_EXT_AUTH_HELLO;
+        case OP_AUTH_PROOF: return STORE_EXT_AUTH_PROOF;
         default: break;
         }
     }
@@ -83,7 +87,8 @@ const char *codec_op_name(enum store_op op)
         [OP_PING] = "PING",             [OP_QUEUE_PUSH] = "QUEUE_PUSH",
         [OP_QUEUE_POP] = "QUEUE_POP",   [OP_QUEUE_LEN] = "QUEUE_LEN",
         [OP_LIST_KEYS] = "LIST_KEYS",   [OP_SYNC] = "SYNC",
-        [OP_STATS] = "STATS",
+        [OP_STATS] = "STATS", [OP_AUTH_HELLO] = "AUTH_HELLO",
+        [OP_AUTH_PROOF] = "AUTH_PROOF",
     };
     if ((unsigned)op >= OP__COUNT || !names[op])
         return "UNKNOWN";
@@ -312,7 +317,15 @@ static int parse_args(struct cursor *c, struct codec_req *r)
     case OP_CANCEL_WAIT:
     case OP_SYNC:
     case OP_STATS:
+    case OP_AUTH_HELLO:
         return CODEC_OK;
+    case OP_AUTH_PROOF:
+        rc = rd_fixed(c, AUTH_NONCE_LEN + AUTH_MAC_LEN, 0, &p);
+        if (rc == CODEC_OK) {
+            r->val.p = p;
+            r->val.len = AUTH_NONCE_LEN + AUTH_MAC_LEN;
+        }
+        return rc;
     case OP_WATCH_KEY:
     case OP__COUNT:
         break;

@@ -1,8 +1,9 @@
 /*
  * Protective default: a store that anyone on the network can reach and
  * write to in plain text should not start silently.  One warning at start
- * when the server listens on something other than loopback and still
- * accepts plaintext connections (no --tls-required).
+ * when the server listens on something other than loopback, still
+ * accepts plaintext connections (no --tls-required) and does not require a
+ * token (--auth-required).
  */
 #include <arpa/inet.h>
 #include <string.h>
@@ -27,11 +28,13 @@ static int is_loopback(const char *host)
 void store_warn_exposure(const struct store_server *s)
 {
     const char *host = s->cfg.host;
-    if ((host[0] && is_loopback(host)) || s->cfg.tls_required)
+    if ((host[0] && is_loopback(host)) || s->cfg.tls_required ||
+        (s->auth && s->cfg.auth_required))
         return;
     LOG_WARN("STORE", "listening on %s, reachable from other hosts, with "
-             "plaintext accepted: anyone who can connect can read and "
-             "change every key (use --tls-cert/--tls-key/--tls-required, "
+             "plaintext accepted and no token required: anyone who can "
+             "connect can read and change every key (use --tls-cert/"
+             "--tls-key/--tls-required, --token-file with --auth-required, "
              "or --host 127.0.0.1)",
              host[0] ? host : "every interface");
 }

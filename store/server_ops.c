@@ -439,6 +439,8 @@ static int run_op(struct store_server *s, struct store_conn *c,
     case OP_LIST_KEYS: return op_list_keys(s, c, r);
     case OP_SYNC: return op_sync(c);
     case OP_STATS: return op_stats(s, c);
+    case OP_AUTH_HELLO: /* answered by store_auth_gate */
+    case OP_AUTH_PROOF:
     case OP_WATCH_KEY:
     case OP__COUNT: break;
     }
@@ -476,7 +478,11 @@ static void note_refusal(struct store_server *s, struct store_conn *c,
 int store_dispatch_owned(struct store_server *s, struct store_conn *c,
                          const struct codec_req *r, uint8_t **owned)
 {
-    int rc = run_op(s, c, r, owned);
+    int rc = store_auth_gate(s, c, r);
+    if (rc == FCCL_OK)
+        rc = run_op(s, c, r, owned);
+    else if (rc == 1)
+        rc = FCCL_OK; /* answered by the gate */
     if (rc >= 0 || !c->sync_aware || !quiet_write(r->op) ||
         (rc != FCCL_ERR_LIMIT && rc != FCCL_ERR_NOMEM && rc != FCCL_ERR_AUTH))
         return rc;

@@ -58,14 +58,18 @@ typedef struct fccl_store_opts {
                                certificate must carry; NULL: the host of
                                addr (an IP literal matches an IP
                                subjectAltName) */
+    const char *token_file; /* token (one line, >= 16 bytes, mode 0600 or
+                               stricter) proven to tcpstore-server after
+                               VALIDATE (AUTH_HELLO/AUTH_PROOF; the token is
+                               never sent); NULL: no authentication */
 } fccl_store_opts_t;
 
 /* Fill opts with defaults (addr NULL, timeout 0 = default, modern). */
 void fccl_store_opts_init(fccl_store_opts_t *opts);
 
-/* Fill the TLS fields of opts from the environment variables
- * PREFIX_TLS_CA, PREFIX_TLS_CERT, PREFIX_TLS_KEY and PREFIX_TLS_SERVER_NAME
- * (prefix "FCCL_STORE" for fccl_init, "TCPSTORE" for the tools); unset or
+/* Fill the TLS and token fields of opts from the environment variables
+ * PREFIX_TLS_CA, PREFIX_TLS_CERT, PREFIX_TLS_KEY, PREFIX_TLS_SERVER_NAME
+ * and PREFIX_TOKEN_FILE (prefix "FCCL_STORE" for fccl_init, "TCPSTORE" for the tools); unset or
  * empty variables leave the field as it is.  The strings point into the
  * environment.  Not thread-safe against setenv. */
 FCCL_API void fccl_store_opts_env(fccl_store_opts_t *opts, const char *prefix);
@@ -76,8 +80,8 @@ FCCL_API void fccl_store_opts_env(fccl_store_opts_t *opts, const char *prefix);
  * With TLS, the handshake follows the TCP connect; its failures are not
  * retried.
  * Errors: FCCL_ERR_INVALID (bad addr), FCCL_ERR_CONNECT (retries ran out),
- * FCCL_ERR_NOMEM, FCCL_ERR_AUTH (a TLS file does not load or is readable
- * by others, the server's certificate is not trusted, expired or for
+ * FCCL_ERR_NOMEM, FCCL_ERR_AUTH (a TLS or token file does not load or is
+ * readable by others, the server refused the token or has no tokens, the server's certificate is not trusted, expired or for
  * another name, the server does not speak TLS or refused our certificate;
  * the message names which). */
 int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
