@@ -36,6 +36,7 @@ enum store_op {
     OP_QUEUE_PUSH,
     OP_QUEUE_POP,
     OP_QUEUE_LEN,
+    OP_LIST_ALL,  /* 17, PyTorch's LIST_KEYS: -> i64 n, n keys (all) */
     /* fccl extensions, wire types from 0x80, modern connections only */
     OP_LIST_KEYS, /* 0x80: key prefix -> u64 n, n keys */
     OP_SYNC,      /* 0x81: -> u8 status [, message] (docs/PROTOCOL-fccl.md) */

@@ -126,7 +126,7 @@ static int read_only_op(enum store_op op)
     switch (op) {
     case OP_GET: case OP_CHECK: case OP_WAIT: case OP_MULTI_GET:
     case OP_GETNUMKEYS: case OP_CANCEL_WAIT: case OP_PING:
-    case OP_LIST_KEYS: case OP_STATS: case OP_SYNC: case OP_QUEUE_LEN:
+    case OP_LIST_KEYS: case OP_LIST_ALL: case OP_STATS: case OP_SYNC: case OP_QUEUE_LEN:
         return 1;
     default:
         return 0;

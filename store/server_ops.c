@@ -437,6 +437,12 @@ static int run_op(struct store_server *s, struct store_conn *c,
     case OP_QUEUE_POP: return op_queue_pop(s, c, r);
     case OP_QUEUE_LEN: return op_queue_len(s, c, r);
     case OP_LIST_KEYS: return op_list_keys(s, c, r);
+    case OP_LIST_ALL: { /* PyTorch's 17: 0x80's reply for the empty prefix */
+        struct codec_req all = *r;
+        all.key.p = (const uint8_t *)"";
+        all.key.len = 0;
+        return op_list_keys(s, c, &all);
+    }
     case OP_SYNC: return op_sync(c);
     case OP_STATS: return op_stats(s, c);
     case OP_AUTH_HELLO: /* answered by store_auth_gate */

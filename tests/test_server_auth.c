@@ -282,3 +282,24 @@ Test(auth, warning_when_exposed)
     cr_assert(!strstr(out, "reachable from other hosts"), "%s", out);
     free(out);
 }
+
+/* PyTorch's LIST_KEYS (17): every key, as i64 count and length-prefixed
+ * keys; allowed with the read-only token. */
+Test(auth, pytorch_list_keys_17)
+{
+    struct srv s;
+    start(&s, 0, 1);
+    expect_cli(s.port, "", "set b 2", 0, NULL);
+    expect_cli(s.port, "", "set a 1", 0, NULL);
+    expect_cli(s.port, "", "--raw-keys set init/ 1", 0, NULL);
+    int fd = cli_modern(s.port);
+    uint8_t op = 17;
+    cli_send_raw(fd, &op, 1);
+    cli_expect_i64(fd, 3);
+    cli_expect_cstr(fd, "/a");
+    cli_expect_cstr(fd, "/b");
+    cli_expect_cstr(fd, "init/");
+    close(fd);
+    expect_cli(s.port, "", "--token-file ro keys", 0, "a\nb\n");
+    finish(&s);
+}
