@@ -86,6 +86,9 @@ static void usage(FILE *f)
         "after\n"
         "  check KEY...         exit 0 if every KEY exists now, else 1\n"
         "  wait KEY...          wait until every KEY exists\n"
+        "  barrier KEY N        count this arrival at KEY and wait until N "
+        "have\n"
+        "                       arrived (PyTorch's BARRIER; exit 3 on timeout)\n"
         "  delete KEY           delete KEY; exit 1 if it did not exist\n"
         "  num-keys             print the number of keys on the server\n"
         "  ping                 print the round-trip time (modern only)\n"
@@ -294,6 +297,16 @@ static int v_wait(fccl_store_t *s, const struct cli *c)
     return rc < 0 ? fail(rc, 1) : EXIT_DONE;
 }
 
+/* PyTorch's BARRIER (18): count this arrival at KEY, wait for N. */
+static int v_barrier(fccl_store_t *s, const struct cli *c)
+{
+    int64_t n;
+    if (parse_i64(c->argv[1], &n) < 0 || n < 1)
+        return usage_error("barrier: '%s' is not a count >= 1", c->argv[1]);
+    int rc = fccl_store_barrier(s, c->argv[0], n, -1);
+    return rc < 0 ? fail(rc, 1) : EXIT_DONE;
+}
+
 static int v_delete(fccl_store_t *s, const struct cli *c)
 {
     int deleted;
@@ -368,6 +381,7 @@ static const struct verb verbs[] = {
     {"append", 2, 2, 1, v_append, "append KEY VALUE"},
     {"keys", 0, 1, 1, v_keys, "keys [PREFIX]"},
     {"stats", 0, 0, 1, v_stats, "stats"},
+    {"barrier", 2, 2, 1, v_barrier, "barrier KEY N"},
 };
 
 static const struct verb *find_verb(const char *name)

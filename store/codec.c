@@ -21,7 +21,7 @@ static const int8_t modern_ops[] = {
     OP_VALIDATE,   OP_SET,        OP_COMPARE_SET, OP_GET,        OP_ADD,
     OP_CHECK,      OP_WAIT,       OP_GETNUMKEYS,  OP_DELETE_KEY, OP_APPEND,
     OP_MULTI_GET,  OP_MULTI_SET,  OP_CANCEL_WAIT, OP_PING,       OP_QUEUE_PUSH,
-    OP_QUEUE_POP,  OP_QUEUE_LEN,  OP_LIST_ALL,
+    OP_QUEUE_POP,  OP_QUEUE_LEN,  OP_LIST_ALL,    OP_BARRIER,
 };
 
 static const int8_t legacy_ops[] = {
@@ -88,7 +88,7 @@ const char *codec_op_name(enum store_op op)
         [OP_QUEUE_POP] = "QUEUE_POP",   [OP_QUEUE_LEN] = "QUEUE_LEN",
         [OP_LIST_KEYS] = "LIST_KEYS",   [OP_SYNC] = "SYNC",
         [OP_STATS] = "STATS", [OP_AUTH_HELLO] = "AUTH_HELLO",
-        [OP_LIST_ALL] = "LIST_ALL",
+        [OP_LIST_ALL] = "LIST_ALL", [OP_BARRIER] = "BARRIER",
         [OP_AUTH_PROOF] = "AUTH_PROOF",
     };
     if ((unsigned)op >= OP__COUNT || !names[op])
@@ -295,6 +295,7 @@ static int parse_args(struct cursor *c, struct codec_req *r)
             rc = rd_val(c, 8, &r->val);
         return rc != CODEC_OK ? rc : rd_val(c, 0, &r->val2);
     case OP_ADD:
+    case OP_BARRIER:
         rc = rd_key(c, 8, &r->key);
         if (rc != CODEC_OK)
             return rc;

@@ -37,6 +37,7 @@ enum store_op {
     OP_QUEUE_POP,
     OP_QUEUE_LEN,
     OP_LIST_ALL,  /* 17, PyTorch's LIST_KEYS: -> i64 n, n keys (all) */
+    OP_BARRIER,   /* 18: key, i64 world_size -> u8 STOP_WAITING */
     /* fccl extensions, wire types from 0x80, modern connections only */
     OP_LIST_KEYS, /* 0x80: key prefix -> u64 n, n keys */
     OP_SYNC,      /* 0x81: -> u8 status [, message] (docs/PROTOCOL-fccl.md) */

@@ -69,6 +69,7 @@ struct store_conn {
     uint8_t broken;  /* send failed: drop output, free at the next event */
     uint8_t tls;     /* bev is a bufferevent_openssl; in is its input */
     uint8_t peeked;  /* first byte looked at (TLS configured only) */
+    struct barrier_wait *bar; /* a parked BARRIER (server_barrier.c) */
     uint8_t validated; /* VALIDATE seen (a second one closes) */
     uint8_t auth;      /* AUTH_READ_WRITE / AUTH_READ_ONLY once proven */
     uint8_t nonce_set; /* an AUTH_HELLO challenge is outstanding */
@@ -115,6 +116,7 @@ struct store_server {
     uint8_t rbuf[STORE_READ_CHUNK]; /* each read lands here first */
     struct ssl_ctx_st *tls; /* SSL_CTX when TLS is configured */
     struct store_auth *auth; /* tokens (server_auth.c), or NULL */
+    struct barrier_wait *barriers; /* parked BARRIERs (server_barrier.c) */
     _Atomic int64_t joined; /* read by store_server_joined from any thread */
     int join_armed;
     atomic_int running;
@@ -249,5 +251,14 @@ int store_auth_setup(struct store_server *s);
 void store_auth_teardown(struct store_server *s);
 int store_auth_gate(struct store_server *s, struct store_conn *c,
                     const struct codec_req *r);
+
+/* PyTorch's BARRIER (server_barrier.c): count the arrival, reply
+ * STOP_WAITING now or when the counter reaches world_size.  FCCL_OK,
+ * FCCL_ERR_PROTOCOL (a wait already pending, world_size < 1),
+ * FCCL_ERR_NOMEM, or the counter's error (not a number, store full). */
+int store_barrier(struct store_server *s, struct store_conn *c,
+                  const struct codec_req *r);
+/* Drop c's parked barrier, if any (cancel, close). */
+void store_barrier_drop(struct store_server *s, struct store_conn *c);
 
 #endif

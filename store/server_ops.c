@@ -329,6 +329,7 @@ static int op_multi_set(struct store_server *s, const struct codec_req *r)
 static int op_cancel_wait(struct store_server *s, struct store_conn *c)
 {
     waiters_cancel(&s->ws, &c->wait);
+    store_barrier_drop(s, c);
     reply_u8(c, REPLY_WAIT_CANCELED);
     return FCCL_OK;
 }
@@ -437,6 +438,7 @@ static int run_op(struct store_server *s, struct store_conn *c,
     case OP_QUEUE_POP: return op_queue_pop(s, c, r);
     case OP_QUEUE_LEN: return op_queue_len(s, c, r);
     case OP_LIST_KEYS: return op_list_keys(s, c, r);
+    case OP_BARRIER: return store_barrier(s, c, r);
     case OP_LIST_ALL: { /* PyTorch's 17: 0x80's reply for the empty prefix */
         struct codec_req all = *r;
         all.key.p = (const uint8_t *)"";

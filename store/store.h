@@ -169,6 +169,17 @@ void fccl_store_free_keys(char **keys, size_t n);
  * argument); FCCL_ERR_TIMEOUT, FCCL_ERR_IO, FCCL_ERR_NOMEM. */
 FCCL_API int fccl_store_stats(fccl_store_t *s, char **text, size_t *len);
 
+/* PyTorch's BARRIER (request 18; tcpstore-server, PyTorch >= 2.11):
+ * add 1 to the counter at key (decimal text, as fccl_store_add) and wait
+ * up to timeout_ms (< 0: the handle's default) until it reaches
+ * world_size.  On a timeout the wait is cancelled on the server and this
+ * caller's increment stays.  Thread-safe like every call on the handle.
+ * FCCL_OK; FCCL_ERR_TIMEOUT; FCCL_ERR_INVALID (NULL argument, world_size
+ * < 1); FCCL_ERR_UNSUPPORTED (legacy dialect); FCCL_ERR_CLOSED (a server
+ * without BARRIER closes on it), FCCL_ERR_IO, FCCL_ERR_NOMEM. */
+FCCL_API int fccl_store_barrier(fccl_store_t *s, const char *key,
+                                int64_t world_size, int64_t timeout_ms);
+
 /* Queues (modern dialect): push appends; pop returns the oldest value,
  * waiting up to timeout_ms when block is set (FCCL_ERR_NOTFOUND if empty
  * and not blocking); len gives the length. */

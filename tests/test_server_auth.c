@@ -303,3 +303,47 @@ Test(auth, pytorch_list_keys_17)
     expect_cli(s.port, "", "--token-file ro keys", 0, "a\nb\n");
     finish(&s);
 }
+
+/* PyTorch's BARRIER (18) through `tcpstore barrier`: three arrivals of
+ * N = 3 released together; a short one times out (exit 3) and its
+ * increment stays; a raw client's BARRIER then CANCEL_WAIT. */
+Test(auth, pytorch_barrier_18)
+{
+    struct srv s;
+    srv_start(&s, NULL);
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             "b() { %s/tcpstore --timeout 20 --addr 127.0.0.1:%d barrier "
+             "step 3 && echo released; }; b & b & sleep 0.3; "
+             "%s/tcpstore --addr 127.0.0.1:%d get step; echo; b; wait",
+             h_bin_dir(), s.port, h_bin_dir(), s.port);
+    int ex = pu_run(cmd, 60, &out);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "2\n"), "two arrivals before the third: %s", out);
+    cr_assert_eq(pu_count(out, "released"), 3, "%s", out);
+    free(out);
+    expect_cli(s.port, "", "--timeout 0.3 barrier lone 2", 3, "timed out");
+    expect_cli(s.port, "", "get lone", 0, "1");
+    /* Raw: park, cancel, WAIT_CANCELED; the connection stays usable. */
+    int fd = cli_modern(s.port);
+    struct codec_buf b;
+    codec_buf_init(&b);
+    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
+    codec_put_str(&b, "/raw", 4);
+    codec_put_i64(&b, 5);
+    cli_send(fd, &b);
+    cli_expect_silence(fd, 200);
+    codec_put_type(&b, DIALECT_MODERN, OP_CANCEL_WAIT);
+    cli_send(fd, &b);
+    cli_expect_u8(fd, REPLY_WAIT_CANCELED);
+    cr_assert_eq(cli_numkeys(fd, DIALECT_MODERN), 3);
+    /* A parked barrier on a connection that goes away is dropped. */
+    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
+    codec_put_str(&b, "/raw", 4);
+    codec_put_i64(&b, 5);
+    cli_send(fd, &b);
+    codec_buf_free(&b);
+    close(fd);
+    expect_cli(s.port, "", "get raw", 0, "2");
+    finish(&s);
+}
