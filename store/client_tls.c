@@ -15,6 +15,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +221,40 @@ static int set_peer_name(struct store_client_conn *c)
                    : fccl_err(FCCL_ERR_INVALID, "TLS server name '%s'", name);
 }
 
+/* SSL_write writes with write(2), which raises SIGPIPE on a connection
+ * the server closed; the library must not kill its host process for
+ * that (plain sends use MSG_NOSIGNAL).  SIGPIPE is blocked in this thread
+ * around the write, and one raised meanwhile is consumed unless it was
+ * already pending before. */
+struct pipe_guard {
+    sigset_t old;
+    int was_pending;
+};
+
+static void pipe_block(struct pipe_guard *g)
+{
+    sigset_t pipe_only, pend;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    sigpending(&pend);
+    g->was_pending = sigismember(&pend, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &g->old);
+}
+
+static void pipe_restore(struct pipe_guard *g)
+{
+    sigset_t pipe_only, pend;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    if (!g->was_pending && sigpending(&pend) == 0 &&
+        sigismember(&pend, SIGPIPE)) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_only, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 int sc_tls_start(struct store_client_conn *c, uint64_t deadline)
 {
     if (!c->tls_ctx)
@@ -229,17 +266,22 @@ int sc_tls_start(struct store_client_conn *c, uint64_t deadline)
     if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1)
         return fccl_err(FCCL_ERR_NOMEM, "store %s: SSL_new", c->addr);
     int rc = set_peer_name(c);
+    struct pipe_guard g;
+    pipe_block(&g);
     while (rc == FCCL_OK) {
         ERR_clear_error();
         int r = SSL_connect(c->ssl);
-        if (r == 1)
+        if (r == 1) {
+            pipe_restore(&g);
             return FCCL_OK;
+        }
         int err = SSL_get_error(c->ssl, r);
         if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE)
             rc = handshake_error(c, err);
         else
             rc = wait_ssl(c, err, deadline);
     }
+    pipe_restore(&g);
     sc_tls_drop(c);
     return fccl_err_wrap(rc, "store %s", c->addr);
 }
@@ -280,11 +322,24 @@ static int io_error(struct store_client_conn *c, int err, const char *op)
     return fccl_err_sys(FCCL_ERR_IO, errno, "TLS %s", op);
 }
 
+static int tls_send(struct store_client_conn *c, const void *p, size_t n,
+                    uint64_t deadline);
+
 int sc_send(struct store_client_conn *c, const void *p, size_t n,
             uint64_t deadline)
 {
     if (!c->ssl)
         return fccl_write_full(c->fd, p, n, deadline);
+    struct pipe_guard g;
+    pipe_block(&g);
+    int rc = tls_send(c, p, n, deadline);
+    pipe_restore(&g);
+    return rc;
+}
+
+static int tls_send(struct store_client_conn *c, const void *p, size_t n,
+                    uint64_t deadline)
+{
     const char *b = p;
     while (n > 0) {
         ERR_clear_error();
@@ -307,8 +362,21 @@ int sc_send(struct store_client_conn *c, const void *p, size_t n,
     return FCCL_OK;
 }
 
+static ssize_t tls_recv(struct store_client_conn *c, void *buf, size_t cap,
+                        uint64_t deadline);
+
 ssize_t sc_tls_recv(struct store_client_conn *c, void *buf, size_t cap,
                     uint64_t deadline)
+{
+    struct pipe_guard g;
+    pipe_block(&g);
+    ssize_t n = tls_recv(c, buf, cap, deadline);
+    pipe_restore(&g);
+    return n;
+}
+
+static ssize_t tls_recv(struct store_client_conn *c, void *buf, size_t cap,
+                        uint64_t deadline)
 {
     int want = cap > (1u << 30) ? 1 << 30 : (int)cap;
     for (;;) {

@@ -270,3 +270,26 @@ Test(ctls, library_reports_bad_ca_without_retrying)
     cr_assert_eq(srv_stop(&s), 0);
     srv_cleanup(&s);
 }
+
+/* A TLS handle whose server went away returns an error: no SIGPIPE kills
+ * the calling process (SSL_write uses write(2), not MSG_NOSIGNAL). */
+Test(ctls, server_gone_is_an_error_not_a_signal)
+{
+    struct srv s;
+    start(&s, "server.crt", NULL, NULL);
+    fccl_store_t *h;
+    cr_assert_eq(lib_open(s.port, "ca.crt", NULL, &h), FCCL_OK, "%s",
+                 fccl_last_error());
+    cr_assert_eq(fccl_store_set(h, "k", "v", 1), FCCL_OK);
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, NULL, 0);
+    s.pid = 0;
+    char big[65536];
+    memset(big, 'x', sizeof(big));
+    int rc = FCCL_OK;
+    for (int i = 0; i < 20 && rc == FCCL_OK; i++)
+        rc = fccl_store_set(h, "k", big, sizeof(big));
+    cr_assert_neq(rc, FCCL_OK);
+    fccl_store_close(h);
+    srv_cleanup(&s);
+}
