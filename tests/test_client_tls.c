@@ -293,3 +293,31 @@ Test(ctls, server_gone_is_an_error_not_a_signal)
     fccl_store_close(h);
     srv_cleanup(&s);
 }
+
+/* fccl_init through fccl-run --store with FCCL_STORE_TLS_* against a
+ * server that requires TLS: the job runs, every rank joined. */
+Test(ctls, fccl_init_over_tls, .timeout = 120)
+{
+    struct srv s;
+    start(&s, "server.crt", "--tls-required", NULL);
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 FCCL_STORE_TLS_CA=%s/ca.crt "
+             "FCCL_STORE_TLS_SERVER_NAME=store.test %s/fccl-run -n 2 --store "
+             "127.0.0.1:%d %s/boot_check host",
+             dir, PU_BIN, s.port, PU_TESTBIN);
+    int ex = pu_run(cmd, 100, &out);
+    cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
+    free(out);
+    char *log = srv_log(&s);
+    cr_assert_eq(pu_count(log, "plaintext connection refused"), 0, "%s", log);
+    free(log);
+    char *o2 = NULL;
+    ex = run_cli(s.port, "TCPSTORE_TLS_CA=ca.crt", "--raw-keys get init/",
+                 &o2);
+    cr_assert_eq(ex, 0, "%s", o2);
+    cr_assert_str_eq(o2, "2");
+    free(o2);
+    cr_assert_eq(srv_stop(&s), 0);
+    srv_cleanup(&s);
+}
