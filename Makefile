@@ -191,7 +191,7 @@ $(FUZZ_BUILD)/obj/%.o: %.c $(PUB_LINKS)
 
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $(FUZZ_OBJS)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $^ $(LIBS)
+	$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $(filter %.c %.o,$^) $(LIBS)
 
 -include $(shell find $(FUZZ_BUILD) -name '*.d' 2>/dev/null)
 
