@@ -321,3 +321,19 @@ Test(ctls, fccl_init_over_tls, .timeout = 120)
     cr_assert_eq(srv_stop(&s), 0);
     srv_cleanup(&s);
 }
+
+/* The server refuses a TLS key that group or others can read. */
+Test(ctls, server_refuses_an_open_key)
+{
+    char cmd[768], *out = NULL;
+    snprintf(cmd, sizeof(cmd), "cp %s/server.key %s/open-server.key && "
+             "chmod 640 %s/open-server.key && %s/tcpstore-server --port 0 "
+             "--tls-cert %s/server.crt --tls-key %s/open-server.key",
+             dir, dir, dir, h_bin_dir(), dir, dir);
+    int ex = pu_run(cmd, 30, &out);
+    cr_assert_eq(ex, 1, "exit %d: %s", ex, out);
+    cr_assert(strstr(out, "open-server.key is readable or writable by "
+                          "others (mode 0640)"), "%s", out);
+    cr_assert(strstr(out, "chmod 600"), "%s", out);
+    free(out);
+}
