@@ -150,10 +150,15 @@ static int open_store(const fccl_init_opts_t *o)
         fccl_store_opts_init(&so);
         so.addr = addr;
         so.timeout_ms = boot.timeout_ms;
+        fccl_store_opts_env(&so, "FCCL_STORE"); /* FCCL_STORE_TLS_* */
+        so.raw_keys = 1; /* for "init/"; the view below adds the "/" */
         CHECK_GOTO(fccl_store_connect(&so, &boot.base), rc, out);
+        /* Join as PyTorch's clients do, so --wait-for-workers counts us. */
+        CHECK_GOTO(fccl_store_add(boot.base, "init/", 1, NULL), rc, out);
         parent = boot.base;
     }
-    snprintf(prefix, sizeof(prefix), "fccl/%s/", boot.job);
+    snprintf(prefix, sizeof(prefix), "%sfccl/%s/", parent == boot.base ? "/" : "",
+             boot.job);
     rc = fccl_store_prefixed(parent, prefix, &boot.store);
 out:
     return rc < 0 ? fccl_err_wrap(rc, "init: store") : rc;

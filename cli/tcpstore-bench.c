@@ -182,6 +182,7 @@ static int open_client(const struct cfg *g, fccl_store_t **s)
     o.addr = g->addr;
     o.dialect = g->dialect;
     o.timeout_ms = g->timeout_ms;
+    fccl_store_opts_env(&o, "TCPSTORE"); /* TCPSTORE_TLS_* */
     int rc = fccl_store_connect(&o, s);
     if (rc < 0)
         fprintf(stderr, "tcpstore-bench: %s\n", fccl_last_error());

@@ -48,6 +48,11 @@ static void usage(FILE *f)
 "  --tls-key FILE              PEM private key of --tls-cert\n"
 "  --tls-ca FILE               require client certificates signed by this CA\n"
 "  --tls-required              refuse plaintext connections\n"
+"  --token-file FILE           token (one line, >= 16 bytes, mode 0600) that\n"
+"                              clients prove with AUTH (full rights)\n"
+"  --read-token-file FILE      a second token with read-only rights\n"
+"  --auth-required             only VALIDATE, PING and AUTH before a proof\n"
+"                              (PyTorch clients cannot connect then)\n"
 "  --log-level LEVEL           error|warn|info|debug|trace (default info,\n"
 "                              or FCCL_LOG_LEVEL)\n"
 "  --config FILE               read options from FILE: 'key = value' lines\n"
@@ -91,6 +96,7 @@ static const char *option_value(int argc, char **argv, int *i, char *name,
 static int is_flag(const char *arg)
 {
     static const char *const flags[] = {"wait-for-workers", "tls-required",
+                                        "auth-required",
                                         "help", "version"};
     const char *a = arg + 2;
     size_t n = strcspn(a, "=");

@@ -34,6 +34,7 @@ struct cli {
     int64_t timeout_ms;
     int legacy;
     int raw_keys;
+    fccl_store_opts_t tls; /* only the TLS fields are used */
     const char *verb;
     int argc;    /* the verb's arguments */
     char **argv;
@@ -62,6 +63,17 @@ static void usage(FILE *f)
         "  --raw-keys           send keys as given (default: prefixed with "
         "\"/\" as\n"
         "                       PyTorch does, so both see the same keys)\n"
+        "  --tls                speak TLS (implied by any --tls-* option)\n"
+        "  --tls-ca FILE        verify the server's certificate with this CA\n"
+        "  --tls-cert FILE      client certificate (for a server with "
+        "--tls-ca)\n"
+        "  --tls-key FILE       key of --tls-cert (mode 0600 or stricter)\n"
+        "  --tls-server-name N  name (or IP) the server's certificate must "
+        "carry\n"
+        "                       (default: the host of --addr)\n"
+        "  --token-file FILE    prove this token to the server (its "
+        "--token-file or\n"
+        "                       --read-token-file; mode 0600 or stricter)\n"
         "  -h, --help           this text\n"
         "\n"
         "Verbs:\n"
@@ -74,6 +86,9 @@ static void usage(FILE *f)
         "after\n"
         "  check KEY...         exit 0 if every KEY exists now, else 1\n"
         "  wait KEY...          wait until every KEY exists\n"
+        "  barrier KEY N        count this arrival at KEY and wait until N "
+        "have\n"
+        "                       arrived (PyTorch's BARRIER; exit 3 on timeout)\n"
         "  delete KEY           delete KEY; exit 1 if it did not exist\n"
         "  num-keys             print the number of keys on the server\n"
         "  ping                 print the round-trip time (modern only)\n"
@@ -96,6 +111,9 @@ static void usage(FILE *f)
         "  TCPSTORE_TIMEOUT     seconds, when --timeout is not given\n"
         "  TCPSTORE_DIALECT     modern or legacy, when --dialect is not "
         "given\n"
+        "  TCPSTORE_TLS_CA, TCPSTORE_TLS_CERT, TCPSTORE_TLS_KEY,\n"
+        "  TCPSTORE_TLS_SERVER_NAME  the --tls-* options when not given\n"
+        "  TCPSTORE_TOKEN_FILE  --token-file when not given\n"
         "\n"
         "Exit status:\n"
         "  0 done   1 the answer is no (check, delete, cas)   2 usage error\n"
@@ -279,6 +297,16 @@ static int v_wait(fccl_store_t *s, const struct cli *c)
     return rc < 0 ? fail(rc, 1) : EXIT_DONE;
 }
 
+/* PyTorch's BARRIER (18): count this arrival at KEY, wait for N. */
+static int v_barrier(fccl_store_t *s, const struct cli *c)
+{
+    int64_t n;
+    if (parse_i64(c->argv[1], &n) < 0 || n < 1)
+        return usage_error("barrier: '%s' is not a count >= 1", c->argv[1]);
+    int rc = fccl_store_barrier(s, c->argv[0], n, -1);
+    return rc < 0 ? fail(rc, 1) : EXIT_DONE;
+}
+
 static int v_delete(fccl_store_t *s, const struct cli *c)
 {
     int deleted;
@@ -353,6 +381,7 @@ static const struct verb verbs[] = {
     {"append", 2, 2, 1, v_append, "append KEY VALUE"},
     {"keys", 0, 1, 1, v_keys, "keys [PREFIX]"},
     {"stats", 0, 0, 1, v_stats, "stats"},
+    {"barrier", 2, 2, 1, v_barrier, "barrier KEY N"},
 };
 
 static const struct verb *find_verb(const char *name)
@@ -405,7 +434,24 @@ static int env_defaults(struct cli *c)
         return EXIT_USAGE;
     if (d && *d && set_dialect(c, d) != 0)
         return EXIT_USAGE;
+    fccl_store_opts_init(&c->tls);
+    fccl_store_opts_env(&c->tls, "TCPSTORE");
     return 0;
+}
+
+/* The TLS or token option named o (length ol), or NULL. */
+static const char **tls_field(struct cli *c, const char *o, size_t ol)
+{
+    static const char *const names[] = {"--tls-ca", "--tls-cert",
+                                        "--tls-key", "--tls-server-name",
+                                        "--token-file"};
+    const char **fields[] = {&c->tls.tls_ca, &c->tls.tls_cert,
+                             &c->tls.tls_key, &c->tls.tls_server_name,
+                             &c->tls.token_file};
+    for (size_t k = 0; k < 5; k++)
+        if (strlen(names[k]) == ol && !strncmp(o, names[k], ol))
+            return fields[k];
+    return NULL;
 }
 
 /* Options up to the verb.  Returns 0, -1 for --help, or an exit code. */
@@ -419,6 +465,18 @@ static int parse_args(struct cli *c, int argc, char **argv)
             return -1;
         if (!strcmp(o, "--raw-keys")) {
             c->raw_keys = 1;
+            continue;
+        }
+        if (!strcmp(o, "--tls")) {
+            c->tls.tls = 1;
+            continue;
+        }
+        const char **tf = tls_field(c, o, ol);
+        if (tf) {
+            const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!v || !*v)
+                return usage_error("option %s needs a value", o);
+            *tf = v;
             continue;
         }
         if (!strcmp(o, "--")) {
@@ -486,6 +544,12 @@ int main(int argc, char **argv)
     o.timeout_ms = c.timeout_ms;
     o.dialect = c.legacy ? FCCL_DIALECT_LEGACY : FCCL_DIALECT_MODERN;
     o.raw_keys = c.raw_keys;
+    o.tls = c.tls.tls;
+    o.tls_ca = c.tls.tls_ca;
+    o.tls_cert = c.tls.tls_cert;
+    o.tls_key = c.tls.tls_key;
+    o.tls_server_name = c.tls.tls_server_name;
+    o.token_file = c.tls.token_file;
     fccl_store_t *s;
     rc = fccl_store_connect(&o, &s);
     if (rc < 0)

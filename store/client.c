@@ -35,6 +35,7 @@ void fccl_store_opts_init(fccl_store_opts_t *opts)
 
 static void conn_drop_fd(struct store_client_conn *c)
 {
+    sc_tls_drop(c);
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -64,7 +65,7 @@ static int send_validate(struct store_client_conn *c, uint64_t deadline)
     uint32_t magic = STORE_VALIDATE_MAGIC;
     for (int i = 0; i < 4; i++)
         msg[1 + i] = (uint8_t)(magic >> (8 * i));
-    int rc = fccl_write_full(c->fd, msg, sizeof(msg), deadline);
+    int rc = sc_send(c, msg, sizeof(msg), deadline);
     if (rc < 0)
         return fccl_err_wrap(FCCL_ERR_CONNECT, "store %s: VALIDATE",
                              c->addr);
@@ -110,8 +111,15 @@ static int conn_open(struct store_client_conn *c, uint64_t deadline)
         backoff_sleep(backoff, &seed, deadline);
         backoff = backoff * 2 > BACKOFF_CAP_US ? BACKOFF_CAP_US : backoff * 2;
     }
+    int rc = sc_tls_start(c, deadline);
+    if (rc < 0) {
+        conn_drop_fd(c);
+        return rc;
+    }
     if (c->dialect == DIALECT_MODERN) {
-        int rc = send_validate(c, deadline);
+        rc = send_validate(c, deadline);
+        if (rc == FCCL_OK)
+            rc = sc_auth(c, deadline);
         if (rc < 0) {
             conn_drop_fd(c);
             return rc;
@@ -128,6 +136,8 @@ static void conn_unref(struct store_client_conn *c)
     if (!last)
         return;
     conn_drop_fd(c);
+    sc_tls_free(c);
+    sc_auth_free(c);
     codec_buf_free(&c->out);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -160,6 +170,14 @@ static int conn_new(const fccl_store_opts_t *o, struct store_client_conn **out)
     c->timeout_ms = default_timeout(o->timeout_ms);
     c->nonce = (uint32_t)fccl_now_ns() | 1u;
     codec_buf_init(&c->out);
+    if ((rc = sc_tls_config(c, o)) < 0 || (rc = sc_auth_config(c, o)) < 0) {
+        sc_tls_free(c);
+        sc_auth_free(c);
+        codec_buf_free(&c->out);
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        return rc;
+    }
     *out = c;
     return FCCL_OK;
 }
@@ -362,13 +380,14 @@ static void hint_first_reply(const struct store_client_conn *c, int rc)
         why = "the server closed the connection before any reply: a "
               "PyTorch <= 2.0 server does so on the modern dialect (use the "
               "legacy dialect: --dialect legacy); tcpstore-server does so "
-              "when it requires TLS (--tls-required), is at a connection "
+              "when it requires TLS (--tls-required) or a token (--auth-required: "
+              "use --token-file), is at a connection "
               "limit, or a request is over a size limit (its log says "
               "which)";
     else if (rc == FCCL_ERR_CLOSED)
         why = "the server closed the connection before any reply: "
-              "tcpstore-server does so when it requires TLS "
-              "(--tls-required), is at a connection limit, or a request is "
+              "tcpstore-server does so when it requires TLS or a token "
+              "(--tls-required, --auth-required), is at a connection limit, or a request is "
               "over a size limit (its log says which)";
     if (!why)
         return;
@@ -457,7 +476,7 @@ int sc_flush(struct sc_call *k)
         c->out.oom = 0;
         return sc_soft(k, FCCL_ERR_NOMEM, "out of memory encoding request");
     }
-    int rc = fccl_write_full(c->fd, c->out.p, c->out.len, k->io_deadline);
+    int rc = sc_send(c, c->out.p, c->out.len, k->io_deadline);
     codec_buf_reset(&c->out);
     if (rc < 0)
         return sc_fail(k, rc);
@@ -490,6 +509,12 @@ static int wait_readable(int fd, uint64_t deadline)
 static ssize_t recv_some(struct store_client_conn *c, void *buf, size_t cap,
                          uint64_t deadline)
 {
+    if (c->ssl) {
+        ssize_t n = sc_tls_recv(c, buf, cap, deadline);
+        if (n > 0)
+            c->answered = 1;
+        return n;
+    }
     for (;;) {
         int block = fccl_ms_left(deadline) > RECV_SLICE_MS;
         ssize_t n = recv(c->fd, buf, cap, block ? 0 : MSG_DONTWAIT);
@@ -547,6 +572,12 @@ static int read_raw(struct store_client_conn *c, void *p, size_t n,
         c->rlen = (size_t)r;
     }
     return FCCL_OK;
+}
+
+int sc_conn_read(struct store_client_conn *c, void *p, size_t n,
+                 uint64_t deadline)
+{
+    return read_raw(c, p, n, deadline);
 }
 
 int sc_try_read(struct sc_call *k, void *p, size_t n, uint64_t deadline)
@@ -676,7 +707,7 @@ static int probe_sync(struct sc_call *k)
 {
     struct store_client_conn *c = k->c;
     uint8_t msg = STORE_EXT_SYNC, code = 0;
-    int rc = fccl_write_full(c->fd, &msg, 1, k->io_deadline);
+    int rc = sc_send(c, &msg, 1, k->io_deadline);
     if (rc == FCCL_OK)
         rc = read_raw(c, &code, 1, k->io_deadline);
     if (rc == FCCL_OK) {

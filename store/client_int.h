@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "codec.h"
 #include "net.h"
@@ -48,6 +49,12 @@ struct store_client_conn {
     uint32_t nonce;            /* next PING nonce */
     int answered;              /* a reply byte arrived on this socket */
     int sync;                  /* SC_SYNC_*: does the server know SYNC? */
+    void *tls_ctx;             /* SSL_CTX when TLS is on (client_tls.c) */
+    void *ssl;                 /* SSL of the current socket, or NULL */
+    char tls_name[FCCL_HOST_MAX]; /* name/IP the certificate must carry */
+    char tls_ca[256];          /* for messages ("" = not verifying) */
+    unsigned char *token;      /* AUTH token (client_auth.c), or NULL */
+    size_t token_len;
     struct codec_buf out;      /* request encoding buffer, reused */
     size_t rpos, rlen;         /* unread reply bytes: rbuf[rpos..rlen) */
     uint8_t rbuf[SC_RBUF];
@@ -156,5 +163,35 @@ int sc_check_keys(const char *op, const char *const *keys, size_t n);
  * QUEUE_LEN): a whole call, begin to end. */
 int sc_key_i64(fccl_store_t *s, enum store_op op, const char *name,
                const char *key, int64_t *out);
+
+/* ---- TLS (client_tls.c) ---- */
+
+/* Build c->tls_ctx from the options when TLS is asked for (FCCL_OK and no
+ * context otherwise).  FCCL_ERR_AUTH names a file that does not load or is
+ * readable by others. */
+int sc_tls_config(struct store_client_conn *c, const fccl_store_opts_t *o);
+/* Handshake on the freshly connected c->fd (no-op without TLS); leaves
+ * the socket non-blocking.  FCCL_ERR_AUTH (or TIMEOUT) naming the cause. */
+int sc_tls_start(struct store_client_conn *c, uint64_t deadline);
+/* Free the SSL of the socket (before it is closed). */
+void sc_tls_drop(struct store_client_conn *c);
+/* Free the context (connection teardown). */
+void sc_tls_free(struct store_client_conn *c);
+/* Load opts->token_file into c (client_auth.c); FCCL_OK without one. */
+int sc_auth_config(struct store_client_conn *c, const fccl_store_opts_t *o);
+/* Prove the token after VALIDATE (no-op without one).  FCCL_ERR_AUTH
+ * naming the cause (refused, server without tokens or without AUTH). */
+int sc_auth(struct store_client_conn *c, uint64_t deadline);
+void sc_auth_free(struct store_client_conn *c);
+/* Read exactly n reply bytes outside a call (connection setup). */
+int sc_conn_read(struct store_client_conn *c, void *p, size_t n,
+                 uint64_t deadline);
+
+/* Send all of p (TLS or plain) before the deadline. */
+int sc_send(struct store_client_conn *c, const void *p, size_t n,
+            uint64_t deadline);
+/* One TLS read of up to cap bytes: the count, or a status. */
+ssize_t sc_tls_recv(struct store_client_conn *c, void *buf, size_t cap,
+                    uint64_t deadline);
 
 #endif

@@ -21,7 +21,7 @@ static const int8_t modern_ops[] = {
     OP_VALIDATE,   OP_SET,        OP_COMPARE_SET, OP_GET,        OP_ADD,
     OP_CHECK,      OP_WAIT,       OP_GETNUMKEYS,  OP_DELETE_KEY, OP_APPEND,
     OP_MULTI_GET,  OP_MULTI_SET,  OP_CANCEL_WAIT, OP_PING,       OP_QUEUE_PUSH,
-    OP_QUEUE_POP,  OP_QUEUE_LEN,
+    OP_QUEUE_POP,  OP_QUEUE_LEN,  OP_LIST_ALL,    OP_BARRIER,
 };
 
 static const int8_t legacy_ops[] = {
@@ -41,6 +41,8 @@ int codec_wire_to_op(enum store_dialect dialect, uint8_t type)
         case STORE_EXT_LIST_KEYS: return OP_LIST_KEYS;
         case STORE_EXT_SYNC: return OP_SYNC;
         case STORE_EXT_STATS: return OP_STATS;
+        case STORE_EXT_AUTH_HELLO: return OP_AUTH_HELLO;
+        case STORE_EXT_AUTH_PROOF: return OP_AUTH_PROOF;
         }
         return -1;
     }
@@ -56,6 +58,8 @@ int codec_op_to_wire(enum store_dialect dialect, enum store_op op)
         case OP_LIST_KEYS: return STORE_EXT_LIST_KEYS;
         case OP_SYNC: return STORE_EXT_SYNC;
         case OP_STATS: return STORE_EXT_STATS;
+        case OP_AUTH_HELLO: return STORE_EXT_AUTH_HELLO;
+        case OP_AUTH_PROOF: return STORE_EXT_AUTH_PROOF;
         default: break;
         }
     }
@@ -83,7 +87,9 @@ const char *codec_op_name(enum store_op op)
         [OP_PING] = "PING",             [OP_QUEUE_PUSH] = "QUEUE_PUSH",
         [OP_QUEUE_POP] = "QUEUE_POP",   [OP_QUEUE_LEN] = "QUEUE_LEN",
         [OP_LIST_KEYS] = "LIST_KEYS",   [OP_SYNC] = "SYNC",
-        [OP_STATS] = "STATS",
+        [OP_STATS] = "STATS", [OP_AUTH_HELLO] = "AUTH_HELLO",
+        [OP_LIST_ALL] = "LIST_ALL", [OP_BARRIER] = "BARRIER",
+        [OP_AUTH_PROOF] = "AUTH_PROOF",
     };
     if ((unsigned)op >= OP__COUNT || !names[op])
         return "UNKNOWN";
@@ -289,6 +295,7 @@ static int parse_args(struct cursor *c, struct codec_req *r)
             rc = rd_val(c, 8, &r->val);
         return rc != CODEC_OK ? rc : rd_val(c, 0, &r->val2);
     case OP_ADD:
+    case OP_BARRIER:
         rc = rd_key(c, 8, &r->key);
         if (rc != CODEC_OK)
             return rc;
@@ -312,7 +319,16 @@ static int parse_args(struct cursor *c, struct codec_req *r)
     case OP_CANCEL_WAIT:
     case OP_SYNC:
     case OP_STATS:
+    case OP_AUTH_HELLO:
+    case OP_LIST_ALL:
         return CODEC_OK;
+    case OP_AUTH_PROOF:
+        rc = rd_fixed(c, AUTH_NONCE_LEN + AUTH_MAC_LEN, 0, &p);
+        if (rc == CODEC_OK) {
+            r->val.p = p;
+            r->val.len = AUTH_NONCE_LEN + AUTH_MAC_LEN;
+        }
+        return rc;
     case OP_WATCH_KEY:
     case OP__COUNT:
         break;

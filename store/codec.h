@@ -36,10 +36,14 @@ enum store_op {
     OP_QUEUE_PUSH,
     OP_QUEUE_POP,
     OP_QUEUE_LEN,
+    OP_LIST_ALL,  /* 17, PyTorch's LIST_KEYS: -> i64 n, n keys (all) */
+    OP_BARRIER,   /* 18: key, i64 world_size -> u8 STOP_WAITING */
     /* fccl extensions, wire types from 0x80, modern connections only */
     OP_LIST_KEYS, /* 0x80: key prefix -> u64 n, n keys */
     OP_SYNC,      /* 0x81: -> u8 status [, message] (docs/PROTOCOL-fccl.md) */
     OP_STATS,     /* 0x84: -> "name value" text lines as one string */
+    OP_AUTH_HELLO, /* 0x82: -> u8 mode [, 32-byte server nonce] */
+    OP_AUTH_PROOF, /* 0x83: 32-byte client nonce, 32-byte HMAC -> u8 */
     OP__COUNT
 };
 
@@ -49,6 +53,16 @@ enum store_dialect { DIALECT_UNKNOWN, DIALECT_MODERN, DIALECT_LEGACY };
 #define STORE_EXT_LIST_KEYS 0x80
 #define STORE_EXT_SYNC 0x81
 #define STORE_EXT_STATS 0x84
+#define STORE_EXT_AUTH_HELLO 0x82
+#define STORE_EXT_AUTH_PROOF 0x83
+/* Token authentication (docs/PROTOCOL-fccl.md, "AUTH"). */
+#define AUTH_NONCE_LEN 32
+#define AUTH_MAC_LEN 32
+#define AUTH_MODE_NONE 0      /* HELLO reply: the server has no tokens */
+#define AUTH_MODE_CHALLENGE 1 /* HELLO reply: a server nonce follows */
+#define AUTH_REFUSED 0        /* PROOF reply */
+#define AUTH_READ_WRITE 1
+#define AUTH_READ_ONLY 2
 #define STORE_EXT_FIRST 0x80 /* fccl's own types: 0x80..0xBF */
 #define STORE_EXT_LAST 0xBF
 

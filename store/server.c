@@ -210,10 +210,12 @@ int store_server_create(const struct store_server_config *cfg,
     CHECK_GOTO(waiters_init(&s->ws, &s->kv), rc, fail);
     CHECK_GOTO(store_slots_init(s), rc, fail);
     CHECK_GOTO(store_tls_setup(s), rc, fail);
+    CHECK_GOTO(store_auth_setup(s), rc, fail);
     CHECK_GOTO(open_listeners(s), rc, fail);
     CHECK_GOTO(add_events(s), rc, fail);
     LOG_INFO("STORE", "listening on %s (%d socket%s)", s->address, s->nlis,
              s->nlis > 1 ? "s, IPv4 and IPv6" : "");
+    store_warn_exposure(s);
     *out = s;
     return FCCL_OK;
 fail:
@@ -337,6 +339,7 @@ void store_server_free(struct store_server *s)
     for (int i = 0; i < s->nlis; i++)
         evconnlistener_free(s->lis[i]);
     store_tls_teardown(s);
+    store_auth_teardown(s);
     store_slots_free(s);
     waiters_free(&s->ws);
     kv_free(&s->kv);

@@ -46,6 +46,10 @@ struct store_server_config {
     char tls_key[512];  /* PEM private key of tls_cert */
     char tls_ca[512];   /* PEM CA: clients must present a cert it signed */
     int tls_required;   /* refuse plaintext connections */
+    char token_file[512];      /* read-write token (AUTH, server_auth.c) */
+    char read_token_file[512]; /* read-only token */
+    int auth_required;  /* nothing but VALIDATE, PING and AUTH before a
+                           successful proof (locks out PyTorch clients) */
     int log_level;      /* FCCL_LOG_*; -1 (default) = leave as it is */
     int handle_signals; /* SIGINT/SIGTERM end run(); for programs only */
 };

@@ -202,6 +202,15 @@ int store_server_config_set(struct store_server_config *c, const char *key,
         return parse_bool(value, &c->tls_required) < 0
                    ? bad(key, value, "expected true or false")
                    : FCCL_OK;
+    if (strcmp(k, "token-file") == 0)
+        return set_path(c->token_file, sizeof(c->token_file), key, value);
+    if (strcmp(k, "read-token-file") == 0)
+        return set_path(c->read_token_file, sizeof(c->read_token_file), key,
+                        value);
+    if (strcmp(k, "auth-required") == 0)
+        return parse_bool(value, &c->auth_required) < 0
+                   ? bad(key, value, "expected true or false")
+                   : FCCL_OK;
     if (strcmp(k, "log-level") == 0) {
         int lvl = fccl_log_parse_level(value);
         if (lvl < 0)
@@ -242,6 +251,9 @@ int store_server_config_check(const struct store_server_config *c)
     if ((c->tls_ca[0] || c->tls_required) && !c->tls_cert[0])
         return fccl_err(FCCL_ERR_INVALID,
                         "tls-ca and tls-required need tls-cert and tls-key");
+    if ((c->auth_required || c->read_token_file[0]) && !c->token_file[0])
+        return fccl_err(FCCL_ERR_INVALID,
+                        "auth-required and read-token-file need token-file");
     return FCCL_OK;
 }
 

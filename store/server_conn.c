@@ -606,6 +606,7 @@ static void conn_linger(struct store_conn *c)
 {
     struct timeval tv = {CLOSE_FLUSH_SEC, 0};
     waiters_cancel(&c->s->ws, &c->wait);
+    store_barrier_drop(c->s, c);
     big_free(c);
     store_list_free(c);
     release_held(c);
@@ -819,6 +820,7 @@ void store_conn_free(struct store_conn *c)
     struct store_server *s = c->s;
     LOG_DEBUG("STORE", "client %s disconnected", c->addr);
     waiters_cancel(&s->ws, &c->wait);
+    store_barrier_drop(s, c);
     big_free(c);
     store_list_free(c);
     release_held(c);

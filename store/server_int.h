@@ -69,6 +69,11 @@ struct store_conn {
     uint8_t broken;  /* send failed: drop output, free at the next event */
     uint8_t tls;     /* bev is a bufferevent_openssl; in is its input */
     uint8_t peeked;  /* first byte looked at (TLS configured only) */
+    struct barrier_wait *bar; /* a parked BARRIER (server_barrier.c) */
+    uint8_t validated; /* VALIDATE seen (a second one closes) */
+    uint8_t auth;      /* AUTH_READ_WRITE / AUTH_READ_ONLY once proven */
+    uint8_t nonce_set; /* an AUTH_HELLO challenge is outstanding */
+    uint8_t nonce[AUTH_NONCE_LEN];
     char addr[64];   /* "HOST:PORT" of the client, for log lines */
 };
 
@@ -110,6 +115,8 @@ struct store_server {
     struct codec_buf out;   /* replies of `cur`, sent at the end of a batch */
     uint8_t rbuf[STORE_READ_CHUNK]; /* each read lands here first */
     struct ssl_ctx_st *tls; /* SSL_CTX when TLS is configured */
+    struct store_auth *auth; /* tokens (server_auth.c), or NULL */
+    struct barrier_wait *barriers; /* parked BARRIERs (server_barrier.c) */
     _Atomic int64_t joined; /* read by store_server_joined from any thread */
     int join_armed;
     atomic_int running;
@@ -229,5 +236,29 @@ void store_conn_wait_ready(struct store_conn *c);
 
 /* waiters.on_fail: c's WAIT was dropped (out of memory); disconnect c. */
 void store_conn_wait_failed(struct store_conn *c);
+
+/* Warn once when listening beyond loopback with plaintext accepted
+ * (server_exposure.c). */
+void store_warn_exposure(const struct store_server *s);
+
+/* Token authentication (server_auth.c).  Setup loads the token files
+ * (FCCL_ERR_AUTH naming a file readable by others or too short);
+ * store_auth_gate decides whether c may run r: FCCL_OK, 1 when the gate
+ * answered the request itself (AUTH_HELLO/PROOF), or FCCL_ERR_AUTH /
+ * FCCL_ERR_PROTOCOL with the reason (the connection is closed, or for a
+ * write SYNC reports it). */
+int store_auth_setup(struct store_server *s);
+void store_auth_teardown(struct store_server *s);
+int store_auth_gate(struct store_server *s, struct store_conn *c,
+                    const struct codec_req *r);
+
+/* PyTorch's BARRIER (server_barrier.c): count the arrival, reply
+ * STOP_WAITING now or when the counter reaches world_size.  FCCL_OK,
+ * FCCL_ERR_PROTOCOL (a wait already pending, world_size < 1),
+ * FCCL_ERR_NOMEM, or the counter's error (not a number, store full). */
+int store_barrier(struct store_server *s, struct store_conn *c,
+                  const struct codec_req *r);
+/* Drop c's parked barrier, if any (cancel, close). */
+void store_barrier_drop(struct store_server *s, struct store_conn *c);
 
 #endif

@@ -329,6 +329,7 @@ static int op_multi_set(struct store_server *s, const struct codec_req *r)
 static int op_cancel_wait(struct store_server *s, struct store_conn *c)
 {
     waiters_cancel(&s->ws, &c->wait);
+    store_barrier_drop(s, c);
     reply_u8(c, REPLY_WAIT_CANCELED);
     return FCCL_OK;
 }
@@ -437,8 +438,17 @@ static int run_op(struct store_server *s, struct store_conn *c,
     case OP_QUEUE_POP: return op_queue_pop(s, c, r);
     case OP_QUEUE_LEN: return op_queue_len(s, c, r);
     case OP_LIST_KEYS: return op_list_keys(s, c, r);
+    case OP_BARRIER: return store_barrier(s, c, r);
+    case OP_LIST_ALL: { /* PyTorch's 17: 0x80's reply for the empty prefix */
+        struct codec_req all = *r;
+        all.key.p = (const uint8_t *)"";
+        all.key.len = 0;
+        return op_list_keys(s, c, &all);
+    }
     case OP_SYNC: return op_sync(c);
     case OP_STATS: return op_stats(s, c);
+    case OP_AUTH_HELLO: /* answered by store_auth_gate */
+    case OP_AUTH_PROOF:
     case OP_WATCH_KEY:
     case OP__COUNT: break;
     }
@@ -476,7 +486,11 @@ static void note_refusal(struct store_server *s, struct store_conn *c,
 int store_dispatch_owned(struct store_server *s, struct store_conn *c,
                          const struct codec_req *r, uint8_t **owned)
 {
-    int rc = run_op(s, c, r, owned);
+    int rc = store_auth_gate(s, c, r);
+    if (rc == FCCL_OK)
+        rc = run_op(s, c, r, owned);
+    else if (rc == 1)
+        rc = FCCL_OK; /* answered by the gate */
     if (rc >= 0 || !c->sync_aware || !quiet_write(r->op) ||
         (rc != FCCL_ERR_LIMIT && rc != FCCL_ERR_NOMEM && rc != FCCL_ERR_AUTH))
         return rc;

@@ -24,6 +24,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "private_file.h"
 #include "server_int.h"
 
 /* The most recent OpenSSL error as text (or `fallback`). */
@@ -61,6 +62,10 @@ int store_tls_setup(struct store_server *s)
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
     if (SSL_CTX_use_certificate_chain_file(ctx, c->tls_cert) != 1)
         return ctx_fail(ctx, "certificate", c->tls_cert);
+    if (store_check_private_file(c->tls_key, "TLS key") < 0) {
+        SSL_CTX_free(ctx);
+        return fccl_err_wrap(FCCL_ERR_AUTH, "TLS");
+    }
     if (SSL_CTX_use_PrivateKey_file(ctx, c->tls_key, SSL_FILETYPE_PEM) != 1)
         return ctx_fail(ctx, "private key", c->tls_key);
     if (SSL_CTX_check_private_key(ctx) != 1)

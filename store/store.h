@@ -66,20 +66,53 @@ typedef struct fccl_store_opts {
                                <= 0 means FCCL_TIMEOUT or 300 s */
     fccl_dialect_t dialect; /* default modern */
     int raw_keys;           /* send keys as given, without "/" */
+    /* TLS (tcpstore-server --tls-cert/--tls-key).  TLS is used when `tls`
+     * is set or any of the four paths below is given.  The strings are
+     * read during fccl_store_connect only (the handle keeps copies). */
+    int tls;
+    const char *tls_ca;     /* PEM CA file: verify the server's certificate
+                               (chain, dates and name); NULL: encrypt
+                               without verifying who answers */
+    const char *tls_cert;   /* PEM client certificate (mutual TLS: the
+                               server's --tls-ca) */
+    const char *tls_key;    /* PEM key of tls_cert; refused when its mode
+                               gives group or other any access (& 077) */
+    const char *tls_server_name; /* name (or IP literal) the server's
+                               certificate must carry; NULL: the host of
+                               addr (an IP literal matches an IP
+                               subjectAltName) */
+    const char *token_file; /* token (one line, >= 16 bytes, mode 0600 or
+                               stricter) proven to tcpstore-server after
+                               VALIDATE (AUTH_HELLO/AUTH_PROOF; the token is
+                               never sent); NULL: no authentication */
 } fccl_store_opts_t;
 
 /* Fill opts with defaults (addr NULL, timeout 0 = default, modern dialect,
  * prefixed keys).  Never fails; opts must not be NULL.  Thread-safe. */
 FCCL_API void fccl_store_opts_init(fccl_store_opts_t *opts);
 
+/* Fill the TLS and token fields of opts from the environment variables
+ * PREFIX_TLS_CA, PREFIX_TLS_CERT, PREFIX_TLS_KEY, PREFIX_TLS_SERVER_NAME
+ * and PREFIX_TOKEN_FILE (prefix "FCCL_STORE" for fccl_init, "TCPSTORE" for the
+ * tools); unset or
+ * empty variables leave the field as it is.  The strings point into the
+ * environment.  Not thread-safe against setenv. */
+FCCL_API void fccl_store_opts_env(fccl_store_opts_t *opts, const char *prefix);
+
 /* Connect to opts->addr and return a handle in *out (the caller closes it
  * with fccl_store_close).  Blocks: refused connects are retried with
  * exponential backoff and jitter (from 1 ms, capped at 250 ms) until the
  * timeout, so the server may start after the client.  The modern dialect
- * sends VALIDATE first.  opts is read during the call only.  Thread-safe.
+ * sends VALIDATE first; with TLS the handshake follows the TCP connect
+ * (its failures are not retried), with a token the AUTH exchange follows
+ * VALIDATE.  opts is read during the call only.  Thread-safe.
  * Errors: FCCL_ERR_INVALID (NULL argument, bad or missing addr),
  * FCCL_ERR_CONNECT (retries ran out; the message says whether anything
- * answered), FCCL_ERR_NOMEM.  *out is NULL on failure. */
+ * answered), FCCL_ERR_NOMEM, FCCL_ERR_AUTH (a TLS or token file does not
+ * load or is readable by others; the server refused the token or has none;
+ * its certificate is not trusted, expired or for another name; it does not
+ * speak TLS or refused our certificate: the message names which).  *out is
+ * NULL on failure. */
 FCCL_API int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
 
 /* A view of `parent` that prepends `prefix` to every key (after the "/"
@@ -187,6 +220,17 @@ FCCL_API void fccl_store_free_keys(char **keys, size_t n);
  * closes on it (a PyTorch server has no STATS); FCCL_ERR_INVALID (NULL
  * argument); FCCL_ERR_TIMEOUT, FCCL_ERR_IO, FCCL_ERR_NOMEM. */
 FCCL_API int fccl_store_stats(fccl_store_t *s, char **text, size_t *len);
+
+/* PyTorch's BARRIER (request 18; tcpstore-server, PyTorch >= 2.11):
+ * add 1 to the counter at key (decimal text, as fccl_store_add) and wait
+ * up to timeout_ms (< 0: the handle's default) until it reaches
+ * world_size.  On a timeout the wait is cancelled on the server and this
+ * caller's increment stays.  Thread-safe like every call on the handle.
+ * FCCL_OK; FCCL_ERR_TIMEOUT; FCCL_ERR_INVALID (NULL argument, world_size
+ * < 1); FCCL_ERR_UNSUPPORTED (legacy dialect); FCCL_ERR_CLOSED (a server
+ * without BARRIER closes on it), FCCL_ERR_IO, FCCL_ERR_NOMEM. */
+FCCL_API int fccl_store_barrier(fccl_store_t *s, const char *key,
+                                int64_t world_size, int64_t timeout_ms);
 
 /* Queues (modern dialect; FCCL_ERR_UNSUPPORTED on legacy): push appends a
  * value (confirmed like set); pop takes the oldest value into *val

@@ -24,7 +24,9 @@ static const struct wire table[] = {
     {OP_DELETE_KEY, 8, 8},   {OP_APPEND, 9, 9},      {OP_MULTI_GET, 10, 10},
     {OP_MULTI_SET, 11, 11},  {OP_CANCEL_WAIT, 12, -1}, {OP_PING, 13, -1},
     {OP_QUEUE_PUSH, 14, -1}, {OP_QUEUE_POP, 15, -1}, {OP_QUEUE_LEN, 16, -1},
+    {OP_LIST_ALL, 17, -1},   {OP_BARRIER, 18, -1},
     {OP_LIST_KEYS, 0x80, -1}, {OP_SYNC, 0x81, -1},  {OP_STATS, 0x84, -1},
+    {OP_AUTH_HELLO, 0x82, -1}, {OP_AUTH_PROOF, 0x83, -1},
 };
 #define NTABLE (sizeof(table) / sizeof(table[0]))
 
@@ -56,7 +58,7 @@ Test(codec, op_tables_match_protocol)
         modern += codec_wire_to_op(DIALECT_MODERN, (uint8_t)t) >= 0;
         legacy += codec_wire_to_op(DIALECT_LEGACY, (uint8_t)t) >= 0;
     }
-    cr_assert_eq(modern, 20);
+    cr_assert_eq(modern, 24);
     cr_assert_eq(legacy, 12);
     cr_assert_str_eq(codec_op_name(OP_COMPARE_SET), "COMPARE_SET");
     cr_assert_str_eq(codec_op_name(OP__COUNT), "UNKNOWN");
@@ -147,6 +149,7 @@ static int build(struct codec_buf *b, enum store_dialect d, enum store_op op,
         put_s(b, "new");
         return v < 2;
     case OP_ADD:
+    case OP_BARRIER:
         put_s(b, "/cnt");
         codec_put_i64(b, v == 0 ? -7 : INT64_MAX);
         return v < 2;
@@ -179,7 +182,16 @@ static int build(struct codec_buf *b, enum store_dialect d, enum store_op op,
     case OP_GETNUMKEYS:
     case OP_CANCEL_WAIT:
     case OP_SYNC:
-    case OP_STATS: return v == 0;
+    case OP_STATS:
+    case OP_AUTH_HELLO:
+    case OP_LIST_ALL: return v == 0;
+    case OP_AUTH_PROOF: {
+        uint8_t z[AUTH_NONCE_LEN + AUTH_MAC_LEN];
+        for (size_t i = 0; i < sizeof(z); i++)
+            z[i] = (uint8_t)(i * 3);
+        codec_put_bytes(b, z, sizeof(z));
+        return v == 0;
+    }
     case OP_WATCH_KEY:
     case OP__COUNT: break;
     }
@@ -233,6 +245,7 @@ static void reencode(struct codec_buf *b, enum store_dialect d,
         codec_put_str(b, r->val2.p, r->val2.len);
         break;
     case OP_ADD:
+    case OP_BARRIER:
         codec_put_str(b, r->key.p, r->key.len);
         codec_put_i64(b, r->num);
         break;
@@ -252,7 +265,10 @@ static void reencode(struct codec_buf *b, enum store_dialect d,
     case OP_GETNUMKEYS:
     case OP_CANCEL_WAIT:
     case OP_SYNC:
-    case OP_STATS: break;
+    case OP_STATS:
+    case OP_AUTH_HELLO:
+    case OP_LIST_ALL: break;
+    case OP_AUTH_PROOF: codec_put_bytes(b, r->val.p, r->val.len); break;
     default: codec_put_str(b, r->key.p, r->key.len); break;
     }
 }
@@ -536,8 +552,8 @@ Test(codec, bad_types)
         buf[0] = (uint8_t)t;
         int m = codec_parse_request(DIALECT_MODERN, &lim, buf, 1, &r, &used);
         int l = codec_parse_request(DIALECT_LEGACY, &lim, buf, 1, &r, &used);
-        int ext = t == 0x80 || t == 0x81 || t == 0x84;
-        if (t > 16 && !ext)
+        int ext = (t >= 0x80 && t <= 0x84);
+        if (t > 18 && !ext)
             cr_assert_eq(m, CODEC_E_BAD_TYPE, "modern type %d", t);
         else
             cr_assert_neq(m, CODEC_E_BAD_TYPE, "modern type %d", t);

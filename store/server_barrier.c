@@ -1,0 +1,101 @@
+/*
+ * PyTorch's BARRIER (18): key, i64 world_size.  Each request adds 1 to the
+ * decimal counter stored at the key (as ADD does); the reply, STOP_WAITING,
+ * goes out once the counter reaches world_size.  Arrivals that find it
+ * short are parked here, one per connection, and released by the arrival
+ * that reaches their target.  CANCEL_WAIT drops a parked barrier (its
+ * increment stays, as in PyTorch); so does closing the connection.
+ *
+ * The parked barriers are a plain list: an arrival scans it, which is
+ * O(parked) per arrival and fine for barriers of a few thousand ranks.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "log.h"
+#include "server_int.h"
+
+struct barrier_wait {
+    struct barrier_wait *prev, *next;
+    struct store_conn *c;
+    int64_t target;
+    size_t klen;
+    uint8_t key[];
+};
+
+static void unlink_wait(struct store_server *s, struct barrier_wait *b)
+{
+    if (b->prev)
+        b->prev->next = b->next;
+    else
+        s->barriers = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    b->c->bar = NULL;
+    free(b);
+}
+
+/* The counter at key is now v: release the barriers it satisfies. */
+static void release(struct store_server *s, const uint8_t *key, size_t klen,
+                    int64_t v)
+{
+    struct barrier_wait *b = s->barriers, *next;
+    for (; b; b = next) {
+        next = b->next;
+        if (b->klen != klen || memcmp(b->key, key, klen) || v < b->target)
+            continue;
+        struct store_conn *c = b->c;
+        unlink_wait(s, b);
+        uint8_t r = REPLY_STOP_WAITING;
+        store_conn_reply(c, &r, 1);
+    }
+}
+
+int store_barrier(struct store_server *s, struct store_conn *c,
+                  const struct codec_req *r)
+{
+    if (c->bar || c->wait)
+        return fccl_err(FCCL_ERR_PROTOCOL, "BARRIER while a wait is pending");
+    if (r->num < 1)
+        return fccl_err(FCCL_ERR_PROTOCOL, "BARRIER with world_size %lld",
+                        (long long)r->num);
+    struct kv_entry *e = kv_lookup_or_add(&s->kv, r->key.p, r->key.len);
+    if (!e)
+        return fccl_err(FCCL_ERR_NOMEM, "BARRIER: out of memory");
+    int64_t v;
+    int rc = kv_add(&s->kv, e, 1, &v);
+    if (rc < 0) {
+        kv_release(&s->kv, e);
+        return fccl_err_wrap(rc, "BARRIER '%.*s'",
+                             (int)(r->key.len > 128 ? 128 : r->key.len),
+                             (const char *)r->key.p);
+    }
+    waiters_wake_all(&s->ws, e);
+    release(s, r->key.p, (size_t)r->key.len, v);
+    if (v >= r->num) {
+        uint8_t b = REPLY_STOP_WAITING;
+        store_conn_reply(c, &b, 1);
+        return FCCL_OK;
+    }
+    struct barrier_wait *b = malloc(sizeof(*b) + r->key.len);
+    if (!b)
+        return fccl_err(FCCL_ERR_NOMEM, "BARRIER: out of memory");
+    b->c = c;
+    b->target = r->num;
+    b->klen = (size_t)r->key.len;
+    memcpy(b->key, r->key.p, b->klen);
+    b->prev = NULL;
+    b->next = s->barriers;
+    if (s->barriers)
+        s->barriers->prev = b;
+    s->barriers = b;
+    c->bar = b;
+    return FCCL_OK;
+}
+
+void store_barrier_drop(struct store_server *s, struct store_conn *c)
+{
+    if (c->bar)
+        unlink_wait(s, c->bar);
+}

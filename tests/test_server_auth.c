@@ -1,0 +1,349 @@
+/*
+ * Token authentication (docs/PROTOCOL-fccl.md "AUTH"): read-write and
+ * read-only tokens through `tcpstore --token-file` / TCPSTORE_TOKEN_FILE,
+ * a wrong token, --auth-required (PING allowed, anything else closes), a
+ * proof that is not valid on another connection, token files with loose
+ * modes or too short, a second VALIDATE, fccl_init with
+ * FCCL_STORE_TOKEN_FILE, and the warning when listening beyond loopback.
+ * Each case is checked on both sides: the client's error and exit code,
+ * the server's log line.
+ */
+#include "server_harness.h"
+
+#include "fccl/store.h"
+#include "proc_util.h"
+#include "token_file.h"
+
+#include <sys/stat.h>
+
+static char dir[64];
+
+static void write_file(const char *name, const char *text, int mode)
+{
+    char p[128];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+    cr_assert_eq(chmod(p, (mode_t)mode), 0);
+}
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/fccl-auth-XXXXXX");
+    cr_assert(mkdtemp(dir));
+    write_file("rw", "read-write-token-0123456789\n", 0600);
+    write_file("ro", "read-only-token-abcdefghij\n", 0400);
+    write_file("wrong", "not-the-token-at-all-xyz\n", 0600);
+    write_file("open", "read-write-token-0123456789\n", 0644);
+    write_file("short", "tooshort\n", 0600);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (dir[0] && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TestSuite(auth, .init = setup, .fini = teardown, .timeout = 120);
+
+static void start(struct srv *s, int required, int with_ro)
+{
+    char rw[128], ro[128];
+    snprintf(rw, sizeof(rw), "%s/rw", dir);
+    snprintf(ro, sizeof(ro), "%s/ro", dir);
+    const char *argv[8];
+    int n = 0;
+    argv[n++] = "--token-file";
+    argv[n++] = rw;
+    if (with_ro) {
+        argv[n++] = "--read-token-file";
+        argv[n++] = ro;
+    }
+    if (required)
+        argv[n++] = "--auth-required";
+    argv[n] = NULL;
+    srv_start(s, argv);
+}
+
+static int run_cli(int port, const char *env, const char *args, char **out)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && %s %s/tcpstore --timeout 5 --addr 127.0.0.1:%d %s",
+             dir, env, h_bin_dir(), port, args);
+    return pu_run(cmd, 30, out);
+}
+
+/* Run and expect exit `want` with `needle` (NULL: anything) in the
+ * output; returns nothing, frees the output. */
+static void expect_cli(int port, const char *env, const char *args, int want,
+                       const char *needle)
+{
+    char *out = NULL;
+    int ex = run_cli(port, env, args, &out);
+    cr_assert_eq(ex, want, "tcpstore %s: exit %d: %s", args, ex, out);
+    if (needle)
+        cr_assert(strstr(out, needle), "'%s' not in: %s", needle, out);
+    free(out);
+}
+
+static int log_count(const struct srv *s, const char *needle)
+{
+    char *log = srv_log(s);
+    int n = pu_count(log, needle);
+    free(log);
+    return n;
+}
+
+static void finish(struct srv *s)
+{
+    cr_assert_eq(srv_stop(s), 0);
+    srv_cleanup(s);
+}
+
+Test(auth, tokens_give_their_rights)
+{
+    struct srv s;
+    start(&s, 0, 1);
+    expect_cli(s.port, "", "--token-file rw set k v1", 0, NULL);
+    expect_cli(s.port, "TCPSTORE_TOKEN_FILE=rw", "add n 5", 0, "5");
+    /* Read-only: reads work, a write is refused and says why. */
+    expect_cli(s.port, "", "--token-file ro get k", 0, "v1");
+    expect_cli(s.port, "", "--token-file ro check k", 0, NULL);
+    expect_cli(s.port, "", "--token-file ro set k v2", 4, "read-only");
+    cr_assert(srv_log_wait(&s, "SET refused: the client holds the read-only",
+                           IO_MS));
+    expect_cli(s.port, "", "--token-file ro add n 1", 4, NULL);
+    cr_assert(srv_log_wait(&s, "ADD refused: the client holds the read-only",
+                           IO_MS));
+    /* Nothing changed; an unauthenticated client has full access here. */
+    expect_cli(s.port, "", "get k", 0, "v1");
+    expect_cli(s.port, "", "add n 0", 0, "5");
+    expect_cli(s.port, "", "set free yes", 0, NULL);
+    /* A wrong token: refused on both sides. */
+    expect_cli(s.port, "", "--token-file wrong get k", 4,
+               "refused our token");
+    cr_assert(srv_log_wait(&s, "token refused", IO_MS));
+    cr_assert_eq(log_count(&s, "token refused"), 1);
+    finish(&s);
+}
+
+Test(auth, auth_required_locks_out_unauthenticated_requests)
+{
+    struct srv s;
+    start(&s, 1, 0);
+    expect_cli(s.port, "", "--token-file rw set k v", 0, NULL);
+    expect_cli(s.port, "", "ping", 0, NULL);
+    expect_cli(s.port, "", "get k", 4, "--auth-required");
+    cr_assert(srv_log_wait(&s, "before authentication (auth-required",
+                           IO_MS));
+    /* A PyTorch-style (raw) client: PING answered, GETNUMKEYS closes. */
+    int fd = cli_modern(s.port);
+    struct codec_buf b;
+    codec_buf_init(&b);
+    codec_put_type(&b, DIALECT_MODERN, OP_PING);
+    codec_put_u32(&b, 77);
+    cli_send(fd, &b);
+    cli_expect_u32(fd, 77);
+    codec_put_type(&b, DIALECT_MODERN, OP_GETNUMKEYS);
+    cli_send(fd, &b);
+    cli_expect_closed(fd, IO_MS);
+    close(fd);
+    codec_buf_free(&b);
+    cr_assert(srv_log_wait(&s, "GETNUMKEYS before authentication", IO_MS));
+    expect_cli(s.port, "TCPSTORE_TOKEN_FILE=rw", "get k", 0, "v");
+    finish(&s);
+}
+
+/* HELLO on fd: the server nonce. */
+static void hello(int fd, uint8_t nonce[AUTH_NONCE_LEN])
+{
+    uint8_t op = STORE_EXT_AUTH_HELLO, mode = 9;
+    cli_send_raw(fd, &op, 1);
+    cli_read(fd, &mode, 1);
+    cr_assert_eq(mode, AUTH_MODE_CHALLENGE);
+    cli_read(fd, nonce, AUTH_NONCE_LEN);
+}
+
+Test(auth, a_proof_is_bound_to_its_connection)
+{
+    struct srv s;
+    start(&s, 1, 0);
+    const unsigned char tok[] = "read-write-token-0123456789";
+    size_t tl = sizeof(tok) - 1;
+    int a = cli_modern(s.port), b = cli_modern(s.port);
+    uint8_t na[AUTH_NONCE_LEN], nb[AUTH_NONCE_LEN];
+    hello(a, na);
+    hello(b, nb);
+    cr_assert(memcmp(na, nb, AUTH_NONCE_LEN) != 0, "nonces repeat");
+    uint8_t msg[1 + AUTH_NONCE_LEN + AUTH_MAC_LEN];
+    msg[0] = STORE_EXT_AUTH_PROOF;
+    memset(msg + 1, 0x5A, AUTH_NONCE_LEN);
+    cr_assert_eq(store_auth_mac(tok, tl, na, msg + 1, msg + 1 +
+                                AUTH_NONCE_LEN), FCCL_OK);
+    /* a's proof replayed on b: refused. */
+    cli_send_raw(b, msg, sizeof(msg));
+    cli_expect_u8(b, AUTH_REFUSED);
+    cr_assert(srv_log_wait(&s, "token refused", IO_MS));
+    /* On a: accepted with full rights, then served. */
+    cli_send_raw(a, msg, sizeof(msg));
+    cli_expect_u8(a, AUTH_READ_WRITE);
+    cr_assert_eq(cli_numkeys(a, DIALECT_MODERN), 0);
+    /* The same proof again on a: no challenge outstanding, closed. */
+    cli_send_raw(a, msg, sizeof(msg));
+    cli_expect_closed(a, IO_MS);
+    cr_assert(srv_log_wait(&s, "AUTH_PROOF without AUTH_HELLO", IO_MS));
+    close(a);
+    close(b);
+    finish(&s);
+}
+
+Test(auth, bad_token_files_are_refused)
+{
+    char *out = NULL, cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s/tcpstore-server --port 0 --token-file "
+             "%s/open", h_bin_dir(), dir);
+    int ex = pu_run(cmd, 30, &out);
+    cr_assert_eq(ex, 1, "exit %d: %s", ex, out);
+    cr_assert(strstr(out, "chmod 600"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof(cmd), "%s/tcpstore-server --port 0 --token-file "
+             "%s/short", h_bin_dir(), dir);
+    ex = pu_run(cmd, 30, &out);
+    cr_assert_eq(ex, 1, "exit %d: %s", ex, out);
+    cr_assert(strstr(out, "at least 16"), "%s", out);
+    free(out);
+    struct srv s;
+    start(&s, 0, 0);
+    expect_cli(s.port, "", "--token-file open get k", 4, "chmod 600");
+    /* A token for a server that has none. */
+    struct srv plain;
+    srv_start(&plain, NULL);
+    expect_cli(plain.port, "", "--token-file rw ping", 4, "has none");
+    finish(&plain);
+    finish(&s);
+}
+
+Test(auth, second_validate_closes)
+{
+    struct srv s;
+    srv_start(&s, NULL);
+    int fd = cli_modern(s.port);
+    cr_assert_eq(cli_numkeys(fd, DIALECT_MODERN), 0);
+    struct codec_buf b;
+    codec_buf_init(&b);
+    codec_put_type(&b, DIALECT_MODERN, OP_VALIDATE);
+    codec_put_u32(&b, STORE_VALIDATE_MAGIC);
+    cli_send(fd, &b);
+    codec_buf_free(&b);
+    cli_expect_closed(fd, IO_MS);
+    close(fd);
+    cr_assert(srv_log_wait(&s, "a second VALIDATE", IO_MS));
+    finish(&s);
+}
+
+Test(auth, fccl_init_with_a_token, .timeout = 120)
+{
+    struct srv s;
+    start(&s, 1, 0);
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 FCCL_STORE_TOKEN_FILE=%s/rw "
+             "%s/fccl-run -n 2 --store 127.0.0.1:%d %s/boot_check host",
+             dir, PU_BIN, s.port, PU_TESTBIN);
+    int ex = pu_run(cmd, 100, &out);
+    cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
+    free(out);
+    cr_assert_eq(log_count(&s, "before authentication"), 0);
+    /* Both ranks joined "init/" (raw key). */
+    expect_cli(s.port, "TCPSTORE_TOKEN_FILE=rw", "--raw-keys get init/", 0,
+               "2");
+    finish(&s);
+}
+
+Test(auth, warning_when_exposed)
+{
+    char *out = NULL, cmd[512];
+    /* --port 0 on every interface: warned; stopped by the timeout. */
+    snprintf(cmd, sizeof(cmd), "%s/tcpstore-server --port 0 & p=$!; "
+             "sleep 0.5; kill $p; wait $p", h_bin_dir());
+    pu_run(cmd, 30, &out);
+    cr_assert(strstr(out, "reachable from other hosts"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof(cmd), "%s/tcpstore-server --port 0 --token-file "
+             "%s/rw --auth-required & p=$!; sleep 0.5; kill $p; wait $p",
+             h_bin_dir(), dir);
+    pu_run(cmd, 30, &out);
+    cr_assert(strstr(out, "token authentication enabled"), "%s", out);
+    cr_assert(!strstr(out, "reachable from other hosts"), "%s", out);
+    free(out);
+}
+
+/* PyTorch's LIST_KEYS (17): every key, as i64 count and length-prefixed
+ * keys; allowed with the read-only token. */
+Test(auth, pytorch_list_keys_17)
+{
+    struct srv s;
+    start(&s, 0, 1);
+    expect_cli(s.port, "", "set b 2", 0, NULL);
+    expect_cli(s.port, "", "set a 1", 0, NULL);
+    expect_cli(s.port, "", "--raw-keys set init/ 1", 0, NULL);
+    int fd = cli_modern(s.port);
+    uint8_t op = 17;
+    cli_send_raw(fd, &op, 1);
+    cli_expect_i64(fd, 3);
+    cli_expect_cstr(fd, "/a");
+    cli_expect_cstr(fd, "/b");
+    cli_expect_cstr(fd, "init/");
+    close(fd);
+    expect_cli(s.port, "", "--token-file ro keys", 0, "a\nb\n");
+    finish(&s);
+}
+
+/* PyTorch's BARRIER (18) through `tcpstore barrier`: three arrivals of
+ * N = 3 released together; a short one times out (exit 3) and its
+ * increment stays; a raw client's BARRIER then CANCEL_WAIT. */
+Test(auth, pytorch_barrier_18)
+{
+    struct srv s;
+    srv_start(&s, NULL);
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             "b() { %s/tcpstore --timeout 20 --addr 127.0.0.1:%d barrier "
+             "step 3 && echo released; }; b & b & sleep 0.3; "
+             "%s/tcpstore --addr 127.0.0.1:%d get step; echo; b; wait",
+             h_bin_dir(), s.port, h_bin_dir(), s.port);
+    int ex = pu_run(cmd, 60, &out);
+    cr_assert_eq(ex, 0, "%s", out);
+    cr_assert(strstr(out, "2\n"), "two arrivals before the third: %s", out);
+    cr_assert_eq(pu_count(out, "released"), 3, "%s", out);
+    free(out);
+    expect_cli(s.port, "", "--timeout 0.3 barrier lone 2", 3, "timed out");
+    expect_cli(s.port, "", "get lone", 0, "1");
+    /* Raw: park, cancel, WAIT_CANCELED; the connection stays usable. */
+    int fd = cli_modern(s.port);
+    struct codec_buf b;
+    codec_buf_init(&b);
+    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
+    codec_put_str(&b, "/raw", 4);
+    codec_put_i64(&b, 5);
+    cli_send(fd, &b);
+    cli_expect_silence(fd, 200);
+    codec_put_type(&b, DIALECT_MODERN, OP_CANCEL_WAIT);
+    cli_send(fd, &b);
+    cli_expect_u8(fd, REPLY_WAIT_CANCELED);
+    cr_assert_eq(cli_numkeys(fd, DIALECT_MODERN), 3);
+    /* A parked barrier on a connection that goes away is dropped. */
+    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
+    codec_put_str(&b, "/raw", 4);
+    codec_put_i64(&b, 5);
+    cli_send(fd, &b);
+    codec_buf_free(&b);
+    close(fd);
+    expect_cli(s.port, "", "get raw", 0, "2");
+    finish(&s);
+}
