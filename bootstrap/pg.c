@@ -1,11 +1,17 @@
 /*
  * Process-group init: from a store address to the world group.
  *
- * Store traffic per rank is O(1): one SET of this rank's record (host
- * identity + endpoint names), one MULTI_GET of every record (the server
- * answers once all exist), and one DELETE of its own record after the
- * first barrier proves everyone has read it.  The libfabric start-up
- * (the slow part: ~0.2 s in fi_getinfo and fi_enable) runs in a thread in
+ * Store traffic per rank is O(1) requests and bytes, whatever the world
+ * size (NCCL's bootstrap does the same): one SET of this rank's record
+ * (host identity + endpoint names), one MULTI_GET of its two ring
+ * neighbours' records (the server answers once both exist), and one
+ * DELETE of its own record after the first barrier proves the neighbours
+ * have read it.  Every other record travels over the fabric: a ring
+ * all_gather between neighbours (n - 3 steps, each one record), so the
+ * store serves O(n) bytes per job instead of O(n^2).  The transport
+ * resolves a peer (fi_av_insert) only when it is first used, from the
+ * record table kept here until finalize.  The libfabric start-up (the
+ * slow part: ~0.2 s in fi_getinfo and fi_enable) runs in a thread in
  * parallel with connecting to the store.
  */
 #include <inttypes.h>
@@ -194,6 +200,10 @@ static int need_network(void)
 #define REC_MAGIC 0x31564346u /* "FCV1" */
 #define REC_WIRE 1            /* rank-to-rank protocol: records, tags */
 #define REC_VER_MAX 64
+#define REC_MAX 4096          /* a record, at most (ring receive buffer) */
+/* Ring all_gather tag: above every group's context id that can be live
+ * during init (ids count up from 1; the world's is 0). */
+#define BOOT_RING_TAG (1ull << 59)
 
 /* "fccl 0.1.0 wire 1"; FCCL_FAKE_VERSION (testing) pretends another. */
 static void my_version(char *out, size_t len)
@@ -205,8 +215,8 @@ static void my_version(char *out, size_t len)
 
 static int make_record(struct fccl_tp *tp, void **out, size_t *outlen)
 {
-    char hostid[HOSTID_MAX], ver[REC_VER_MAX];
-    topo_host_id(hostid, sizeof(hostid), boot.rank, boot.size);
+    char ver[REC_VER_MAX];
+    const char *hostid = boot.hostid;
     my_version(ver, sizeof(ver));
     size_t nlen = 0;
     int rc = tp_local_name(tp, NULL, &nlen);
@@ -253,7 +263,7 @@ static size_t record_version(const uint8_t *p, size_t len, char *ver)
 }
 
 /* Every rank must run the fccl of rank 0: name the first that does not. */
-static int check_versions(void **vals, size_t *lens)
+static int check_versions(void *const *vals, const size_t *lens)
 {
     char v0[REC_VER_MAX], vr[REC_VER_MAX];
     record_version(vals[0], lens[0], v0);
@@ -303,87 +313,157 @@ static void addr_key(char *out, size_t len, int rank)
     snprintf(out, len, "addr/%d", rank);
 }
 
-/* After a timed-out gather, name who never arrived. */
-static int report_missing(int rc)
+static int left_of(int r) { return (r + boot.size - 1) % boot.size; }
+static int right_of(int r) { return (r + 1) % boot.size; }
+
+/* After a timed-out neighbour fetch, name who never arrived. */
+static int report_missing(int rc, const int *ranks, int n)
 {
-    char msg[512] = "";
+    char msg[128] = "";
     size_t off = 0;
     int missing = 0;
-    for (int r = 0; r < boot.size; r++) {
+    for (int i = 0; i < n; i++) {
         char k[32];
-        addr_key(k, sizeof(k), r);
+        addr_key(k, sizeof(k), ranks[i]);
         const char *kp = k;
         int present = 0;
         if (fccl_store_check(boot.store, &kp, 1, &present) < 0)
             break;
         if (present)
             continue;
-        if (missing++ < 16 && off < sizeof(msg) - 16)
-            off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%s%d",
-                                    missing > 1 ? ", " : "", r);
+        off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%s%d",
+                                missing++ ? ", " : "", ranks[i]);
     }
     if (missing == 0)
         return rc;
     return fccl_err(rc,
-                    "init: timed out after %" PRId64
-                    " ms waiting for %d of %d ranks to arrive: rank%s %s%s",
-                    boot.timeout_ms, missing, boot.size, missing > 1 ? "s" : "",
-                    msg, missing > 16 ? ", ..." : "");
+                    "init: rank %d timed out after %" PRId64
+                    " ms waiting for its ring neighbour%s to arrive: rank%s "
+                    "%s (of %d)",
+                    boot.rank, boot.timeout_ms, missing > 1 ? "s" : "",
+                    missing > 1 ? "s" : "", msg, boot.size);
 }
 
-static int exchange_records(void *rec, size_t reclen, void **vals,
-                            size_t *lens)
+static int keep_record(int r, const void *p, size_t len)
 {
-    char key[32];
+    if (boot.recs[r])
+        return FCCL_OK; /* the same record, by another path */
+    if (len > REC_MAX)
+        return fccl_err(FCCL_ERR_PROTOCOL, "init: record of rank %d is %zu "
+                        "B (at most %d)", r, len, REC_MAX);
+    boot.recs[r] = malloc(len ? len : 1);
+    if (!boot.recs[r])
+        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    memcpy(boot.recs[r], p, len);
+    boot.rec_lens[r] = len;
+    return FCCL_OK;
+}
+
+/* Publish my record; fetch my two ring neighbours' (O(1) per rank). */
+static int exchange_records(void *rec, size_t reclen)
+{
+    char key[32], kl[32], kr[32];
     addr_key(key, sizeof(key), boot.rank);
     int rc = fccl_store_set(boot.store, key, rec, reclen);
-    if (rc < 0)
+    if (rc < 0 || (rc = keep_record(boot.rank, rec, reclen)) < 0 ||
+        boot.size == 1)
         return rc;
-    char **keys = calloc((size_t)boot.size, sizeof(char *));
-    if (!keys)
-        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
-    for (int r = 0; r < boot.size && rc >= 0; r++) {
-        keys[r] = malloc(32);
-        if (!keys[r])
-            rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
-        else
-            addr_key(keys[r], 32, r);
-    }
-    if (rc >= 0)
-        rc = fccl_store_multi_get(boot.store, (const char *const *)keys,
-                                  (size_t)boot.size, vals, lens,
-                                  boot.timeout_ms);
-    for (int r = 0; r < boot.size; r++)
-        free(keys[r]);
-    free(keys);
+    int nb[2] = {left_of(boot.rank), right_of(boot.rank)};
+    size_t n = nb[0] == nb[1] ? 1 : 2;
+    addr_key(kl, sizeof(kl), nb[0]);
+    addr_key(kr, sizeof(kr), nb[1]);
+    const char *keys[2] = {kl, kr};
+    void *vals[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    rc = fccl_store_multi_get(boot.store, keys, n, vals, lens,
+                              boot.timeout_ms);
+    for (size_t i = 0; i < n && rc >= 0; i++)
+        rc = keep_record(nb[i], vals[i], lens[i]);
+    free(vals[0]);
+    free(vals[1]);
     if (rc == FCCL_ERR_TIMEOUT)
-        rc = report_missing(rc);
+        rc = report_missing(rc, nb, (int)n);
     return rc;
 }
 
-static int build_world(void **vals, size_t *lens)
+/* The transport's view of the record table (tp_lookup_fn): rank r's
+ * endpoint names, and whether it shares my host. */
+static int record_lookup(void *arg, int r, const void **name, size_t *len,
+                         int *local)
+{
+    (void)arg;
+    char hostid[HOSTID_MAX];
+    if (r < 0 || r >= boot.size || !boot.recs[r])
+        return fccl_err(FCCL_ERR_STATE, "init: no record of rank %d yet", r);
+    int rc = parse_record(boot.recs[r], boot.rec_lens[r], r, hostid, name,
+                          len);
+    if (rc < 0)
+        return rc;
+    *local = strcmp(hostid, boot.hostid) == 0;
+    return FCCL_OK;
+}
+
+/* Everyone's record, by a ring all_gather over the fabric: at step s I
+ * pass on rank (me - s)'s record to my right neighbour and receive rank
+ * (me - s - 1)'s from my left.  Both neighbours' came from the store, so
+ * steps 1 .. n - 3 remain.  Bounded by the init timeout as a whole. */
+static int ring_gather(void)
+{
+    int n = boot.size, me = boot.rank, rc = FCCL_OK;
+    if (n <= 3)
+        return FCCL_OK;
+    unsigned char *buf = malloc(REC_MAX);
+    if (!buf)
+        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    uint64_t deadline = fccl_deadline_ms(boot.timeout_ms);
+    int left = left_of(me), right = right_of(me);
+    for (int s = 1; s <= n - 3 && rc >= 0; s++) {
+        int give = (me - s + n) % n, take = (me - s - 1 + n) % n;
+        struct tp_req req[2];
+        uint64_t tag = BOOT_RING_TAG | (uint64_t)s;
+        rc = tp_irecv(boot.tp, left, tag, buf, REC_MAX, &req[0]);
+        if (rc < 0)
+            break;
+        rc = tp_isend(boot.tp, right, tag, boot.recs[give],
+                      boot.rec_lens[give], &req[1]);
+        if (rc < 0) {
+            tp_cancel(boot.tp, &req[0]);
+            break;
+        }
+        rc = tp_waitall(boot.tp, req, 2, deadline, NULL);
+        if (rc >= 0)
+            rc = keep_record(take, buf, req[0].len);
+    }
+    free(buf);
+    if (rc < 0)
+        return fccl_err_wrap(rc, "init: rank %d: gathering the records "
+                             "over the ring (left %d, right %d)", me, left,
+                             right);
+    return rc;
+}
+
+static int build_world(void)
 {
     int n = boot.size, rc = FCCL_OK;
     char (*hostids)[HOSTID_MAX] = calloc((size_t)n, HOSTID_MAX);
     const char **hp = calloc((size_t)n, sizeof(char *));
-    const void **names = calloc((size_t)n, sizeof(void *));
-    size_t *nlens = calloc((size_t)n, sizeof(size_t));
     boot.node_of = calloc((size_t)n, sizeof(int));
-    if (!hostids || !hp || !names || !nlens || !boot.node_of) {
+    if (!hostids || !hp || !boot.node_of) {
         rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
         goto out;
     }
-    CHECK_GOTO(check_versions(vals, lens), rc, out);
+    CHECK_GOTO(check_versions(boot.recs, boot.rec_lens), rc, out);
     for (int r = 0; r < n; r++) {
-        CHECK_GOTO(parse_record(vals[r], lens[r], r, hostids[r], &names[r],
-                                &nlens[r]),
+        const void *name;
+        size_t nlen;
+        CHECK_GOTO(parse_record(boot.recs[r], boot.rec_lens[r], r,
+                                hostids[r], &name, &nlen),
                    rc, out);
         hp[r] = hostids[r];
     }
     CHECK_GOTO(topo_assign_nodes(hp, n, boot.node_of, &boot.nnodes), rc, out);
     topo_local(boot.node_of, n, boot.rank, &boot.local_rank, &boot.local_size);
-    CHECK_GOTO(tp_add_peers(boot.tp, n, boot.rank, names, nlens, boot.node_of),
-               rc, out);
+    tp_set_local_ranks(boot.tp, boot.local_size);
     struct fccl_group *w = boot_group_alloc(n);
     if (!w) {
         rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
@@ -399,9 +479,15 @@ static int build_world(void **vals, size_t *lens)
 out:
     free(hostids);
     free(hp);
-    free(names);
-    free(nlens);
     return rc;
+}
+
+static void free_records(void)
+{
+    for (int r = 0; boot.recs && r < boot.size; r++)
+        free(boot.recs[r]);
+    free(boot.recs);
+    free(boot.rec_lens);
 }
 
 static void teardown(void)
@@ -420,6 +506,7 @@ static void teardown(void)
         store_server_free(boot.server);
     }
     free(boot.node_of);
+    free_records(); /* after tp_close: the transport's lookups read them */
     memset(&boot, 0, sizeof(boot));
 }
 
@@ -474,27 +561,30 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     if ((rc = src) < 0)
         goto fail;
 
-    void *rec = NULL, **vals = calloc((size_t)size, sizeof(void *));
-    size_t reclen = 0, *lens = calloc((size_t)size, sizeof(size_t));
-    if (!vals || !lens)
+    void *rec = NULL;
+    size_t reclen = 0;
+    boot.recs = calloc((size_t)size, sizeof(void *));
+    boot.rec_lens = calloc((size_t)size, sizeof(size_t));
+    if (!boot.recs || !boot.rec_lens)
         rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    topo_host_id(boot.hostid, sizeof(boot.hostid), rank, size);
     if (rc >= 0)
         rc = make_record(boot.tp, &rec, &reclen);
     if (rc >= 0)
-        rc = exchange_records(rec, reclen, vals, lens);
+        rc = exchange_records(rec, reclen);
+    free(rec);
+    if (rc >= 0)
+        rc = tp_set_peers(boot.tp, size, rank, 0, record_lookup, NULL);
+    if (rc >= 0)
+        rc = ring_gather();
     t_xchg = fccl_now_ns();
     if (rc >= 0)
-        rc = build_world(vals, lens);
+        rc = build_world();
     t_world = fccl_now_ns();
-    for (int r = 0; vals && r < size; r++)
-        free(vals[r]);
-    free(vals);
-    free(lens);
-    free(rec);
     if (rc < 0)
         goto fail;
 
-    /* Everyone has read every record once this returns. */
+    /* My neighbours have read my record once this returns. */
     if ((rc = fccl_barrier(boot.world, NULL)) < 0) {
         rc = fccl_err_wrap(rc, "init: first barrier");
         goto fail;
@@ -506,7 +596,7 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     uint64_t t_end = fccl_now_ns();
     LOG_INFO("BOOT",
              "rank %d/%d up: %d node(s), local %d/%d, %s; ms: store %.1f, "
-             "fabric %.1f (parallel), exchange %.1f, peers %.1f, barrier %.1f",
+             "fabric %.1f (parallel), exchange+ring %.1f, world %.1f, barrier %.1f",
              rank, size, boot.nnodes, boot.local_rank, boot.local_size,
              tp_provider_desc(boot.tp), (double)(t_store - t0) / 1e6,
              (double)(t_tp - t0) / 1e6, (double)(t_xchg - t_tp) / 1e6,
