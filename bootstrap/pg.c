@@ -442,6 +442,20 @@ static int ring_gather(void)
     return rc;
 }
 
+/* Tell the transport which ranks share my host (liveness, spinning). */
+static int watch_local(void)
+{
+    int *local = malloc(sizeof(int) * (size_t)boot.local_size), k = 0;
+    if (!local)
+        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    for (int r = 0; r < boot.size; r++)
+        if (boot.node_of[r] == boot.node_of[boot.rank])
+            local[k++] = r;
+    tp_set_local(boot.tp, local, k);
+    free(local);
+    return FCCL_OK;
+}
+
 static int build_world(void)
 {
     int n = boot.size, rc = FCCL_OK;
@@ -463,7 +477,7 @@ static int build_world(void)
     }
     CHECK_GOTO(topo_assign_nodes(hp, n, boot.node_of, &boot.nnodes), rc, out);
     topo_local(boot.node_of, n, boot.rank, &boot.local_rank, &boot.local_size);
-    tp_set_local_ranks(boot.tp, boot.local_size);
+    CHECK_GOTO(watch_local(), rc, out);
     struct fccl_group *w = boot_group_alloc(n);
     if (!w) {
         rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");

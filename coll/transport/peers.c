@@ -147,12 +147,14 @@ int tp_set_peers(struct fccl_tp *tp, int nranks, int my_rank, int local_ranks,
     return rc;
 }
 
-void tp_set_local_ranks(struct fccl_tp *tp, int local_ranks)
+void tp_set_local(struct fccl_tp *tp, const int *ranks, int n)
 {
-    if (!tp)
+    if (!tp || !tp->peers)
         return;
     pthread_mutex_lock(&tp->lock);
-    set_spin(tp, local_ranks);
+    set_spin(tp, n);
+    for (int i = 0; ranks && i < n; i++)
+        tp_watch_locked(tp, ranks[i]);
     pthread_mutex_unlock(&tp->lock);
 }
 
@@ -167,24 +169,31 @@ int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
     if (tp->peers)
         return fccl_err(FCCL_ERR_STATE, "tp_add_peers: peers already added");
     /* Check every blob now (parsing only: nothing is inserted). */
-    int local_ranks = 0;
+    int local_ranks = 0, *local_list = malloc(sizeof(int) * (size_t)nranks);
+    if (!local_list)
+        return fccl_err(FCCL_ERR_NOMEM, "tp_add_peers: %d ranks", nranks);
     for (int r = 0; r < nranks; r++) {
         int local = !node_of || node_of[r] == node_of[my_rank], epi;
         const unsigned char *addr;
         size_t alen;
-        local_ranks += local;
+        if (local)
+            local_list[local_ranks++] = r;
         int rc = tp_route(tp, r, names[r], lens[r], local, &epi, &addr, &alen);
-        if (rc < 0)
+        if (rc < 0) {
+            free(local_list);
             return fccl_err_wrap(rc, "tp_add_peers: rank %d", r);
+        }
     }
     struct own_names *o = own_copy(nranks, my_rank, names, lens, node_of);
-    if (!o)
-        return fccl_err(FCCL_ERR_NOMEM, "tp_add_peers: %d ranks", nranks);
-    int rc = tp_set_peers(tp, nranks, my_rank, local_ranks, own_lookup, o);
-    if (rc < 0)
+    int rc = o ? tp_set_peers(tp, nranks, my_rank, local_ranks, own_lookup, o)
+               : fccl_err(FCCL_ERR_NOMEM, "tp_add_peers: %d ranks", nranks);
+    if (rc < 0) {
         own_free(o);
-    else
+    } else {
         tp->own_names = o;
+        tp_set_local(tp, local_list, local_ranks);
+    }
+    free(local_list);
     return rc;
 }
 

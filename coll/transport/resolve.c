@@ -102,7 +102,8 @@ static int insert(struct fccl_tp *tp, int r)
     struct tp_peer *p = &tp->peers[r];
     p->ep = epi;
     p->addr = fa;
-    tp_live_add(tp, p, blob, len, local);
+    if (!p->live_pid && p->pidfd < 0)
+        tp_live_add(tp, p, blob, len, local);
     LOG_DEBUG("FABRIC", "rank %d resolved on %s", r, e->prov);
     return FCCL_OK;
 }
@@ -130,4 +131,17 @@ int tp_resolve(struct fccl_tp *tp, int r)
     int rc = tp_resolve_locked(tp, r);
     pthread_mutex_unlock(&tp->lock);
     return rc;
+}
+
+void tp_watch_locked(struct fccl_tp *tp, int r)
+{
+    const void *blob = NULL;
+    size_t len = 0;
+    int local = 0;
+    struct tp_peer *p = &tp->peers[r];
+    if (r == tp->my_rank || p->live_pid || p->pidfd >= 0)
+        return;
+    if (tp->lookup(tp->lookup_arg, r, &blob, &len, &local) < 0)
+        return; /* no record: the deadline still bounds the wait */
+    tp_live_add(tp, p, blob, len, local);
 }

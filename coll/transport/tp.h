@@ -162,8 +162,11 @@ typedef int (*tp_lookup_fn)(void *arg, int rank, const void **name,
 int tp_set_peers(struct fccl_tp *tp, int nranks, int my_rank, int local_ranks,
                  tp_lookup_fn lookup, void *lookup_arg);
 
-/* Update the number of ranks on this host once the topology is known. */
-void tp_set_local_ranks(struct fccl_tp *tp, int local_ranks);
+/* The ranks on this host, once the topology is known: sets how waiters
+ * spin (n ranks here) and opens each one's liveness handle (a pidfd, see
+ * tp_dead_peer) without resolving it, so that a local rank that dies is
+ * reported by name even by ranks that never talked to it.  O(n). */
+void tp_set_local(struct fccl_tp *tp, const int *ranks, int n);
 
 /* tp_set_peers from arrays: every rank's name blob (copied, and checked
  * now so that junk fails here, FCCL_ERR_PROTOCOL) and node_of[r], rank

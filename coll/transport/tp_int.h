@@ -229,6 +229,8 @@ int tp_route(const struct fccl_tp *tp, int r, const void *blob, size_t len,
 int tp_peer_where(const struct fccl_tp *tp, int r, int *epi);
 int tp_resolve(struct fccl_tp *tp, int r);
 int tp_resolve_locked(struct fccl_tp *tp, int r);
+/* Open rank r's liveness handle (local peers) without resolving it. */
+void tp_watch_locked(struct fccl_tp *tp, int r);
 /* peers.c: free tp_add_peers' copy of the blobs (tp_close). */
 void tp_free_own_names(struct fccl_tp *tp);
 
