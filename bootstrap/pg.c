@@ -201,7 +201,7 @@ static int need_network(void)
 #define REC_WIRE 1            /* rank-to-rank protocol: records, tags */
 #define REC_VER_MAX 64
 #define REC_MAX 4096          /* a record, at most (ring receive buffer) */
-/* Ring all_gather tag: above every group's context id that can be live
+/* Record gather tags: above every group's context id that can be live
  * during init (ids count up from 1; the world's is 0). */
 #define BOOT_RING_TAG (1ull << 59)
 
@@ -403,42 +403,129 @@ static int record_lookup(void *arg, int r, const void **name, size_t *len,
     return FCCL_OK;
 }
 
-/* Everyone's record, by a ring all_gather over the fabric: at step s I
- * pass on rank (me - s)'s record to my right neighbour and receive rank
- * (me - s - 1)'s from my left.  Both neighbours' came from the store, so
- * steps 1 .. n - 3 remain.  Bounded by the init timeout as a whole. */
+static int wrap(int x) { return ((x % boot.size) + boot.size) % boot.size; }
+
+/* cnt records from rank `from` on (mod n), as (u32 len, bytes)... */
+static int pack(int from, int cnt, unsigned char **out, uint64_t *len)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < cnt; i++)
+        total += 4 + boot.rec_lens[wrap(from + i)];
+    unsigned char *p = malloc(total ? total : 1), *q = p;
+    if (!p)
+        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    for (int i = 0; i < cnt; i++) {
+        int r = wrap(from + i);
+        uint32_t l = (uint32_t)boot.rec_lens[r];
+        memcpy(q, &l, 4);
+        memcpy(q + 4, boot.recs[r], l);
+        q += 4 + l;
+    }
+    *out = p;
+    *len = total;
+    return FCCL_OK;
+}
+
+static int unpack(int from, int cnt, const unsigned char *p, uint64_t len,
+                  int peer)
+{
+    for (int i = 0; i < cnt; i++) {
+        uint32_t l;
+        if (len < 4 || (memcpy(&l, p, 4), len - 4 < l))
+            return fccl_err(FCCL_ERR_PROTOCOL, "init: rank %d sent a "
+                            "truncated record list", peer);
+        int rc = keep_record(wrap(from + i), p + 4, l);
+        if (rc < 0)
+            return rc;
+        p += 4 + l;
+        len -= 4 + l;
+    }
+    return FCCL_OK;
+}
+
+static void cancel_all(struct tp_req *req, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (tp_req_pending(&req[i]))
+            tp_cancel(boot.tp, &req[i]);
+}
+
+/* One round with window half-width a: I hold [me - a, me + a].  I get
+ * nl records left of that from rank me - a and nr right of it from rank
+ * me + a, and give them theirs: each message is a size, then the packed
+ * records (sizes differ: host names, providers). */
+static int window_round(int a, int nl, int nr, uint64_t deadline, int round)
+{
+    int me = boot.rank, L = wrap(me - a), R = wrap(me + a), rc;
+    uint64_t tag = BOOT_RING_TAG | (uint64_t)round << 2;
+    uint64_t in_len[2] = {0, 0}, out_len[2] = {0, 0};
+    unsigned char *out[2] = {NULL, NULL}, *in[2] = {NULL, NULL};
+    struct tp_req req[8];
+    memset(req, 0, sizeof(req));
+    /* to R: the nl records left of me; to L: the nr right of me.  Tag bit
+     * 1: the message travels rightwards (1) or leftwards (0). */
+    if ((rc = pack(me - nl, nl, &out[0], &out_len[0])) < 0 ||
+        (rc = pack(me + 1, nr, &out[1], &out_len[1])) < 0)
+        goto out;
+    CHECK_GOTO(tp_irecv(boot.tp, L, tag | 2, &in_len[0], 8, &req[0]), rc, out);
+    CHECK_GOTO(tp_irecv(boot.tp, R, tag, &in_len[1], 8, &req[1]), rc, fail);
+    CHECK_GOTO(tp_isend(boot.tp, R, tag | 2, &out_len[0], 8, &req[2]), rc, fail);
+    CHECK_GOTO(tp_isend(boot.tp, L, tag, &out_len[1], 8, &req[3]), rc, fail);
+    CHECK_GOTO(tp_isend(boot.tp, R, tag | 3, out[0], out_len[0], &req[4]), rc,
+               fail);
+    CHECK_GOTO(tp_isend(boot.tp, L, tag | 1, out[1], out_len[1], &req[5]), rc,
+               fail);
+    CHECK_GOTO(tp_waitall(boot.tp, req, 2, deadline, NULL), rc, fail);
+    for (int i = 0; i < 2; i++) {
+        if (in_len[i] > (uint64_t)a * (4 + REC_MAX)) {
+            rc = fccl_err(FCCL_ERR_PROTOCOL, "init: rank %d announced %llu B "
+                          "of records", i ? R : L,
+                          (unsigned long long)in_len[i]);
+            goto fail;
+        }
+        if (!(in[i] = malloc(in_len[i] ? in_len[i] : 1))) {
+            rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+            goto fail;
+        }
+    }
+    CHECK_GOTO(tp_irecv(boot.tp, L, tag | 3, in[0], in_len[0], &req[6]), rc,
+               fail);
+    CHECK_GOTO(tp_irecv(boot.tp, R, tag | 1, in[1], in_len[1], &req[7]), rc,
+               fail);
+    CHECK_GOTO(tp_waitall(boot.tp, req + 2, 6, deadline, NULL), rc, fail);
+    if ((rc = unpack(me - a - nl, nl, in[0], req[6].len, L)) >= 0)
+        rc = unpack(me + a + 1, nr, in[1], req[7].len, R);
+    goto out;
+fail:
+    cancel_all(req, 8);
+out:
+    for (int i = 0; i < 2; i++) {
+        free(out[i]);
+        free(in[i]);
+    }
+    return rc;
+}
+
+/* Everyone's record, over the fabric, in log2(n) rounds.  Each rank
+ * starts with its two neighbours' records (from the store) and keeps a
+ * window [me - a, me + a] of consecutive ranks; in each round it trades
+ * with the ranks at the window's ends (whose records it holds, so it can
+ * reach them), which double the window.  Every record reaches every rank
+ * once (n records received per rank in all, like a ring all_gather, but
+ * in log2(n) rounds instead of n).  Bounded by the init timeout. */
 static int ring_gather(void)
 {
-    int n = boot.size, me = boot.rank, rc = FCCL_OK;
-    if (n <= 3)
-        return FCCL_OK;
-    unsigned char *buf = malloc(REC_MAX);
-    if (!buf)
-        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    int n = boot.size, a = 1, rc = FCCL_OK;
     uint64_t deadline = fccl_deadline_ms(boot.timeout_ms);
-    int left = left_of(me), right = right_of(me);
-    for (int s = 1; s <= n - 3 && rc >= 0; s++) {
-        int give = (me - s + n) % n, take = (me - s - 1 + n) % n;
-        struct tp_req req[2];
-        uint64_t tag = BOOT_RING_TAG | (uint64_t)s;
-        rc = tp_irecv(boot.tp, left, tag, buf, REC_MAX, &req[0]);
-        if (rc < 0)
-            break;
-        rc = tp_isend(boot.tp, right, tag, boot.recs[give],
-                      boot.rec_lens[give], &req[1]);
-        if (rc < 0) {
-            tp_cancel(boot.tp, &req[0]);
-            break;
-        }
-        rc = tp_waitall(boot.tp, req, 2, deadline, NULL);
-        if (rc >= 0)
-            rc = keep_record(take, buf, req[0].len);
+    for (int round = 0; 2 * a + 1 < n && rc >= 0; round++, a *= 2) {
+        int missing = n - (2 * a + 1);
+        int nl = (missing + 1) / 2 < a ? (missing + 1) / 2 : a;
+        int nr = missing - nl < a ? missing - nl : a;
+        rc = window_round(a, nl, nr, deadline, round);
     }
-    free(buf);
     if (rc < 0)
-        return fccl_err_wrap(rc, "init: rank %d: gathering the records "
-                             "over the ring (left %d, right %d)", me, left,
-                             right);
+        return fccl_err_wrap(rc, "init: rank %d: gathering the records over "
+                             "the fabric", boot.rank);
     return rc;
 }
 
@@ -466,6 +553,12 @@ static int build_world(void)
         rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
         goto out;
     }
+    for (int r = 0; r < n; r++)
+        if (!boot.recs[r]) {
+            rc = fccl_err(FCCL_ERR_PROTOCOL, "init: rank %d's record never "
+                          "reached rank %d", r, boot.rank);
+            goto out;
+        }
     CHECK_GOTO(check_versions(boot.recs, boot.rec_lens), rc, out);
     for (int r = 0; r < n; r++) {
         const void *name;
@@ -554,7 +647,7 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
                           : fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS);
     job_id(opts, boot.job, sizeof(boot.job));
 
-    uint64_t t0 = fccl_now_ns(), t_store, t_tp, t_xchg, t_world;
+    uint64_t t0 = fccl_now_ns(), t_store, t_tp, t_xchg = 0, t_ring, t_world;
     struct tp_start ts = {.opts = {.provider = opts->provider,
                                    .need_network = need_network()}};
     tp_env_defaults(); /* before the thread: setenv races with getenv */
@@ -587,11 +680,12 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     if (rc >= 0)
         rc = exchange_records(rec, reclen);
     free(rec);
+    t_xchg = fccl_now_ns();
     if (rc >= 0)
         rc = tp_set_peers(boot.tp, size, rank, 0, record_lookup, NULL);
     if (rc >= 0)
         rc = ring_gather();
-    t_xchg = fccl_now_ns();
+    t_ring = fccl_now_ns();
     if (rc >= 0)
         rc = build_world();
     t_world = fccl_now_ns();
@@ -610,11 +704,13 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     uint64_t t_end = fccl_now_ns();
     LOG_INFO("BOOT",
              "rank %d/%d up: %d node(s), local %d/%d, %s; ms: store %.1f, "
-             "fabric %.1f (parallel), exchange+ring %.1f, world %.1f, barrier %.1f",
+             "fabric %.1f (parallel), neighbours %.1f, ring %.1f, world %.1f, "
+             "barrier %.1f",
              rank, size, boot.nnodes, boot.local_rank, boot.local_size,
              tp_provider_desc(boot.tp), (double)(t_store - t0) / 1e6,
              (double)(t_tp - t0) / 1e6, (double)(t_xchg - t_tp) / 1e6,
-             (double)(t_world - t_xchg) / 1e6, (double)(t_end - t_world) / 1e6);
+             (double)(t_ring - t_xchg) / 1e6, (double)(t_world - t_ring) / 1e6,
+             (double)(t_end - t_world) / 1e6);
     if (world)
         *world = boot.world;
     return FCCL_OK;
