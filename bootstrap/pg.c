@@ -498,6 +498,9 @@ static int window_round(int a, int nl, int nr, uint64_t deadline, int round)
     goto out;
 fail:
     cancel_all(req, 8);
+    /* A cancel the provider could not honour leaves it owning the
+     * buffers: leak them (a failing init, bounded) rather than free. */
+    out[0] = out[1] = in[0] = in[1] = NULL;
 out:
     for (int i = 0; i < 2; i++) {
         free(out[i]);
