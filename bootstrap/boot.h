@@ -20,6 +20,10 @@ struct boot_state {
     struct fccl_tp *tp;
     struct fccl_group *world;
     int *node_of;                 /* world topology, by world rank */
+    void **recs;                  /* every rank's record (ring all_gather);
+                                     the transport resolves peers from it */
+    size_t *rec_lens;
+    char hostid[160];             /* mine (topology.h HOSTID_MAX) */
     int nnodes, local_rank, local_size;
     struct fccl_group **groups;   /* live user groups, for finalize */
     size_t ngroups, cap_groups;

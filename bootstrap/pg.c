@@ -1,11 +1,17 @@
 /*
  * Process-group init: from a store address to the world group.
  *
- * Store traffic per rank is O(1): one SET of this rank's record (host
- * identity + endpoint names), one MULTI_GET of every record (the server
- * answers once all exist), and one DELETE of its own record after the
- * first barrier proves everyone has read it.  The libfabric start-up
- * (the slow part: ~0.2 s in fi_getinfo and fi_enable) runs in a thread in
+ * Store traffic per rank is O(1) requests and bytes, whatever the world
+ * size (NCCL's bootstrap does the same): one SET of this rank's record
+ * (host identity + endpoint names), one MULTI_GET of its two ring
+ * neighbours' records (the server answers once both exist), and one
+ * DELETE of its own record after the first barrier proves the neighbours
+ * have read it.  Every other record travels over the fabric: a ring
+ * all_gather between neighbours (n - 3 steps, each one record), so the
+ * store serves O(n) bytes per job instead of O(n^2).  The transport
+ * resolves a peer (fi_av_insert) only when it is first used, from the
+ * record table kept here until finalize.  The libfabric start-up (the
+ * slow part: ~0.2 s in fi_getinfo and fi_enable) runs in a thread in
  * parallel with connecting to the store.
  */
 #include <inttypes.h>
@@ -199,6 +205,10 @@ static int need_network(void)
 #define REC_MAGIC 0x31564346u /* "FCV1" */
 #define REC_WIRE 1            /* rank-to-rank protocol: records, tags */
 #define REC_VER_MAX 64
+#define REC_MAX 4096          /* a record, at most (ring receive buffer) */
+/* Record gather tags: above every group's context id that can be live
+ * during init (ids count up from 1; the world's is 0). */
+#define BOOT_RING_TAG (1ull << 59)
 
 /* "fccl 0.1.0 wire 1"; FCCL_FAKE_VERSION (testing) pretends another. */
 static void my_version(char *out, size_t len)
@@ -210,8 +220,8 @@ static void my_version(char *out, size_t len)
 
 static int make_record(struct fccl_tp *tp, void **out, size_t *outlen)
 {
-    char hostid[HOSTID_MAX], ver[REC_VER_MAX];
-    topo_host_id(hostid, sizeof(hostid), boot.rank, boot.size);
+    char ver[REC_VER_MAX];
+    const char *hostid = boot.hostid;
     my_version(ver, sizeof(ver));
     size_t nlen = 0;
     int rc = tp_local_name(tp, NULL, &nlen);
@@ -258,7 +268,7 @@ static size_t record_version(const uint8_t *p, size_t len, char *ver)
 }
 
 /* Every rank must run the fccl of rank 0: name the first that does not. */
-static int check_versions(void **vals, size_t *lens)
+static int check_versions(void *const *vals, const size_t *lens)
 {
     char v0[REC_VER_MAX], vr[REC_VER_MAX];
     record_version(vals[0], lens[0], v0);
@@ -308,87 +318,267 @@ static void addr_key(char *out, size_t len, int rank)
     snprintf(out, len, "addr/%d", rank);
 }
 
-/* After a timed-out gather, name who never arrived. */
-static int report_missing(int rc)
+static int left_of(int r) { return (r + boot.size - 1) % boot.size; }
+static int right_of(int r) { return (r + 1) % boot.size; }
+
+/* After a timed-out neighbour fetch, name who never arrived. */
+static int report_missing(int rc, const int *ranks, int n)
 {
-    char msg[512] = "";
+    char msg[128] = "";
     size_t off = 0;
     int missing = 0;
-    for (int r = 0; r < boot.size; r++) {
+    for (int i = 0; i < n; i++) {
         char k[32];
-        addr_key(k, sizeof(k), r);
+        addr_key(k, sizeof(k), ranks[i]);
         const char *kp = k;
         int present = 0;
         if (fccl_store_check(boot.store, &kp, 1, &present) < 0)
             break;
         if (present)
             continue;
-        if (missing++ < 16 && off < sizeof(msg) - 16)
-            off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%s%d",
-                                    missing > 1 ? ", " : "", r);
+        off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%s%d",
+                                missing++ ? ", " : "", ranks[i]);
     }
     if (missing == 0)
         return rc;
     return fccl_err(rc,
-                    "init: timed out after %" PRId64
-                    " ms waiting for %d of %d ranks to arrive: rank%s %s%s",
-                    boot.timeout_ms, missing, boot.size, missing > 1 ? "s" : "",
-                    msg, missing > 16 ? ", ..." : "");
+                    "init: rank %d timed out after %" PRId64
+                    " ms waiting for its ring neighbour%s to arrive: rank%s "
+                    "%s (of %d)",
+                    boot.rank, boot.timeout_ms, missing > 1 ? "s" : "",
+                    missing > 1 ? "s" : "", msg, boot.size);
 }
 
-static int exchange_records(void *rec, size_t reclen, void **vals,
-                            size_t *lens)
+static int keep_record(int r, const void *p, size_t len)
 {
-    char key[32];
+    if (boot.recs[r])
+        return FCCL_OK; /* the same record, by another path */
+    if (len > REC_MAX)
+        return fccl_err(FCCL_ERR_PROTOCOL, "init: record of rank %d is %zu "
+                        "B (at most %d)", r, len, REC_MAX);
+    boot.recs[r] = malloc(len ? len : 1);
+    if (!boot.recs[r])
+        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    memcpy(boot.recs[r], p, len);
+    boot.rec_lens[r] = len;
+    return FCCL_OK;
+}
+
+/* Publish my record; fetch my two ring neighbours' (O(1) per rank). */
+static int exchange_records(void *rec, size_t reclen)
+{
+    char key[32], kl[32], kr[32];
     addr_key(key, sizeof(key), boot.rank);
     int rc = fccl_store_set(boot.store, key, rec, reclen);
-    if (rc < 0)
+    if (rc < 0 || (rc = keep_record(boot.rank, rec, reclen)) < 0 ||
+        boot.size == 1)
         return rc;
-    char **keys = calloc((size_t)boot.size, sizeof(char *));
-    if (!keys)
-        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
-    for (int r = 0; r < boot.size && rc >= 0; r++) {
-        keys[r] = malloc(32);
-        if (!keys[r])
-            rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
-        else
-            addr_key(keys[r], 32, r);
-    }
-    if (rc >= 0)
-        rc = fccl_store_multi_get(boot.store, (const char *const *)keys,
-                                  (size_t)boot.size, vals, lens,
-                                  boot.timeout_ms);
-    for (int r = 0; r < boot.size; r++)
-        free(keys[r]);
-    free(keys);
+    int nb[2] = {left_of(boot.rank), right_of(boot.rank)};
+    size_t n = nb[0] == nb[1] ? 1 : 2;
+    addr_key(kl, sizeof(kl), nb[0]);
+    addr_key(kr, sizeof(kr), nb[1]);
+    const char *keys[2] = {kl, kr};
+    void *vals[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    rc = fccl_store_multi_get(boot.store, keys, n, vals, lens,
+                              boot.timeout_ms);
+    for (size_t i = 0; i < n && rc >= 0; i++)
+        rc = keep_record(nb[i], vals[i], lens[i]);
+    free(vals[0]);
+    free(vals[1]);
     if (rc == FCCL_ERR_TIMEOUT)
-        rc = report_missing(rc);
+        rc = report_missing(rc, nb, (int)n);
     return rc;
 }
 
-static int build_world(void **vals, size_t *lens)
+/* The transport's view of the record table (tp_lookup_fn): rank r's
+ * endpoint names, and whether it shares my host. */
+static int record_lookup(void *arg, int r, const void **name, size_t *len,
+                         int *local)
+{
+    (void)arg;
+    char hostid[HOSTID_MAX];
+    if (r < 0 || r >= boot.size || !boot.recs[r])
+        return fccl_err(FCCL_ERR_STATE, "init: no record of rank %d yet", r);
+    int rc = parse_record(boot.recs[r], boot.rec_lens[r], r, hostid, name,
+                          len);
+    if (rc < 0)
+        return rc;
+    *local = strcmp(hostid, boot.hostid) == 0;
+    return FCCL_OK;
+}
+
+static int wrap(int x) { return ((x % boot.size) + boot.size) % boot.size; }
+
+/* cnt records from rank `from` on (mod n), as (u32 len, bytes)... */
+static int pack(int from, int cnt, unsigned char **out, uint64_t *len)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < cnt; i++)
+        total += 4 + boot.rec_lens[wrap(from + i)];
+    unsigned char *p = malloc(total ? total : 1), *q = p;
+    if (!p)
+        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    for (int i = 0; i < cnt; i++) {
+        int r = wrap(from + i);
+        uint32_t l = (uint32_t)boot.rec_lens[r];
+        memcpy(q, &l, 4);
+        memcpy(q + 4, boot.recs[r], l);
+        q += 4 + l;
+    }
+    *out = p;
+    *len = total;
+    return FCCL_OK;
+}
+
+static int unpack(int from, int cnt, const unsigned char *p, uint64_t len,
+                  int peer)
+{
+    for (int i = 0; i < cnt; i++) {
+        uint32_t l;
+        if (len < 4 || (memcpy(&l, p, 4), len - 4 < l))
+            return fccl_err(FCCL_ERR_PROTOCOL, "init: rank %d sent a "
+                            "truncated record list", peer);
+        int rc = keep_record(wrap(from + i), p + 4, l);
+        if (rc < 0)
+            return rc;
+        p += 4 + l;
+        len -= 4 + l;
+    }
+    return FCCL_OK;
+}
+
+static void cancel_all(struct tp_req *req, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (tp_req_pending(&req[i]))
+            tp_cancel(boot.tp, &req[i]);
+}
+
+/* One round with window half-width a: I hold [me - a, me + a].  I get
+ * nl records left of that from rank me - a and nr right of it from rank
+ * me + a, and give them theirs: each message is a size, then the packed
+ * records (sizes differ: host names, providers). */
+static int window_round(int a, int nl, int nr, uint64_t deadline, int round)
+{
+    int me = boot.rank, L = wrap(me - a), R = wrap(me + a), rc;
+    uint64_t tag = BOOT_RING_TAG | (uint64_t)round << 2;
+    uint64_t in_len[2] = {0, 0}, out_len[2] = {0, 0};
+    unsigned char *out[2] = {NULL, NULL}, *in[2] = {NULL, NULL};
+    struct tp_req req[8];
+    memset(req, 0, sizeof(req));
+    /* to R: the nl records left of me; to L: the nr right of me.  Tag bit
+     * 1: the message travels rightwards (1) or leftwards (0). */
+    if ((rc = pack(me - nl, nl, &out[0], &out_len[0])) < 0 ||
+        (rc = pack(me + 1, nr, &out[1], &out_len[1])) < 0)
+        goto out;
+    CHECK_GOTO(tp_irecv(boot.tp, L, tag | 2, &in_len[0], 8, &req[0]), rc, out);
+    CHECK_GOTO(tp_irecv(boot.tp, R, tag, &in_len[1], 8, &req[1]), rc, fail);
+    CHECK_GOTO(tp_isend(boot.tp, R, tag | 2, &out_len[0], 8, &req[2]), rc, fail);
+    CHECK_GOTO(tp_isend(boot.tp, L, tag, &out_len[1], 8, &req[3]), rc, fail);
+    CHECK_GOTO(tp_isend(boot.tp, R, tag | 3, out[0], out_len[0], &req[4]), rc,
+               fail);
+    CHECK_GOTO(tp_isend(boot.tp, L, tag | 1, out[1], out_len[1], &req[5]), rc,
+               fail);
+    CHECK_GOTO(tp_waitall(boot.tp, req, 2, deadline, NULL), rc, fail);
+    for (int i = 0; i < 2; i++) {
+        if (in_len[i] > (uint64_t)a * (4 + REC_MAX)) {
+            rc = fccl_err(FCCL_ERR_PROTOCOL, "init: rank %d announced %llu B "
+                          "of records", i ? R : L,
+                          (unsigned long long)in_len[i]);
+            goto fail;
+        }
+        if (!(in[i] = malloc(in_len[i] ? in_len[i] : 1))) {
+            rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+            goto fail;
+        }
+    }
+    CHECK_GOTO(tp_irecv(boot.tp, L, tag | 3, in[0], in_len[0], &req[6]), rc,
+               fail);
+    CHECK_GOTO(tp_irecv(boot.tp, R, tag | 1, in[1], in_len[1], &req[7]), rc,
+               fail);
+    CHECK_GOTO(tp_waitall(boot.tp, req + 2, 6, deadline, NULL), rc, fail);
+    if ((rc = unpack(me - a - nl, nl, in[0], req[6].len, L)) >= 0)
+        rc = unpack(me + a + 1, nr, in[1], req[7].len, R);
+    goto out;
+fail:
+    cancel_all(req, 8);
+    /* A cancel the provider could not honour leaves it owning the
+     * buffers: leak them (a failing init, bounded) rather than free. */
+    out[0] = out[1] = in[0] = in[1] = NULL;
+out:
+    for (int i = 0; i < 2; i++) {
+        free(out[i]);
+        free(in[i]);
+    }
+    return rc;
+}
+
+/* Everyone's record, over the fabric, in log2(n) rounds.  Each rank
+ * starts with its two neighbours' records (from the store) and keeps a
+ * window [me - a, me + a] of consecutive ranks; in each round it trades
+ * with the ranks at the window's ends (whose records it holds, so it can
+ * reach them), which double the window.  Every record reaches every rank
+ * once (n records received per rank in all, like a ring all_gather, but
+ * in log2(n) rounds instead of n).  Bounded by the init timeout. */
+static int ring_gather(void)
+{
+    int n = boot.size, a = 1, rc = FCCL_OK;
+    uint64_t deadline = fccl_deadline_ms(boot.timeout_ms);
+    for (int round = 0; 2 * a + 1 < n && rc >= 0; round++, a *= 2) {
+        int missing = n - (2 * a + 1);
+        int nl = (missing + 1) / 2 < a ? (missing + 1) / 2 : a;
+        int nr = missing - nl < a ? missing - nl : a;
+        rc = window_round(a, nl, nr, deadline, round);
+    }
+    if (rc < 0)
+        return fccl_err_wrap(rc, "init: rank %d: gathering the records over "
+                             "the fabric", boot.rank);
+    return rc;
+}
+
+/* Tell the transport which ranks share my host (liveness, spinning). */
+static int watch_local(void)
+{
+    int *local = malloc(sizeof(int) * (size_t)boot.local_size), k = 0;
+    if (!local)
+        return fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    for (int r = 0; r < boot.size; r++)
+        if (boot.node_of[r] == boot.node_of[boot.rank])
+            local[k++] = r;
+    tp_set_local(boot.tp, local, k);
+    free(local);
+    return FCCL_OK;
+}
+
+static int build_world(void)
 {
     int n = boot.size, rc = FCCL_OK;
     char (*hostids)[HOSTID_MAX] = calloc((size_t)n, HOSTID_MAX);
     const char **hp = calloc((size_t)n, sizeof(char *));
-    const void **names = calloc((size_t)n, sizeof(void *));
-    size_t *nlens = calloc((size_t)n, sizeof(size_t));
     boot.node_of = calloc((size_t)n, sizeof(int));
-    if (!hostids || !hp || !names || !nlens || !boot.node_of) {
+    if (!hostids || !hp || !boot.node_of) {
         rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
         goto out;
     }
-    CHECK_GOTO(check_versions(vals, lens), rc, out);
+    for (int r = 0; r < n; r++)
+        if (!boot.recs[r]) {
+            rc = fccl_err(FCCL_ERR_PROTOCOL, "init: rank %d's record never "
+                          "reached rank %d", r, boot.rank);
+            goto out;
+        }
+    CHECK_GOTO(check_versions(boot.recs, boot.rec_lens), rc, out);
     for (int r = 0; r < n; r++) {
-        CHECK_GOTO(parse_record(vals[r], lens[r], r, hostids[r], &names[r],
-                                &nlens[r]),
+        const void *name;
+        size_t nlen;
+        CHECK_GOTO(parse_record(boot.recs[r], boot.rec_lens[r], r,
+                                hostids[r], &name, &nlen),
                    rc, out);
         hp[r] = hostids[r];
     }
     CHECK_GOTO(topo_assign_nodes(hp, n, boot.node_of, &boot.nnodes), rc, out);
     topo_local(boot.node_of, n, boot.rank, &boot.local_rank, &boot.local_size);
-    CHECK_GOTO(tp_add_peers(boot.tp, n, boot.rank, names, nlens, boot.node_of),
-               rc, out);
+    CHECK_GOTO(watch_local(), rc, out);
     struct fccl_group *w = boot_group_alloc(n);
     if (!w) {
         rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
@@ -404,9 +594,15 @@ static int build_world(void **vals, size_t *lens)
 out:
     free(hostids);
     free(hp);
-    free(names);
-    free(nlens);
     return rc;
+}
+
+static void free_records(void)
+{
+    for (int r = 0; boot.recs && r < boot.size; r++)
+        free(boot.recs[r]);
+    free(boot.recs);
+    free(boot.rec_lens);
 }
 
 static void teardown(void)
@@ -425,6 +621,7 @@ static void teardown(void)
         store_server_free(boot.server);
     }
     free(boot.node_of);
+    free_records(); /* after tp_close: the transport's lookups read them */
     memset(&boot, 0, sizeof(boot));
 }
 
@@ -458,7 +655,7 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
                           : fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS);
     job_id(opts, boot.job, sizeof(boot.job));
 
-    uint64_t t0 = fccl_now_ns(), t_store, t_tp, t_xchg, t_world;
+    uint64_t t0 = fccl_now_ns(), t_store, t_tp, t_xchg = 0, t_ring, t_world;
     struct tp_start ts = {.opts = {.provider = opts->provider,
                                    .need_network = need_network()}};
     tp_env_defaults(); /* before the thread: setenv races with getenv */
@@ -479,27 +676,31 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     if ((rc = src) < 0)
         goto fail;
 
-    void *rec = NULL, **vals = calloc((size_t)size, sizeof(void *));
-    size_t reclen = 0, *lens = calloc((size_t)size, sizeof(size_t));
-    if (!vals || !lens)
+    void *rec = NULL;
+    size_t reclen = 0;
+    boot.recs = calloc((size_t)size, sizeof(void *));
+    boot.rec_lens = calloc((size_t)size, sizeof(size_t));
+    if (!boot.recs || !boot.rec_lens)
         rc = fccl_err(FCCL_ERR_NOMEM, "init: out of memory");
+    topo_host_id(boot.hostid, sizeof(boot.hostid), rank, size);
     if (rc >= 0)
         rc = make_record(boot.tp, &rec, &reclen);
     if (rc >= 0)
-        rc = exchange_records(rec, reclen, vals, lens);
+        rc = exchange_records(rec, reclen);
+    free(rec);
     t_xchg = fccl_now_ns();
     if (rc >= 0)
-        rc = build_world(vals, lens);
+        rc = tp_set_peers(boot.tp, size, rank, 0, record_lookup, NULL);
+    if (rc >= 0)
+        rc = ring_gather();
+    t_ring = fccl_now_ns();
+    if (rc >= 0)
+        rc = build_world();
     t_world = fccl_now_ns();
-    for (int r = 0; vals && r < size; r++)
-        free(vals[r]);
-    free(vals);
-    free(lens);
-    free(rec);
     if (rc < 0)
         goto fail;
 
-    /* Everyone has read every record once this returns. */
+    /* My neighbours have read my record once this returns. */
     if ((rc = fccl_barrier(boot.world, NULL)) < 0) {
         rc = fccl_err_wrap(rc, "init: first barrier");
         goto fail;
@@ -511,11 +712,13 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     uint64_t t_end = fccl_now_ns();
     LOG_INFO("BOOT",
              "rank %d/%d up: %d node(s), local %d/%d, %s; ms: store %.1f, "
-             "fabric %.1f (parallel), exchange %.1f, peers %.1f, barrier %.1f",
+             "fabric %.1f (parallel), neighbours %.1f, ring %.1f, world %.1f, "
+             "barrier %.1f",
              rank, size, boot.nnodes, boot.local_rank, boot.local_size,
              tp_provider_desc(boot.tp), (double)(t_store - t0) / 1e6,
              (double)(t_tp - t0) / 1e6, (double)(t_xchg - t_tp) / 1e6,
-             (double)(t_world - t_xchg) / 1e6, (double)(t_end - t_world) / 1e6);
+             (double)(t_ring - t_xchg) / 1e6, (double)(t_world - t_ring) / 1e6,
+             (double)(t_end - t_world) / 1e6);
     if (world)
         *world = boot.world;
     return FCCL_OK;

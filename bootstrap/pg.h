@@ -6,7 +6,8 @@
  * fccl_init() is collective over the world: every rank calls it with the
  * same world size and its own rank.  Each rank opens its libfabric
  * endpoints, publishes their names and its host identity through the store
- * (O(1) store operations per rank), learns everyone else's, and returns the
+ * (O(1) store operations and bytes per rank), learns everyone else's over
+ * the fabric, and returns the
  * world group "fccl_world_group".  One world per process at a time.
  *
  * Groups: fccl_group_new(ranks) is called by the member ranks only (every
@@ -94,10 +95,13 @@ FCCL_API void fccl_init_opts_init(fccl_init_opts_t *opts);
  *
  * Connects to the store (retrying until the timeout, so the store may
  * start after the ranks), opens the libfabric endpoints meanwhile,
- * publishes this rank's record and waits until every rank's is there,
- * adds every peer's endpoint addresses, and ends with a barrier of the
- * world.  Blocks; each of these phases is bounded by the timeout.  On
- * failure everything is undone and fccl_init may be called again.
+ * publishes this rank's record, fetches its two ring neighbours' (3
+ * store requests per rank in all, whatever the world size), gathers the
+ * other records over the fabric in log2(world size) rounds, and ends with
+ * a barrier of the world.  A peer's endpoint address is inserted only
+ * when this rank first talks to it.  Blocks; each of these phases is
+ * bounded by the timeout.  On failure everything is undone and fccl_init
+ * may be called again.
  *
  * Not thread-safe: call it from one thread, with no other call of this
  * header running.
@@ -115,7 +119,9 @@ FCCL_API void fccl_init_opts_init(fccl_init_opts_t *opts);
  *   - FCCL_ERR_NOMEM;
  *   - FCCL_ERR_CONNECT: the store did not answer within the timeout;
  *   - FCCL_ERR_TIMEOUT: not every rank arrived (the message names the
- *     missing ranks), or the first barrier timed out;
+ *     ring neighbours that did not; ranks further away time out in the
+ *     gather, naming the peer they waited for), or the first barrier
+ *     timed out;
  *   - FCCL_ERR_CLOSED, FCCL_ERR_IO, FCCL_ERR_PROTOCOL: the store
  *     connection broke or answered nonsense; FCCL_ERR_PROTOCOL also for a
  *     malformed rank record (another job with the same job id?);

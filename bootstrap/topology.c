@@ -43,26 +43,42 @@ void topo_host_id(char *out, size_t outlen, int rank, int world_size)
     snprintf(out, outlen, "%s/%s/%llu", host, boot, ns);
 }
 
+static const char *const *sort_ids; /* qsort has no argument pointer */
+
+static int cmp_host(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    int c = strcmp(sort_ids[x], sort_ids[y]);
+    return c ? c : (x > y) - (x < y);
+}
+
 int topo_assign_nodes(const char *const *hostids, int n, int *node_of,
                       int *nnodes)
 {
-    /* O(n * nodes): n is at most a few thousand and this runs once. */
-    int *first = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
-    if (!first)
+    /* Sort ranks by host (then rank): O(n log n), for 131,072 ranks on
+     * 16,384 hosts too.  Each host's first rank in the sorted run is its
+     * lowest; hosts are then numbered in order of that lowest rank. */
+    size_t cnt = (size_t)(n > 0 ? n : 1);
+    int *ord = malloc(sizeof(int) * cnt), *lead = malloc(sizeof(int) * cnt);
+    if (!ord || !lead) {
+        free(ord);
+        free(lead);
         return fccl_err(FCCL_ERR_NOMEM, "topology: out of memory");
-    int count = 0;
-    for (int r = 0; r < n; r++) {
-        int id = -1;
-        for (int j = 0; j < count && id < 0; j++)
-            if (strcmp(hostids[first[j]], hostids[r]) == 0)
-                id = j;
-        if (id < 0) {
-            id = count;
-            first[count++] = r;
-        }
-        node_of[r] = id;
     }
-    free(first);
+    for (int r = 0; r < n; r++)
+        ord[r] = r;
+    sort_ids = hostids;
+    qsort(ord, (size_t)n, sizeof(int), cmp_host);
+    sort_ids = NULL;
+    for (int i = 0; i < n; i++) /* lead[r]: lowest rank of r's host */
+        lead[ord[i]] = i > 0 && strcmp(hostids[ord[i]], hostids[ord[i - 1]]) == 0
+                           ? lead[ord[i - 1]]
+                           : ord[i];
+    int count = 0;
+    for (int r = 0; r < n; r++) /* a host's id is fixed at its lowest rank */
+        node_of[r] = lead[r] == r ? count++ : node_of[lead[r]];
+    free(ord);
+    free(lead);
     *nnodes = count;
     return FCCL_OK;
 }

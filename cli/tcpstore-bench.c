@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "fccl/store.h"
@@ -49,6 +50,8 @@ struct cfg {
     int64_t timeout_ms;
     int rendezvous;      /* ranks, 0 = throughput mode */
     int plain;
+    int fccl_pattern;    /* --pattern fccl: fccl_init's requests */
+    int server_pid;      /* --server-pid: report its CPU and RSS */
     int threads;
     const char *label;
 };
@@ -453,6 +456,196 @@ static int rendezvous(const struct cfg *g)
     return err;
 }
 
+/* ---- rendezvous, pattern fccl: exactly fccl_init's store requests ----
+ *
+ * Each simulated rank: SET fccl/<job>/addr/<r> (a 256-byte record, the
+ * size of a real one), MULTI_GET of its two ring neighbours' records
+ * (blocking until both exist), then, after a barrier of all ranks (the
+ * first world barrier, which in fccl runs over the fabric), DELETE of its
+ * own record.  O(1) requests and bytes per rank.  Connections: one per
+ * rank while the open-file limit allows, else ranks share them (each
+ * connection belongs to one thread, used by one rank at a time). */
+
+#define FP_REC 256
+
+struct fpw {
+    const struct cfg *g;
+    int first, count, nconn;
+    fccl_store_t **s;
+    pthread_barrier_t *bar;
+    uint64_t t_done;
+    int err;
+    char errmsg[512];
+};
+
+static void fp_key(char *out, size_t len, int r)
+{
+    snprintf(out, len, "fccl/bench/addr/%d", r);
+}
+
+static void fp_rec(unsigned char *rec, int r)
+{
+    for (int i = 0; i < FP_REC; i++)
+        rec[i] = (unsigned char)(r * 31 + i);
+}
+
+static int fp_fetch(fccl_store_t *s, int r, int n)
+{
+    int nb[2] = {(r + n - 1) % n, (r + 1) % n};
+    size_t k = nb[0] == nb[1] ? 1 : 2;
+    char kb[2][48];
+    const char *keys[2] = {kb[0], kb[1]};
+    void *vals[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    fp_key(kb[0], sizeof(kb[0]), nb[0]);
+    fp_key(kb[1], sizeof(kb[1]), nb[1]);
+    int rc = fccl_store_multi_get(s, keys, k, vals, lens, -1);
+    for (size_t i = 0; i < k && rc == FCCL_OK; i++) {
+        unsigned char want[FP_REC];
+        fp_rec(want, nb[i]);
+        if (lens[i] != FP_REC || memcmp(vals[i], want, FP_REC) != 0)
+            rc = FCCL_ERR_PROTOCOL;
+    }
+    free(vals[0]);
+    free(vals[1]);
+    return rc;
+}
+
+static void *fp_run(void *arg)
+{
+    struct fpw *w = arg;
+    int n = w->g->rendezvous, rc = FCCL_OK;
+    unsigned char rec[FP_REC];
+    char key[48];
+    for (int i = 0; i < w->nconn && rc == FCCL_OK; i++)
+        rc = open_client(w->g, &w->s[i]);
+    for (int i = 0; i < w->count && rc == FCCL_OK; i++) {
+        int r = w->first + i;
+        fp_rec(rec, r);
+        fp_key(key, sizeof(key), r);
+        rc = fccl_store_set(w->s[i % w->nconn], key, rec, FP_REC);
+    }
+    for (int i = 0; i < w->count && rc == FCCL_OK; i++)
+        rc = fp_fetch(w->s[i % w->nconn], w->first + i, n);
+    pthread_barrier_wait(w->bar); /* everyone has read its neighbours */
+    for (int i = 0; i < w->count && rc == FCCL_OK; i++) {
+        fp_key(key, sizeof(key), w->first + i);
+        rc = fccl_store_delete(w->s[i % w->nconn], key, NULL);
+    }
+    if (rc < 0) {
+        w->err = rc;
+        snprintf(w->errmsg, sizeof(w->errmsg), "%s",
+                 rc == FCCL_ERR_PROTOCOL ? "wrong record fetched"
+                                         : fccl_last_error());
+    }
+    w->t_done = fccl_now_ns();
+    return NULL;
+}
+
+/* CPU seconds (user + system) and RSS/peak RSS (KiB) of a process. */
+static int proc_usage(int pid, double *cpu, long *rss, long *hwm)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char buf[1024];
+    size_t k = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[k] = '\0';
+    const char *p = strrchr(buf, ')'); /* comm may hold spaces */
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                            "%lu %lu", &ut, &st) != 2)
+        return -1;
+    *cpu = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    if (!(f = fopen(path, "r")))
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        sscanf(line, "VmRSS: %ld", rss);
+        sscanf(line, "VmHWM: %ld", hwm);
+    }
+    fclose(f);
+    return 0;
+}
+
+static int rendezvous_fccl(const struct cfg *g)
+{
+    int n = g->rendezvous, t = g->threads > n ? n : g->threads;
+    struct rlimit rl = {0, 0};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    long budget = (long)rl.rlim_cur - 64; /* stdio, the runtime */
+    if (budget < t)
+        budget = t;
+    struct fpw *w = calloc((size_t)t, sizeof(*w));
+    fccl_store_t **conns = calloc((size_t)n, sizeof(*conns));
+    pthread_t *th = calloc((size_t)t, sizeof(*th));
+    pthread_barrier_t bar;
+    if (!w || !conns || !th || pthread_barrier_init(&bar, NULL, (unsigned)t))
+        return FCCL_ERR_NOMEM;
+    double cpu0 = 0, cpu1 = 0;
+    long rss = 0, hwm = 0;
+    if (g->server_pid && proc_usage(g->server_pid, &cpu0, &rss, &hwm) < 0)
+        fprintf(stderr, "tcpstore-bench: cannot read /proc/%d\n",
+                g->server_pid);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    uint64_t t0 = fccl_now_ns();
+    int total_conns = 0;
+    for (int i = 0, r = 0; i < t; i++) {
+        w[i].g = g;
+        w[i].first = r;
+        w[i].count = n / t + (i < n % t);
+        long per = budget / t;
+        w[i].nconn = w[i].count < per ? w[i].count : (int)(per > 0 ? per : 1);
+        w[i].s = conns + r;
+        w[i].bar = &bar;
+        total_conns += w[i].nconn;
+        r += w[i].count;
+        pthread_create(&th[i], &attr, fp_run, &w[i]);
+    }
+    uint64_t t_end = t0;
+    int err = 0;
+    for (int i = 0; i < t; i++) {
+        pthread_join(th[i], NULL);
+        t_end = w[i].t_done > t_end ? w[i].t_done : t_end;
+        if (w[i].err && !err) {
+            err = w[i].err;
+            fprintf(stderr, "tcpstore-bench: rendezvous: %s\n", w[i].errmsg);
+        }
+    }
+    double secs = (double)(t_end - t0) / 1e9;
+    if (g->server_pid)
+        proc_usage(g->server_pid, &cpu1, &rss, &hwm);
+    uint64_t reqs = (uint64_t)n * 3;
+    if (!err) {
+        printf("tcpstore-bench: rendezvous of %d ranks (fccl: set, "
+               "multi_get of 2, delete; %d connections, %d threads) on %s: "
+               "%.3f s",
+               n, total_conns, t, g->addr, secs);
+        if (g->server_pid)
+            printf("; server %.2f CPU s, RSS %ld KiB (peak %ld)",
+                   cpu1 - cpu0, rss, hwm);
+        printf("\ncsv,label,addr,dialect,ranks,mode,threads,seconds,calls,"
+               "connections,server_cpu_s,server_rss_kib,server_peak_kib\n");
+        printf("csv,%s,%s,%s,%d,fccl,%d,%.4f,%" PRIu64 ",%d,%.2f,%ld,%ld\n",
+               g->label, g->addr, dialect_name(g->dialect), n, t, secs, reqs,
+               total_conns, cpu1 - cpu0, rss, hwm);
+    }
+    for (int i = 0; i < t; i++)
+        for (int c = 0; c < w[i].nconn; c++)
+            fccl_store_close(w[i].s[c]);
+    pthread_attr_destroy(&attr);
+    pthread_barrier_destroy(&bar);
+    free(th);
+    free(conns);
+    free(w);
+    return err;
+}
+
 /* ---- options ---- */
 
 static void usage(FILE *f)
@@ -480,6 +673,13 @@ static void usage(FILE *f)
         "  --plain            fetch with N single-key gets (legacy servers) "
         "instead of\n"
         "                     one MULTI_GET\n"
+        "  --pattern P        rendezvous pattern: all (default: every rank "
+        "fetches\n"
+        "                     every address) or fccl (fccl_init's: set, "
+        "multi_get of\n"
+        "                     the 2 ring neighbours, barrier, delete)\n"
+        "  --server-pid PID   report the server's CPU seconds and RSS "
+        "(from /proc)\n"
         "  --threads T        threads driving the ranks (default 32)\n"
         "  --label NAME       first field of the csv lines\n"
         "  -h, --help         this text\n"
@@ -531,6 +731,8 @@ static int parse(struct cfg *g, int argc, char **argv)
         {"rendezvous", required_argument, 0, 'R'},
         {"plain", no_argument, 0, 'P'},
         {"threads", required_argument, 0, 'H'},
+        {"pattern", required_argument, 0, 'p'},
+        {"server-pid", required_argument, 0, 'S'},
         {"label", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
@@ -548,6 +750,12 @@ static int parse(struct cfg *g, int argc, char **argv)
         case 'R': g->rendezvous = atoi(optarg); break;
         case 'P': g->plain = 1; break;
         case 'H': g->threads = atoi(optarg); break;
+        case 'p':
+            if (strcmp(optarg, "fccl") && strcmp(optarg, "all"))
+                return -1;
+            g->fccl_pattern = strcmp(optarg, "fccl") == 0;
+            break;
+        case 'S': g->server_pid = atoi(optarg); break;
         case 'L': g->label = optarg; break;
         case 'c': g->clients = atoi(optarg); break;
         case 't':
@@ -596,6 +804,8 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    int rc = g.rendezvous ? rendezvous(&g) : throughput(&g);
+    int rc = !g.rendezvous ? throughput(&g)
+             : g.fccl_pattern ? rendezvous_fccl(&g)
+                              : rendezvous(&g);
     return rc < 0 ? 1 : 0;
 }

@@ -36,7 +36,8 @@ void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
     int pid = 0;
     uint64_t ns = 0;
     p->pidfd = -1;
-    tp_hb_add(tp, p, blob, len, local);
+    if (!p->has_hb) /* hb.c may be reading it: set it once */
+        tp_hb_add(tp, p, blob, len, local);
     if (!local || tp_blob_proc(blob, len, &pid, &ns) != FCCL_OK)
         return;
     if (ns != tp->pidns || ns == 0 || pid == tp->pid)

@@ -145,6 +145,7 @@ void tp_close(struct fccl_tp *tp)
     for (int p = 0; tp->peers && p < tp->nranks; p++)
         tp_live_close(&tp->peers[p]);
     free(tp->peers);
+    tp_free_own_names(tp);
     free(tp->zombies);
     free(tp);
 }

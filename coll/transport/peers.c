@@ -27,53 +27,8 @@
 /* Peers                                                              */
 /* ------------------------------------------------------------------ */
 
-static int ep_index(const struct fccl_tp *tp, int kind)
-{
-    for (int i = 0; i < tp->nep; i++)
-        if (tp->eps[i].kind == kind)
-            return i;
-    return -1;
-}
-
-/* Which of my endpoints serves rank r, and r's address on it. */
-static int route(struct fccl_tp *tp, int r, const void *blob, size_t len,
-                 int local, int *epi, const unsigned char **addr,
-                 size_t *alen)
-{
-    if (tp->forced) {
-        *epi = 0;
-        int rc = tp_blob_find(blob, len, 0, tp->eps[0].prov, addr, alen);
-        if (rc == FCCL_ERR_NOTFOUND)
-            return fccl_err(FCCL_ERR_UNSUPPORTED, "transport: rank %d has "
-                            "no %s endpoint (providers differ between "
-                            "ranks?)", r, tp->eps[0].prov);
-        return rc;
-    }
-    int shm = ep_index(tp, TP_EP_SHM);
-    if (local && shm >= 0) {
-        int rc = tp_blob_find(blob, len, TP_EP_SHM, NULL, addr, alen);
-        if (rc != FCCL_ERR_NOTFOUND) {
-            *epi = shm;
-            return rc;
-        }
-    }
-    int net = ep_index(tp, TP_EP_NET);
-    if (net < 0)
-        return fccl_err(FCCL_ERR_UNSUPPORTED, "transport: rank %d is %s but "
-                        "this rank opened no network endpoint (set "
-                        "need_network)", r, local ? "without shm" :
-                        "on another host");
-    *epi = net;
-    int rc = tp_blob_find(blob, len, 0, tp->eps[net].prov, addr, alen);
-    if (rc == FCCL_ERR_NOTFOUND)
-        return fccl_err(FCCL_ERR_UNSUPPORTED, "transport: rank %d has no %s "
-                        "endpoint", r, tp->eps[net].prov);
-    return rc;
-}
-
 /* How long waiters poll before yielding (see the top of the file). */
-static void set_spin(struct fccl_tp *tp, int nranks, int me,
-                     const int *node_of)
+static void set_spin(struct fccl_tp *tp, int local)
 {
     const char *env = getenv(TP_SPIN_ENV);
     if (env && *env) {
@@ -86,9 +41,6 @@ static void set_spin(struct fccl_tp *tp, int nranks, int me,
         LOG_WARN("FABRIC", "%s=%s is not a number of microseconds; ignored",
                  TP_SPIN_ENV, env);
     }
-    int local = 0;
-    for (int r = 0; r < nranks; r++)
-        local += !node_of || node_of[r] == node_of[me];
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
                                                              : 0;
@@ -97,28 +49,131 @@ static void set_spin(struct fccl_tp *tp, int nranks, int me,
               tp->spin_ns ? "spin 50 us, then yield" : "yield at once");
 }
 
-static int add_peer(struct fccl_tp *tp, int r, const void *blob, size_t len,
-                    int local)
+/* tp_add_peers' own table: every blob copied into one block. */
+struct own_names {
+    int nranks, my_node;
+    int *node_of;      /* NULL: everyone on my host */
+    size_t *off, *len;
+    unsigned char *data;
+};
+
+static int own_lookup(void *arg, int rank, const void **name, size_t *len,
+                      int *local)
 {
-    const unsigned char *addr;
-    size_t alen = 0;
-    int epi = 0;
-    int rc = route(tp, r, blob, len, local, &epi, &addr, &alen);
-    if (rc < 0)
-        return fccl_err_wrap(rc, "tp_add_peers: rank %d", r);
-    struct tp_ep *e = &tp->eps[epi];
-    unsigned char tmp[TP_ADDR_MAX + 1] = {0}; /* aligned, NUL-terminated */
-    memcpy(tmp, addr, alen);
-    fi_addr_t fa = FI_ADDR_NOTAVAIL;
-    int n = fi_av_insert(e->av, tmp, 1, &fa, 0, NULL);
-    if (n != 1 || fa == FI_ADDR_NOTAVAIL)
-        return fccl_err(FCCL_ERR_FABRIC, "transport: %s: fi_av_insert(rank "
-                        "%d): %s", e->prov, r,
-                        n < 0 ? tp_fi_strerror(n) : "address rejected");
-    tp->peers[r].ep = epi;
-    tp->peers[r].addr = fa;
-    tp_live_add(tp, &tp->peers[r], blob, len, local);
+    const struct own_names *o = arg;
+    *name = o->data + o->off[rank];
+    *len = o->len[rank];
+    *local = !o->node_of || o->node_of[rank] == o->my_node;
     return FCCL_OK;
+}
+
+static void own_free(struct own_names *o)
+{
+    if (!o)
+        return;
+    free(o->node_of);
+    free(o->off);
+    free(o->len);
+    free(o->data);
+    free(o);
+}
+
+static struct own_names *own_copy(int n, int me, const void *const *names,
+                                  const size_t *lens, const int *node_of)
+{
+    struct own_names *o = calloc(1, sizeof(*o));
+    size_t total = 0;
+    for (int r = 0; r < n; r++)
+        total += lens[r];
+    if (!o)
+        return NULL;
+    o->nranks = n;
+    o->off = calloc((size_t)n, sizeof(size_t));
+    o->len = calloc((size_t)n, sizeof(size_t));
+    o->data = malloc(total ? total : 1);
+    if (node_of)
+        o->node_of = malloc((size_t)n * sizeof(int));
+    if (!o->off || !o->len || !o->data || (node_of && !o->node_of)) {
+        own_free(o);
+        return NULL;
+    }
+    o->my_node = node_of ? node_of[me] : 0;
+    size_t at = 0;
+    for (int r = 0; r < n; r++) {
+        o->off[r] = at;
+        o->len[r] = lens[r];
+        if (lens[r])
+            memcpy(o->data + at, names[r], lens[r]);
+        at += lens[r];
+    }
+    if (node_of)
+        memcpy(o->node_of, node_of, (size_t)n * sizeof(int));
+    return o;
+}
+
+int tp_set_peers(struct fccl_tp *tp, int nranks, int my_rank, int local_ranks,
+                 tp_lookup_fn lookup, void *lookup_arg)
+{
+    if (!tp || nranks <= 0 || my_rank < 0 || my_rank >= nranks || !lookup)
+        return fccl_err(FCCL_ERR_INVALID, "tp_set_peers: bad arguments "
+                        "(nranks %d, rank %d)", nranks, my_rank);
+    if (tp->peers)
+        return fccl_err(FCCL_ERR_STATE, "tp_set_peers: peers already added");
+    for (int i = 0; i < tp->nep; i++)
+        if (!tp->eps[i].directed && nranks > TP_SRC_MAX)
+            return fccl_err(FCCL_ERR_UNSUPPORTED, "transport: %s lacks "
+                            "directed receive; at most %d ranks",
+                            tp->eps[i].prov, TP_SRC_MAX);
+    struct tp_peer *peers = calloc((size_t)nranks, sizeof(*peers));
+    if (!peers)
+        return fccl_err(FCCL_ERR_NOMEM, "tp_set_peers: %d ranks", nranks);
+    for (int r = 0; r < nranks; r++)
+        peers[r].pidfd = -1;
+    pthread_mutex_lock(&tp->lock);
+    tp->peers = peers;
+    tp->lookup = lookup;
+    tp->lookup_arg = lookup_arg;
+    tp->nranks = nranks;
+    tp->my_rank = my_rank;
+    set_spin(tp, local_ranks);
+    int rc = tp_rv_start(tp);
+    if (rc < 0) {
+        tp->peers = NULL;
+        tp->nranks = 0;
+        tp->lookup = NULL;
+        free(peers);
+    }
+    pthread_mutex_unlock(&tp->lock);
+    return rc;
+}
+
+/* The heartbeat address of every rank whose record is known (hb.c needs
+ * its ring neighbours', and everyone's to spread the news of a death):
+ * parsing only, nothing is resolved. */
+static void hb_fill_locked(struct fccl_tp *tp)
+{
+    for (int r = 0; r < tp->nranks; r++) {
+        const void *blob = NULL;
+        size_t len = 0;
+        int local = 0;
+        if (r == tp->my_rank || tp->peers[r].has_hb ||
+            tp->lookup(tp->lookup_arg, r, &blob, &len, &local) < 0)
+            continue;
+        tp_hb_add(tp, &tp->peers[r], blob, len, local);
+    }
+}
+
+void tp_set_local(struct fccl_tp *tp, const int *ranks, int n)
+{
+    if (!tp || !tp->peers)
+        return;
+    pthread_mutex_lock(&tp->lock);
+    set_spin(tp, n);
+    for (int i = 0; ranks && i < n; i++)
+        tp_watch_locked(tp, ranks[i]);
+    hb_fill_locked(tp);
+    tp_hb_start(tp);
+    pthread_mutex_unlock(&tp->lock);
 }
 
 int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
@@ -131,45 +186,59 @@ int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
                         "(nranks %d, rank %d)", nranks, my_rank);
     if (tp->peers)
         return fccl_err(FCCL_ERR_STATE, "tp_add_peers: peers already added");
-    for (int i = 0; i < tp->nep; i++)
-        if (!tp->eps[i].directed && nranks > TP_SRC_MAX)
-            return fccl_err(FCCL_ERR_UNSUPPORTED, "transport: %s lacks "
-                            "directed receive; at most %d ranks", 
-                            tp->eps[i].prov, TP_SRC_MAX);
-    struct tp_peer *peers = calloc((size_t)nranks, sizeof(*peers));
-    if (!peers)
+    /* Check every blob now (parsing only: nothing is inserted). */
+    int local_ranks = 0, *local_list = malloc(sizeof(int) * (size_t)nranks);
+    if (!local_list)
         return fccl_err(FCCL_ERR_NOMEM, "tp_add_peers: %d ranks", nranks);
-    for (int r = 0; r < nranks; r++)
-        peers[r].pidfd = -1;
-    pthread_mutex_lock(&tp->lock);
-    tp->peers = peers;
-    int rc = FCCL_OK;
-    for (int r = 0; r < nranks && rc == FCCL_OK; r++) {
-        int local = !node_of || node_of[r] == node_of[my_rank];
-        rc = add_peer(tp, r, names[r], lens[r], local);
+    for (int r = 0; r < nranks; r++) {
+        int local = !node_of || node_of[r] == node_of[my_rank], epi;
+        const unsigned char *addr;
+        size_t alen;
+        if (local)
+            local_list[local_ranks++] = r;
+        int rc = tp_route(tp, r, names[r], lens[r], local, &epi, &addr, &alen);
+        if (rc < 0) {
+            free(local_list);
+            return fccl_err_wrap(rc, "tp_add_peers: rank %d", r);
+        }
     }
-    if (rc == FCCL_OK) {
-        tp->nranks = nranks;
-        tp->my_rank = my_rank;
-        set_spin(tp, nranks, my_rank, node_of);
-        rc = tp_rv_start(tp);
-        if (rc == FCCL_OK)
-            tp_hb_start(tp);
-    }
+    struct own_names *o = own_copy(nranks, my_rank, names, lens, node_of);
+    int rc = o ? tp_set_peers(tp, nranks, my_rank, local_ranks, own_lookup, o)
+               : fccl_err(FCCL_ERR_NOMEM, "tp_add_peers: %d ranks", nranks);
     if (rc < 0) {
-        for (int r = 0; r < nranks; r++)
-            tp_live_close(&peers[r]);
-        tp->peers = NULL;
-        tp->nranks = 0;
-        free(peers);
+        own_free(o);
+    } else {
+        tp->own_names = o;
+        tp_set_local(tp, local_list, local_ranks);
     }
-    pthread_mutex_unlock(&tp->lock);
+    free(local_list);
     return rc;
 }
 
+void tp_free_own_names(struct fccl_tp *tp)
+{
+    own_free(tp->own_names);
+    tp->own_names = NULL;
+}
+
+int tp_resolved_count(struct fccl_tp *tp)
+{
+    int n = 0;
+    for (int r = 0; tp && tp->peers && r < tp->nranks; r++)
+        n += atomic_load(&tp->peers[r].resolved) > 0;
+    return n;
+}
+
+/* Answered without resolving the peer (select.c asks about every member):
+ * the route its blob would take. */
 int tp_peer_is_local(const struct fccl_tp *tp, int peer)
 {
     if (!tp || !tp->peers || peer < 0 || peer >= tp->nranks)
         return 0;
-    return tp->eps[tp->peers[peer].ep].kind == TP_EP_SHM;
+    if (atomic_load(&((struct fccl_tp *)tp)->peers[peer].resolved) > 0)
+        return tp->eps[tp->peers[peer].ep].kind == TP_EP_SHM;
+    int epi = 0;
+    if (tp_peer_where(tp, peer, &epi) < 0)
+        return 0;
+    return tp->eps[epi].kind == TP_EP_SHM;
 }

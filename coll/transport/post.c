@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "err.h"
 #include "log.h"
 #include "transport/tp_int.h"
 
@@ -208,6 +209,11 @@ void tp_ctl_send(struct fccl_tp *tp, int peer, int kind, uint64_t a,
 {
     struct tp_ctl m = {{(uint64_t)tp->my_rank, (uint64_t)kind, a, b, c, d},
                        peer, NULL};
+    if (tp_resolve_locked(tp, peer) < 0) { /* a reply to an unknown peer */
+        LOG_WARN("FABRIC", "control message %d dropped: %s", kind,
+                 fccl_last_error());
+        return;
+    }
     struct tp_ep *e = &tp->eps[tp->peers[peer].ep];
     ssize_t rc = e->ctlq_head ? -FI_EAGAIN : ctl_inject(tp, &m);
     if (rc == 0)

@@ -18,6 +18,7 @@
  *   rndv.c      a request's state machine: clear-to-send, single copy
  *               (CMA) and FIN, held sends, retry of refused posts
  *   post.c      putting data and control messages on the wire
+ *   resolve.c   a peer's address into the AV on first use (lazy)
  *   ep.c, mr.c, cma.c, live.c, hb.c, names.c: endpoints, registration
  *               cache, process_vm_readv, local peer liveness (pidfds),
  *               heartbeats between ring neighbours (dead hosts within
@@ -143,12 +144,45 @@ int tp_local_name(struct fccl_tp *tp, void *buf, size_t *len);
 /* Names of the providers in use ("shm", "tcp;ofi_rxm") for logs/tests. */
 const char *tp_provider_desc(const struct fccl_tp *tp);
 
-/* Insert every rank's name blob.  node_of[r] is rank r's host index from
- * the topology (ranks on my node use shm in auto mode).  Collective in the
- * sense that all ranks call it, but it does not communicate. */
+/* Where rank `rank`'s name blob is: *name (valid until tp_close, or as
+ * long as the caller's table lives), *len, and *local = 1 if it runs on
+ * this host (shm in auto mode).  Called under the transport's lock, at
+ * most once per peer that is actually used; must not call the transport.
+ * Returns FCCL_OK or a negative status (the post to that rank fails). */
+typedef int (*tp_lookup_fn)(void *arg, int rank, const void **name,
+                            size_t *len, int *local);
+
+/* Know the world: nranks ranks, I am my_rank, local_ranks of them run on
+ * this host (how waiters spin; <= 0: unknown, assume not oversubscribed).
+ * Nothing is inserted into the address vectors here: a peer is resolved
+ * (lookup, fi_av_insert, liveness handle) when first posted to, so a rank
+ * pays only for the peers it talks to.  A peer that cannot be resolved
+ * fails that post, and later ones, with an error naming it
+ * (FCCL_ERR_UNSUPPORTED, FCCL_ERR_FABRIC, or lookup's status).  Not
+ * thread-safe against posts; call once before any.  Errors:
+ * FCCL_ERR_INVALID, FCCL_ERR_STATE (already called), FCCL_ERR_NOMEM,
+ * FCCL_ERR_UNSUPPORTED (provider without directed receive, too many
+ * ranks), FCCL_ERR_FABRIC. */
+int tp_set_peers(struct fccl_tp *tp, int nranks, int my_rank, int local_ranks,
+                 tp_lookup_fn lookup, void *lookup_arg);
+
+/* The ranks on this host, once the topology is known: sets how waiters
+ * spin (n ranks here) and opens each one's liveness handle (a pidfd, see
+ * tp_dead_peer) without resolving it, so that a local rank that dies is
+ * reported by name even by ranks that never talked to it.  O(n). */
+void tp_set_local(struct fccl_tp *tp, const int *ranks, int n);
+
+/* tp_set_peers from arrays: every rank's name blob (copied, and checked
+ * now so that junk fails here, FCCL_ERR_PROTOCOL) and node_of[r], rank
+ * r's host index (ranks on my node use shm in auto mode; NULL: all on
+ * mine).  Collective in the sense that all ranks call it, but it does not
+ * communicate, and still resolves each peer only on first use. */
 int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
                  const void *const *names, const size_t *lens,
                  const int *node_of);
+
+/* Peers resolved so far (inserted into an address vector): tests. */
+int tp_resolved_count(struct fccl_tp *tp);
 
 int tp_isend(struct fccl_tp *tp, int peer, uint64_t tag, const void *buf,
              size_t len, struct tp_req *req);

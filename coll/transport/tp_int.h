@@ -146,6 +146,8 @@ struct tp_ep {
 
 /* How to reach one peer. */
 struct tp_peer {
+    _Atomic int resolved; /* 0: not yet in the AV, 1: ep/addr valid, < 0:
+                             resolving failed with this status (resolve.c) */
     int ep;          /* index into tp->eps */
     fi_addr_t addr;
     struct tp_req *txq_head, *txq_tail; /* sends waiting to be posted */
@@ -179,6 +181,9 @@ struct fccl_tp {
     char desc[2 * TP_PROV_MAX + 2];
     struct tp_peer *peers;
     int nranks, my_rank;
+    tp_lookup_fn lookup;     /* a peer's name blob, on first use */
+    void *lookup_arg;
+    void *own_names;         /* tp_add_peers' copy of the blobs */
     /* One lock guards every fi_* call (domains are FI_THREAD_DOMAIN) and
      * the retry queues; held briefly, never across a wait. */
     pthread_mutex_t lock;
@@ -232,6 +237,20 @@ void tp_cma_init(struct fccl_tp *tp);
 int tp_cma_pull(int pid, uint64_t addr, void *dst, size_t len);
 int tp_cma_probe_ok(const struct fccl_tp *tp, int pid, uint64_t pidns,
                     uint64_t addr, uint64_t value);
+
+/* resolve.c (uses ep state, live.c, names.c): which endpoint and address
+ * serve rank r given its blob; where r would be reached without inserting
+ * it; insert r into the AV on first use (idempotent; the error names r).
+ * tp_resolve takes tp->lock, tp_resolve_locked expects it held. */
+int tp_route(const struct fccl_tp *tp, int r, const void *blob, size_t len,
+             int local, int *epi, const unsigned char **addr, size_t *alen);
+int tp_peer_where(const struct fccl_tp *tp, int r, int *epi);
+int tp_resolve(struct fccl_tp *tp, int r);
+int tp_resolve_locked(struct fccl_tp *tp, int r);
+/* Open rank r's liveness handle (local peers) without resolving it. */
+void tp_watch_locked(struct fccl_tp *tp, int r);
+/* peers.c: free tp_add_peers' copy of the blobs (tp_close). */
+void tp_free_own_names(struct fccl_tp *tp);
 
 /* live.c (uses hb.c, names.c) */
 void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,

@@ -66,6 +66,8 @@ static int start(struct fccl_tp *tp, int peer, uint64_t tag, const void *buf,
                         is_send ? "tp_isend" : "tp_irecv");
     if (rc < 0)
         return rc;
+    if ((rc = tp_resolve(tp, peer)) < 0) /* first use: into the AV */
+        return rc;
     int epi = tp->peers[peer].ep;
     struct tp_ep *e = &tp->eps[epi];
     int src = is_send ? tp->my_rank : peer;
