@@ -50,6 +50,9 @@ struct store_server_config {
     char read_token_file[512]; /* read-only token */
     int auth_required;  /* nothing but VALIDATE, PING and AUTH before a
                            successful proof (locks out PyTorch clients) */
+    char journal[512];  /* journal file (journal.h); "" = none */
+    int fsync_mode;     /* JOURNAL_FSYNC_ALWAYS (default) / INTERVAL / NEVER */
+    int64_t fsync_interval_ms; /* INTERVAL's period, default 100 */
     int log_level;      /* FCCL_LOG_*; -1 (default) = leave as it is */
     int handle_signals; /* SIGINT/SIGTERM end run(); for programs only */
 };

@@ -60,12 +60,18 @@ int store_barrier(struct store_server *s, struct store_conn *c,
     if (r->num < 1)
         return fccl_err(FCCL_ERR_PROTOCOL, "BARRIER with world_size %lld",
                         (long long)r->num);
+    int rc = store_jrn_add(s, r->key, 1);
+    if (rc < 0)
+        return rc;
     struct kv_entry *e = kv_lookup_or_add(&s->kv, r->key.p, r->key.len);
-    if (!e)
+    if (!e) {
+        store_jrn_undo(s);
         return fccl_err(FCCL_ERR_NOMEM, "BARRIER: out of memory");
+    }
     int64_t v;
-    int rc = kv_add(&s->kv, e, 1, &v);
+    rc = kv_add(&s->kv, e, 1, &v);
     if (rc < 0) {
+        store_jrn_undo(s);
         kv_release(&s->kv, e);
         return fccl_err_wrap(rc, "BARRIER '%.*s'",
                              (int)(r->key.len > 128 ? 128 : r->key.len),

@@ -29,6 +29,7 @@ void store_server_config_default(struct store_server_config *c)
     c->max_conns_per_addr = 1024;
     c->request_timeout_ms = 30000;
     c->log_level = -1;
+    c->fsync_interval_ms = 100;
 }
 
 /* "64MiB", "8k", "1G", "4096" -> bytes; -1 if malformed. */
@@ -211,6 +212,21 @@ int store_server_config_set(struct store_server_config *c, const char *key,
         return parse_bool(value, &c->auth_required) < 0
                    ? bad(key, value, "expected true or false")
                    : FCCL_OK;
+    if (strcmp(k, "journal") == 0)
+        return set_path(c->journal, sizeof(c->journal), key, value);
+    if (strcmp(k, "fsync") == 0) {
+        static const char *const modes[] = {"always", "interval", "never"};
+        for (int i = 0; i < 3; i++)
+            if (strcasecmp(value, modes[i]) == 0)
+                return c->fsync_mode = i, FCCL_OK;
+        return bad(key, value, "expected always, interval or never");
+    }
+    if (strcmp(k, "fsync-interval-ms") == 0) {
+        if (parse_int(value, 1, 3600000, &v) < 0)
+            return bad(key, value, "expected 1..3600000 milliseconds");
+        c->fsync_interval_ms = v;
+        return FCCL_OK;
+    }
     if (strcmp(k, "log-level") == 0) {
         int lvl = fccl_log_parse_level(value);
         if (lvl < 0)

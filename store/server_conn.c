@@ -111,6 +111,7 @@ static void conn_send(struct store_conn *c, const uint8_t *p, size_t n)
     struct evbuffer *out = conn_out(c);
     if (c->broken || n == 0)
         return;
+    store_jrn_before_reply(c->s);
     if (!c->tls && evbuffer_get_length(out) == 0) {
         ssize_t k;
         do
@@ -177,6 +178,7 @@ void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
     const uint8_t *b = p;
     if (c == s->cur)
         batch_flush(s, c);
+    store_jrn_before_reply(s);
     if (!c->broken && !c->tls && evbuffer_get_length(out) == 0) {
         ssize_t k;
         do

@@ -14,6 +14,7 @@
 #include <event2/listener.h>
 
 #include "codec.h"
+#include "journal.h"
 #include "kv.h"
 #include "server.h"
 #include "waiters.h"
@@ -117,6 +118,9 @@ struct store_server {
     struct ssl_ctx_st *tls; /* SSL_CTX when TLS is configured */
     struct store_auth *auth; /* tokens (server_auth.c), or NULL */
     struct barrier_wait *barriers; /* parked BARRIERs (server_barrier.c) */
+    struct journal jrn;   /* valid when has_journal */
+    int has_journal;
+    struct event *fsync_timer; /* --fsync interval */
     _Atomic int64_t joined; /* read by store_server_joined from any thread */
     int join_armed;
     atomic_int running;
@@ -218,6 +222,23 @@ int store_tls_peek(int fd);
 struct bufferevent *store_tls_bufferevent(struct store_server *s, int fd);
 /* Why a TLS connection failed (OpenSSL's queue, else errno). */
 const char *store_tls_conn_error(struct bufferevent *bev);
+
+/* ---- journal hooks (server_ops.c) ---- */
+
+/* Record a mutation before it is applied (no-op without a journal):
+ * FCCL_OK or FCCL_ERR_IO (refuse the mutation).  store_jrn_undo takes the
+ * record back when the mutation then fails. */
+int store_jrn(struct store_server *s, enum journal_rec type,
+              struct codec_slice k, const uint8_t *v, uint64_t vlen);
+int store_jrn_add(struct store_server *s, struct codec_slice k, int64_t d);
+void store_jrn_undo(struct store_server *s);
+/* Called before any reply bytes leave: with --fsync always, make the
+ * records appended so far durable first. */
+static inline void store_jrn_before_reply(struct store_server *s)
+{
+    if (s->has_journal && s->jrn.dirty && s->jrn.mode == JOURNAL_FSYNC_ALWAYS)
+        journal_sync(&s->jrn);
+}
 
 /* ---- server_ops.c ---- */
 

@@ -131,15 +131,46 @@ static void note_join(struct store_server *s, int64_t v)
              cfg->world_size);
 }
 
+/* ---- journal hooks ---- */
+
+int store_jrn(struct store_server *s, enum journal_rec type,
+              struct codec_slice k, const uint8_t *v, uint64_t vlen)
+{
+    if (!s->has_journal)
+        return FCCL_OK;
+    journal_maybe_compact(&s->jrn, &s->kv);
+    int rc = journal_append(&s->jrn, type, k.p, k.len, v, vlen);
+    if (rc < 0)
+        LOG_WARN("STORE", "%s", fccl_last_error());
+    return rc;
+}
+
+int store_jrn_add(struct store_server *s, struct codec_slice k, int64_t d)
+{
+    uint8_t v[8];
+    codec_set_u64(v, (uint64_t)d);
+    return store_jrn(s, JREC_ADD, k, v, sizeof(v));
+}
+
+void store_jrn_undo(struct store_server *s)
+{
+    if (s->has_journal)
+        journal_undo(&s->jrn);
+}
+
 /* ---- handlers ---- */
 
 static int op_set(struct store_server *s, const struct codec_req *r,
                   uint8_t **owned)
 {
+    int rc = store_jrn(s, JREC_SET, r->key, r->val.p, r->val.len);
+    if (rc < 0)
+        return rc;
     struct kv_entry *e = entry_for_write(s, r->key);
-    if (!e)
+    if (!e) {
+        store_jrn_undo(s);
         return key_err(FCCL_ERR_NOMEM, "SET", r->key);
-    int rc;
+    }
     if (owned && *owned) {
         rc = kv_set_take(&s->kv, e, *owned, r->val.len);
         if (rc == FCCL_OK)
@@ -147,8 +178,10 @@ static int op_set(struct store_server *s, const struct codec_req *r,
     } else {
         rc = kv_set(&s->kv, e, r->val.p, r->val.len);
     }
-    if (rc < 0)
+    if (rc < 0) {
+        store_jrn_undo(s);
         return write_failed(s, e, rc, "SET", r->key);
+    }
     waiters_wake_all(&s->ws, e);
     return FCCL_OK;
 }
@@ -173,9 +206,14 @@ static int op_compare_set(struct store_server *s, struct store_conn *c,
     }
     if (e->vlen == r->val.len &&
         (r->val.len == 0 || memcmp(e->val, r->val.p, r->val.len) == 0)) {
-        int rc = kv_set(&s->kv, e, r->val2.p, r->val2.len);
+        int rc = store_jrn(s, JREC_SET, r->key, r->val2.p, r->val2.len);
         if (rc < 0)
+            return rc;
+        rc = kv_set(&s->kv, e, r->val2.p, r->val2.len);
+        if (rc < 0) {
+            store_jrn_undo(s);
             return fccl_err_wrap(rc, "COMPARE_SET");
+        }
     }
     reply_str(c, e->val, e->vlen);
     return FCCL_OK;
@@ -205,13 +243,20 @@ static int op_get(struct store_server *s, struct store_conn *c,
 static int op_add(struct store_server *s, struct store_conn *c,
                   const struct codec_req *r)
 {
-    struct kv_entry *e = entry_for_write(s, r->key);
-    if (!e)
-        return key_err(FCCL_ERR_NOMEM, "ADD", r->key);
-    int64_t v;
-    int rc = kv_add(&s->kv, e, r->num, &v);
+    int rc = store_jrn_add(s, r->key, r->num);
     if (rc < 0)
+        return rc;
+    struct kv_entry *e = entry_for_write(s, r->key);
+    if (!e) {
+        store_jrn_undo(s);
+        return key_err(FCCL_ERR_NOMEM, "ADD", r->key);
+    }
+    int64_t v;
+    rc = kv_add(&s->kv, e, r->num, &v);
+    if (rc < 0) {
+        store_jrn_undo(s);
         return write_failed(s, e, rc, "ADD", r->key);
+    }
     reply_i64(c, v);
     waiters_wake_all(&s->ws, e);
     if (r->key.len == strlen(JOIN_KEY) &&
@@ -246,6 +291,11 @@ static int op_delete(struct store_server *s, struct store_conn *c,
                      const struct codec_req *r)
 {
     struct kv_entry *e = kv_find(&s->kv, r->key.p, r->key.len);
+    if (e && e->has_val) {
+        int rc = store_jrn(s, JREC_DEL, r->key, NULL, 0);
+        if (rc < 0)
+            return rc;
+    }
     int n = kv_del_value(&s->kv, e);
     kv_release(&s->kv, e);
     reply_i64(c, n);
@@ -254,12 +304,19 @@ static int op_delete(struct store_server *s, struct store_conn *c,
 
 static int op_append(struct store_server *s, const struct codec_req *r)
 {
-    struct kv_entry *e = entry_for_write(s, r->key);
-    if (!e)
-        return key_err(FCCL_ERR_NOMEM, "APPEND", r->key);
-    int rc = kv_append(&s->kv, e, r->val.p, r->val.len);
+    int rc = store_jrn(s, JREC_APPEND, r->key, r->val.p, r->val.len);
     if (rc < 0)
+        return rc;
+    struct kv_entry *e = entry_for_write(s, r->key);
+    if (!e) {
+        store_jrn_undo(s);
+        return key_err(FCCL_ERR_NOMEM, "APPEND", r->key);
+    }
+    rc = kv_append(&s->kv, e, r->val.p, r->val.len);
+    if (rc < 0) {
+        store_jrn_undo(s);
         return write_failed(s, e, rc, "APPEND", r->key);
+    }
     waiters_wake_all(&s->ws, e);
     return FCCL_OK;
 }
@@ -336,12 +393,19 @@ static int op_cancel_wait(struct store_server *s, struct store_conn *c)
 
 static int op_queue_push(struct store_server *s, const struct codec_req *r)
 {
-    struct kv_entry *e = entry_for_write(s, r->key);
-    if (!e)
-        return key_err(FCCL_ERR_NOMEM, "QUEUE_PUSH", r->key);
-    int rc = kv_queue_push(&s->kv, e, r->val.p, r->val.len);
+    int rc = store_jrn(s, JREC_PUSH, r->key, r->val.p, r->val.len);
     if (rc < 0)
+        return rc;
+    struct kv_entry *e = entry_for_write(s, r->key);
+    if (!e) {
+        store_jrn_undo(s);
+        return key_err(FCCL_ERR_NOMEM, "QUEUE_PUSH", r->key);
+    }
+    rc = kv_queue_push(&s->kv, e, r->val.p, r->val.len);
+    if (rc < 0) {
+        store_jrn_undo(s);
         return write_failed(s, e, rc, "QUEUE_PUSH", r->key);
+    }
     waiters_wake_one(&s->ws, e);
     return FCCL_OK;
 }
@@ -351,6 +415,11 @@ static int op_queue_pop(struct store_server *s, struct store_conn *c,
 {
     struct kv_entry *e = kv_find(&s->kv, r->key.p, r->key.len);
     int64_t before = e ? (int64_t)e->qlen : 0;
+    if (before > 0) {
+        int rc = store_jrn(s, JREC_POP, r->key, NULL, 0);
+        if (rc < 0)
+            return rc;
+    }
     reply_i64(c, before);
     if (before == 0)
         return FCCL_OK;

@@ -1,0 +1,419 @@
+/*
+ * The store's journal: record codec, append / sync / undo, replay at start
+ * and compaction (see journal.h for the file format and the guarantees).
+ */
+#include "journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "err.h"
+#include "kv.h"
+#include "log.h"
+
+#define PAYLOAD_FIXED 13 /* u8 type + u32 klen + u64 vlen */
+#define REC_MAX ((2ull << 30) + (2ull << 20)) /* larger than any value */
+#define BUF_FLUSH (1u << 20) /* compaction writes in chunks this large */
+
+/* ---- CRC-32 (reflected, polynomial 0xEDB88320), table built once ---- */
+
+static uint32_t crc_table[256];
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+uint32_t journal_crc32(uint32_t crc, const uint8_t *p, size_t n)
+{
+    if (!crc_table[1])
+        crc_init();
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++)
+        crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- writing ---- */
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Header + fixed payload fields of one record into h (JOURNAL_HDR +
+ * PAYLOAD_FIXED bytes); the key and value follow it in the file. */
+static void rec_head(uint8_t *h, enum journal_rec type, const uint8_t *key,
+                     uint64_t klen, const uint8_t *val, uint64_t vlen)
+{
+    uint8_t *f = h + JOURNAL_HDR;
+    f[0] = (uint8_t)type;
+    codec_set_u32(f + 1, (uint32_t)klen);
+    codec_set_u64(f + 5, vlen);
+    uint32_t crc = journal_crc32(0, f, PAYLOAD_FIXED);
+    crc = journal_crc32(crc, key, klen);
+    crc = journal_crc32(crc, val, vlen);
+    codec_set_u32(h, (uint32_t)(PAYLOAD_FIXED + klen + vlen));
+    codec_set_u32(h + 4, crc);
+}
+
+/* The record into b (compaction). */
+static void rec_put(struct codec_buf *b, enum journal_rec type,
+                    const uint8_t *key, uint64_t klen, const uint8_t *val,
+                    uint64_t vlen)
+{
+    uint8_t h[JOURNAL_HDR + PAYLOAD_FIXED];
+    rec_head(h, type, key, klen, val, vlen);
+    codec_put_bytes(b, h, sizeof(h));
+    if (klen)
+        codec_put_bytes(b, key, klen);
+    if (vlen)
+        codec_put_bytes(b, val, vlen);
+}
+
+int journal_append(struct journal *j, enum journal_rec type,
+                   const uint8_t *key, uint64_t klen, const uint8_t *val,
+                   uint64_t vlen)
+{
+    uint8_t h[JOURNAL_HDR + PAYLOAD_FIXED];
+    if (PAYLOAD_FIXED + klen + vlen > UINT32_MAX)
+        return fccl_err(FCCL_ERR_LIMIT, "journal record of %llu bytes",
+                        (unsigned long long)(klen + vlen));
+    rec_head(h, type, key, klen, val, vlen);
+    j->rollback = j->size;
+    /* One writev would do; three writes to an O_APPEND fd are as safe
+     * since replay drops a torn tail. */
+    if (write_all(j->fd, h, sizeof(h)) < 0 ||
+        write_all(j->fd, key, (size_t)klen) < 0 ||
+        write_all(j->fd, val, (size_t)vlen) < 0) {
+        int e = errno;
+        journal_undo(j);
+        return fccl_err_sys(FCCL_ERR_IO, e, "journal %s: append", j->path);
+    }
+    j->size += sizeof(h) + klen + vlen;
+    j->dirty = 1;
+    return FCCL_OK;
+}
+
+int journal_append_add(struct journal *j, const uint8_t *key, uint64_t klen,
+                       int64_t delta)
+{
+    uint8_t v[8];
+    codec_set_u64(v, (uint64_t)delta);
+    return journal_append(j, JREC_ADD, key, klen, v, sizeof(v));
+}
+
+void journal_undo(struct journal *j)
+{
+    if (ftruncate(j->fd, (off_t)j->rollback) == 0)
+        j->size = j->rollback;
+    else
+        LOG_WARN("STORE", "journal %s: cannot take back a record: %s",
+                 j->path, strerror(errno));
+}
+
+void journal_sync(struct journal *j)
+{
+    if (!j->dirty || j->fd < 0)
+        return;
+    if (fdatasync(j->fd) < 0)
+        LOG_WARN("STORE", "journal %s: fdatasync: %s", j->path,
+                 strerror(errno));
+    j->dirty = 0;
+    j->syncs++;
+}
+
+/* ---- replay ---- */
+
+int journal_apply(struct kv *kv, const uint8_t *p, uint64_t n)
+{
+    if (n < PAYLOAD_FIXED)
+        return fccl_err(FCCL_ERR_PROTOCOL, "journal record too short");
+    uint8_t type = p[0];
+    uint64_t klen = codec_get_u32(p + 1), vlen = codec_get_u64(p + 5);
+    if (klen > n - PAYLOAD_FIXED || vlen != n - PAYLOAD_FIXED - klen)
+        return fccl_err(FCCL_ERR_PROTOCOL, "journal record lengths");
+    const uint8_t *key = p + PAYLOAD_FIXED, *val = key + klen;
+    if (type == JREC_DEL || type == JREC_POP) {
+        struct kv_entry *e = kv_find(kv, key, klen);
+        if (!e)
+            return FCCL_OK;
+        if (type == JREC_DEL)
+            kv_del_value(kv, e);
+        else
+            kv_item_free(kv_queue_pop(kv, e));
+        kv_release(kv, e);
+        return FCCL_OK;
+    }
+    struct kv_entry *e = kv_lookup_or_add(kv, key, klen);
+    if (!e)
+        return fccl_err(FCCL_ERR_NOMEM, "journal replay");
+    int rc;
+    int64_t out;
+    switch (type) {
+    case JREC_SET: rc = kv_set(kv, e, val, vlen); break;
+    case JREC_APPEND: rc = kv_append(kv, e, val, vlen); break;
+    case JREC_PUSH: rc = kv_queue_push(kv, e, val, vlen); break;
+    case JREC_ADD:
+        rc = vlen == 8 ? kv_add(kv, e, (int64_t)codec_get_u64(val), &out)
+                       : fccl_err(FCCL_ERR_PROTOCOL, "journal ADD length");
+        break;
+    default:
+        rc = fccl_err(FCCL_ERR_PROTOCOL, "journal record type %u", type);
+    }
+    if (rc < 0)
+        kv_release(kv, e);
+    return rc;
+}
+
+/* Read the whole file (journals are compacted, so they stay near the live
+ * data's size). */
+static int read_file(int fd, const char *path, uint8_t **out, uint64_t *n)
+{
+    struct stat st;
+    *out = NULL;
+    *n = 0;
+    if (fstat(fd, &st) < 0)
+        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: stat", path);
+    uint64_t size = (uint64_t)st.st_size;
+    uint8_t *b = malloc(size ? size : 1);
+    if (!b)
+        return fccl_err(FCCL_ERR_NOMEM, "journal %s: %llu bytes", path,
+                        (unsigned long long)size);
+    uint64_t got = 0;
+    while (got < size) {
+        ssize_t k = pread(fd, b + got, size - got, (off_t)got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (uint64_t)k;
+    }
+    *out = b;
+    *n = got;
+    return FCCL_OK;
+}
+
+/* Replay buf[0..n) into kv; returns the length of the good prefix. */
+static uint64_t replay(struct journal *j, struct kv *kv, const uint8_t *b,
+                       uint64_t n, const char **why)
+{
+    uint64_t off = sizeof(JOURNAL_MAGIC) - 1;
+    *why = NULL;
+    while (off < n) {
+        if (n - off < JOURNAL_HDR) {
+            *why = "torn record header";
+            return off;
+        }
+        uint64_t len = codec_get_u32(b + off);
+        uint32_t crc = codec_get_u32(b + off + 4);
+        if (len < PAYLOAD_FIXED || len > REC_MAX) {
+            *why = "bad record length";
+            return off;
+        }
+        if (n - off - JOURNAL_HDR < len) {
+            *why = "torn record";
+            return off;
+        }
+        const uint8_t *p = b + off + JOURNAL_HDR;
+        if (journal_crc32(0, p, len) != crc) {
+            *why = "checksum mismatch";
+            return off;
+        }
+        if (journal_apply(kv, p, len) < 0)
+            LOG_WARN("STORE", "journal %s: record at %llu not applied: %s",
+                     j->path, (unsigned long long)off, fccl_last_error());
+        j->records_replayed++;
+        off += JOURNAL_HDR + len;
+    }
+    return off;
+}
+
+static int load(struct journal *j, struct kv *kv)
+{
+    uint8_t *b;
+    uint64_t n;
+    const size_t mlen = sizeof(JOURNAL_MAGIC) - 1;
+    int rc = read_file(j->fd, j->path, &b, &n);
+    if (rc < 0)
+        return rc;
+    if (n < mlen || memcmp(b, JOURNAL_MAGIC, mlen) != 0) {
+        int empty = n == 0;
+        free(b);
+        if (!empty)
+            return fccl_err(FCCL_ERR_IO, "journal %s: not an fccl journal "
+                            "(bad magic); refusing to overwrite it", j->path);
+        if (write_all(j->fd, (const uint8_t *)JOURNAL_MAGIC, mlen) < 0 ||
+            fdatasync(j->fd) < 0)
+            return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s", j->path);
+        j->size = mlen;
+        return FCCL_OK;
+    }
+    uint64_t saved = kv->max_bytes;
+    const char *why;
+    kv->max_bytes = 0; /* what was stored before is stored again */
+    uint64_t good = replay(j, kv, b, n, &why);
+    kv->max_bytes = saved;
+    free(b);
+    if (good < n) {
+        LOG_WARN("STORE", "journal %s: %s at offset %llu; dropping the last "
+                 "%llu bytes", j->path, why, (unsigned long long)good,
+                 (unsigned long long)(n - good));
+        if (ftruncate(j->fd, (off_t)good) < 0 || fdatasync(j->fd) < 0)
+            return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: truncate",
+                                j->path);
+    }
+    j->size = good;
+    LOG_INFO("STORE", "journal %s: replayed %llu records (%llu bytes), "
+             "%llu keys", j->path, (unsigned long long)j->records_replayed,
+             (unsigned long long)good, (unsigned long long)kv->nkeys);
+    return FCCL_OK;
+}
+
+int journal_open(struct journal *j, const char *path, enum journal_fsync mode,
+                 struct kv *kv)
+{
+    memset(j, 0, sizeof(*j));
+    j->fd = -1;
+    j->mode = mode;
+    if (strlen(path) >= sizeof(j->path))
+        return fccl_err(FCCL_ERR_INVALID, "journal path too long");
+    strcpy(j->path, path);
+    j->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (j->fd < 0)
+        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: open", path);
+    int rc = load(j, kv);
+    if (rc < 0) {
+        close(j->fd);
+        j->fd = -1;
+    }
+    return rc;
+}
+
+void journal_close(struct journal *j)
+{
+    if (j->fd < 0)
+        return;
+    journal_sync(j);
+    close(j->fd);
+    j->fd = -1;
+}
+
+/* ---- compaction ---- */
+
+struct compact {
+    struct codec_buf b;
+    int fd, failed;
+    uint64_t written;
+};
+
+static void flush_buf(struct compact *c, int force)
+{
+    if (c->failed || (!force && c->b.len < BUF_FLUSH))
+        return;
+    if (c->b.oom || write_all(c->fd, c->b.p, c->b.len) < 0)
+        c->failed = 1;
+    c->written += c->b.len;
+    codec_buf_reset(&c->b);
+}
+
+static void put_entry(struct compact *c, const struct kv_entry *e)
+{
+    if (e->has_val)
+        rec_put(&c->b, JREC_SET, e->key, e->klen, e->val, e->vlen);
+    for (const struct kv_item *it = e->qhead; it; it = it->next) {
+        rec_put(&c->b, JREC_PUSH, e->key, e->klen, it->data, it->len);
+        flush_buf(c, 0);
+    }
+    flush_buf(c, 0);
+}
+
+/* Every entry: the current buckets, and the old ones not yet moved. */
+static void put_all(struct compact *c, const struct kv *kv)
+{
+    for (uint64_t i = 0; i <= kv->mask; i++)
+        for (const struct kv_entry *e = kv->buckets[i]; e; e = e->next)
+            put_entry(c, e);
+    if (!kv->old)
+        return;
+    for (uint64_t i = kv->moved; i <= kv->old_mask; i++)
+        for (const struct kv_entry *e = kv->old[i]; e; e = e->next)
+            put_entry(c, e);
+}
+
+static void sync_dir(const char *path)
+{
+    char tmp[512];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    int fd = open(dirname(tmp), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    fsync(fd);
+    close(fd);
+}
+
+static int compact(struct journal *j, struct kv *kv)
+{
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", j->path);
+    struct compact c = {.fd = -1};
+    codec_buf_init(&c.b);
+    c.fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+                0600);
+    if (c.fd < 0)
+        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: open", tmp);
+    codec_put_bytes(&c.b, JOURNAL_MAGIC, sizeof(JOURNAL_MAGIC) - 1);
+    put_all(&c, kv);
+    flush_buf(&c, 1);
+    codec_buf_free(&c.b);
+    if (c.failed || fdatasync(c.fd) < 0 || rename(tmp, j->path) < 0) {
+        int e = errno;
+        close(c.fd);
+        unlink(tmp);
+        return fccl_err_sys(FCCL_ERR_IO, e, "journal %s: compaction",
+                            j->path);
+    }
+    sync_dir(j->path);
+    uint64_t before = j->size;
+    close(j->fd);
+    j->fd = c.fd;
+    j->size = j->rollback = c.written;
+    j->dirty = 0;
+    j->compactions++;
+    LOG_INFO("STORE", "journal %s: compacted %llu -> %llu bytes", j->path,
+             (unsigned long long)before, (unsigned long long)c.written);
+    return FCCL_OK;
+}
+
+void journal_maybe_compact(struct journal *j, struct kv *kv)
+{
+    uint64_t live = kv->bytes + kv->nentries * (JOURNAL_HDR + PAYLOAD_FIXED);
+    if (j->size < JOURNAL_COMPACT_MIN ||
+        j->size < JOURNAL_COMPACT_RATIO * live)
+        return;
+    /* A journal far larger than what compaction would leave: retried at
+     * the next threshold only if it failed, to avoid a loop of failures. */
+    if (compact(j, kv) < 0)
+        LOG_WARN("STORE", "%s", fccl_last_error());
+}

@@ -1,0 +1,95 @@
+/*
+ * The store's journal (tcpstore-server --journal FILE): every mutation of
+ * the table is appended to FILE as one record before it is applied, and
+ * FILE is replayed through the kv API when the server starts, so a killed
+ * server comes back with the keys, counters and queues it had.
+ *
+ * File: an 8-byte magic "FCCLJNL1", then records
+ *     u32 len | u32 crc32(payload) | payload (len bytes)
+ *     payload = u8 type | u32 klen | key | u64 vlen | value
+ * (little-endian; ADD carries its delta as the 8-byte value).  A record that
+ * is cut short or whose CRC does not match ends the replay: the file is
+ * truncated there, with a log line.
+ *
+ * Durability (fsync mode): ALWAYS: appended records are fdatasync'ed
+ * before the server sends any reply (journal_sync_pending is called by the
+ * send path), so an acknowledged write is on disk; INTERVAL: a timer syncs
+ * every interval_ms; NEVER: the page cache decides.
+ *
+ * Compaction: when the file grows past 4x the live data and 1 MiB, the live
+ * state is written to FILE.tmp, synced and renamed over FILE (one loop
+ * turn, between two requests).
+ *
+ * Single-threaded: the server's event loop is the only user.
+ */
+#ifndef FCCL_STORE_JOURNAL_H
+#define FCCL_STORE_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct kv;
+
+enum journal_fsync {
+    JOURNAL_FSYNC_ALWAYS = 0,
+    JOURNAL_FSYNC_INTERVAL = 1,
+    JOURNAL_FSYNC_NEVER = 2,
+};
+
+enum journal_rec {
+    JREC_SET = 1,
+    JREC_APPEND = 2,
+    JREC_ADD = 3,  /* value: i64 delta, 8 bytes little-endian */
+    JREC_DEL = 4,
+    JREC_PUSH = 5,
+    JREC_POP = 6,
+};
+
+#define JOURNAL_MAGIC "FCCLJNL1"
+#define JOURNAL_HDR 8 /* u32 len + u32 crc */
+#define JOURNAL_COMPACT_MIN (1ull << 20)
+#define JOURNAL_COMPACT_RATIO 4
+
+struct journal {
+    int fd;
+    char path[512];
+    enum journal_fsync mode;
+    uint64_t size;    /* bytes in the file */
+    uint64_t rollback; /* size before the last append */
+    int dirty;        /* appended since the last sync */
+    uint64_t syncs, compactions, records_replayed;
+};
+
+/* CRC-32 (IEEE, as zlib's crc32) of p[0..n), continuing from crc (0 to
+ * start). */
+uint32_t journal_crc32(uint32_t crc, const uint8_t *p, size_t n);
+
+/* Open (create with mode 0600) path, replay its records into kv (whose
+ * byte limit is lifted during the replay), drop a torn or corrupt tail.
+ * FCCL_OK, FCCL_ERR_IO (open/read/write, naming the file), FCCL_ERR_NOMEM. */
+int journal_open(struct journal *j, const char *path, enum journal_fsync mode,
+                 struct kv *kv);
+void journal_close(struct journal *j);
+
+/* Append one record (before the mutation it describes is applied).
+ * FCCL_OK or FCCL_ERR_IO (the mutation must then be refused). */
+int journal_append(struct journal *j, enum journal_rec type,
+                   const uint8_t *key, uint64_t klen, const uint8_t *val,
+                   uint64_t vlen);
+int journal_append_add(struct journal *j, const uint8_t *key, uint64_t klen,
+                       int64_t delta);
+/* The mutation of the last append failed: take its record back out. */
+void journal_undo(struct journal *j);
+
+/* fdatasync if anything was appended since the last sync. */
+void journal_sync(struct journal *j);
+
+/* Rewrite the file from kv's live state if it has grown past the
+ * compaction threshold.  Errors are logged; the old file stays. */
+void journal_maybe_compact(struct journal *j, struct kv *kv);
+
+/* Apply one record's payload to kv (replay; also the fuzz target's entry).
+ * FCCL_OK, FCCL_ERR_PROTOCOL (malformed payload) or kv's error. */
+int journal_apply(struct kv *kv, const uint8_t *p, uint64_t n);
+
+#endif
