@@ -1,0 +1,419 @@
+/*
+ * The store's journal (tcpstore-server --journal): acknowledged writes
+ * survive SIGKILL at random moments, a torn or corrupt tail is dropped
+ * with a log line, counters and queues survive, compaction under load
+ * keeps the data.  Real server binary, real client library, real files.
+ */
+#include "server_harness.h"
+
+#include <sys/stat.h>
+
+#include "fccl/store.h"
+
+#define WRITERS 3
+#define KILL_ROUNDS 20
+
+TestSuite(journal, .timeout = 110);
+
+static char jdir[64], jpath[128];
+
+static void make_dir(void)
+{
+    snprintf(jdir, sizeof(jdir), "/tmp/fccl-jrn-XXXXXX");
+    cr_assert(mkdtemp(jdir));
+    snprintf(jpath, sizeof(jpath), "%s/store.journal", jdir);
+}
+
+static void remove_dir(void)
+{
+    char p[200];
+    unlink(jpath);
+    snprintf(p, sizeof(p), "%s.tmp", jpath);
+    unlink(p);
+    rmdir(jdir);
+}
+
+static void start_with(struct srv *s, const char *fsync)
+{
+    const char *extra[] = {"--host", "127.0.0.1", "--journal", jpath,
+                           "--fsync", fsync, NULL};
+    srv_start(s, extra);
+}
+
+static void kill_server(struct srv *s)
+{
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+}
+
+static fccl_store_t *open_at(int port)
+{
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = 10000;
+    fccl_store_t *st = NULL;
+    int rc = fccl_store_connect(&o, &st);
+    cr_assert_eq(rc, FCCL_OK, "connect: %s", fccl_last_error());
+    return st;
+}
+
+static void expect_value(fccl_store_t *st, const char *key, const char *want)
+{
+    void *v = NULL;
+    size_t n = 0;
+    int rc = fccl_store_get(st, key, &v, &n, 2000);
+    cr_assert_eq(rc, FCCL_OK, "get %s: %s", key, fccl_last_error());
+    cr_assert_eq(n, strlen(want), "key %s: %zu bytes, want %zu", key, n,
+                 strlen(want));
+    cr_assert(memcmp(v, want, n) == 0, "key %s: wrong value", key);
+    free(v);
+}
+
+static int key_exists(fccl_store_t *st, const char *key)
+{
+    int present = -1;
+    cr_assert_eq(fccl_store_check(st, &key, 1, &present), FCCL_OK);
+    return present;
+}
+
+static off_t file_size(const char *p)
+{
+    struct stat sb;
+    cr_assert_eq(stat(p, &sb), 0, "stat %s: %s", p, strerror(errno));
+    return sb.st_size;
+}
+
+/* ---- 1. acknowledged writes survive SIGKILL ---- */
+
+/* A writer process: SETs and ADDs until the server dies; after each
+ * acknowledged one it reports (i, counter value) on fd. */
+static void writer(int port, int id, int round, int fd)
+{
+    char addr[64], key[64], val[96];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    setenv("FCCL_LOG_LEVEL", "error", 1); /* the kill is expected */
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = 5000;
+    fccl_store_t *st = NULL;
+    if (fccl_store_connect(&o, &st) != FCCL_OK)
+        _exit(0); /* killed before we connected: nothing acknowledged */
+    for (int32_t i = 0;; i++) {
+        snprintf(key, sizeof(key), "w%d/r%d/%d", id, round, i);
+        snprintf(val, sizeof(val), "value-%d-%d-%d-%x", id, round, i,
+                 (unsigned)(i * 2654435761u));
+        if (fccl_store_set(st, key, val, strlen(val)) != FCCL_OK)
+            break;
+        int64_t c;
+        snprintf(key, sizeof(key), "count/w%d", id);
+        if (fccl_store_add(st, key, 1, &c) != FCCL_OK)
+            break;
+        int64_t rec[2] = {i, c};
+        if (write(fd, rec, sizeof(rec)) != (ssize_t)sizeof(rec))
+            break;
+    }
+    fccl_store_close(st);
+    _exit(0);
+}
+
+struct acked {
+    int32_t last_i;  /* last acknowledged SET index, -1 none */
+    int64_t count;   /* last acknowledged counter value */
+};
+
+static void run_round(int round, struct acked ack[WRITERS], unsigned *seed)
+{
+    struct srv s = {0};
+    start_with(&s, "always");
+    pid_t pids[WRITERS];
+    int fds[WRITERS];
+    for (int w = 0; w < WRITERS; w++) {
+        int p[2];
+        cr_assert_eq(pipe(p), 0);
+        pids[w] = fork();
+        cr_assert(pids[w] >= 0);
+        if (pids[w] == 0) {
+            close(p[0]);
+            writer(s.port, w, round, p[1]);
+        }
+        close(p[1]);
+        fds[w] = p[0];
+        ack[w].last_i = -1;
+    }
+    h_sleep_ms(30 + (int)(rand_r(seed) % 200));
+    kill_server(&s);
+    for (int w = 0; w < WRITERS; w++) {
+        int64_t rec[2];
+        ssize_t k;
+        while ((k = read(fds[w], rec, sizeof(rec))) == (ssize_t)sizeof(rec)) {
+            cr_assert_eq(rec[0], ack[w].last_i + 1);
+            ack[w].last_i = (int32_t)rec[0];
+            cr_assert_gt(rec[1], ack[w].count, "counter went back");
+            ack[w].count = rec[1];
+        }
+        close(fds[w]);
+        int st = h_reap(pids[w], 10000);
+        cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "writer %d failed", w);
+    }
+    srv_cleanup(&s);
+}
+
+static void check_round(fccl_store_t *st, int round,
+                        const struct acked ack[WRITERS])
+{
+    char key[64], val[96];
+    for (int w = 0; w < WRITERS; w++) {
+        for (int32_t i = 0; i <= ack[w].last_i; i++) {
+            snprintf(key, sizeof(key), "w%d/r%d/%d", w, round, i);
+            snprintf(val, sizeof(val), "value-%d-%d-%d-%x", w, round, i,
+                     (unsigned)(i * 2654435761u));
+            expect_value(st, key, val);
+        }
+        /* An unacknowledged SET may or may not have landed; never more
+         * than one past the last acknowledged one per writer. */
+        snprintf(key, sizeof(key), "w%d/r%d/%d", w, round, ack[w].last_i + 2);
+        cr_assert_eq(key_exists(st, key), 0, "%s exists, never sent", key);
+        int64_t c;
+        snprintf(key, sizeof(key), "count/w%d", w);
+        cr_assert_eq(fccl_store_add(st, key, 0, &c), FCCL_OK);
+        cr_assert_geq(c, ack[w].count, "writer %d counter %lld < acked %lld",
+                      w, (long long)c, (long long)ack[w].count);
+    }
+}
+
+Test(journal, acked_writes_survive_sigkill)
+{
+    make_dir();
+    unsigned seed = (unsigned)time(NULL);
+    struct acked ack[KILL_ROUNDS][WRITERS];
+    memset(ack, 0, sizeof(ack));
+    int64_t count[WRITERS] = {0};
+    int total = 0;
+    for (int r = 0; r < KILL_ROUNDS; r++) {
+        for (int w = 0; w < WRITERS; w++)
+            ack[r][w].count = count[w];
+        run_round(r, ack[r], &seed);
+        struct srv s = {0};
+        start_with(&s, "always");
+        fccl_store_t *st = open_at(s.port);
+        check_round(st, r, ack[r]);
+        if (r > 0)
+            check_round(st, r - 1, ack[r - 1]); /* older rounds stay */
+        for (int w = 0; w < WRITERS; w++) {
+            total += ack[r][w].last_i + 1;
+            char key[32];
+            int64_t c;
+            snprintf(key, sizeof(key), "count/w%d", w);
+            cr_assert_eq(fccl_store_add(st, key, 0, &c), FCCL_OK);
+            count[w] = c; /* the next round continues from what is there */
+        }
+        fccl_store_close(st);
+        srv_cleanup(&s);
+    }
+    cr_log_info("%d rounds, %d acknowledged SETs checked", KILL_ROUNDS,
+                total);
+    cr_assert_gt(total, KILL_ROUNDS, "too few acknowledged writes to mean "
+                 "anything");
+    remove_dir();
+}
+
+/* ---- 2. a torn or corrupt tail ---- */
+
+/* Fill k0..k9, kill, note the size; then one more SET (big value), kill. */
+static off_t write_then_tail(const char *tail_val)
+{
+    struct srv s = {0};
+    start_with(&s, "always");
+    fccl_store_t *st = open_at(s.port);
+    char key[16], val[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        snprintf(val, sizeof(val), "v%d", i);
+        cr_assert_eq(fccl_store_set(st, key, val, strlen(val)), FCCL_OK);
+    }
+    fccl_store_close(st);
+    kill_server(&s);
+    srv_cleanup(&s);
+    off_t good = file_size(jpath);
+    start_with(&s, "always");
+    st = open_at(s.port);
+    cr_assert_eq(fccl_store_set(st, "tail", tail_val, strlen(tail_val)),
+                 FCCL_OK);
+    fccl_store_close(st);
+    kill_server(&s);
+    srv_cleanup(&s);
+    cr_assert_gt(file_size(jpath), good + (off_t)strlen(tail_val));
+    return good;
+}
+
+static void expect_tail_dropped(off_t good, const char *why)
+{
+    struct srv s = {0};
+    start_with(&s, "always");
+    cr_assert(srv_log_wait(&s, why, 5000), "no '%s' log line", why);
+    cr_assert(srv_log_wait(&s, "dropping the last", 1000));
+    cr_assert_eq(file_size(jpath), good, "file not truncated at the tear");
+    fccl_store_t *st = open_at(s.port);
+    char key[16], val[32];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        snprintf(val, sizeof(val), "v%d", i);
+        expect_value(st, key, val);
+    }
+    cr_assert_eq(key_exists(st, "tail"), 0, "torn record was applied");
+    /* The journal goes on from the cut. */
+    cr_assert_eq(fccl_store_set(st, "after", "ok", 2), FCCL_OK);
+    fccl_store_close(st);
+    kill_server(&s);
+    srv_cleanup(&s);
+    start_with(&s, "always");
+    st = open_at(s.port);
+    expect_value(st, "after", "ok");
+    expect_value(st, "k9", "v9");
+    fccl_store_close(st);
+    srv_cleanup(&s);
+}
+
+Test(journal, torn_record_dropped)
+{
+    make_dir();
+    char big[200];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    off_t good = write_then_tail(big);
+    cr_assert_eq(truncate(jpath, good + 60), 0); /* mid-record */
+    expect_tail_dropped(good, "torn record");
+    remove_dir();
+}
+
+Test(journal, corrupt_record_dropped)
+{
+    make_dir();
+    char big[200];
+    memset(big, 'y', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    off_t good = write_then_tail(big);
+    int fd = open(jpath, O_RDWR);
+    cr_assert(fd >= 0);
+    uint8_t b;
+    cr_assert_eq(pread(fd, &b, 1, good + 100), 1);
+    b ^= 0x40;
+    cr_assert_eq(pwrite(fd, &b, 1, good + 100), 1);
+    close(fd);
+    expect_tail_dropped(good, "checksum mismatch");
+    remove_dir();
+}
+
+/* ---- 3. counters and queues ---- */
+
+Test(journal, counters_and_queues_survive)
+{
+    make_dir();
+    struct srv s = {0};
+    start_with(&s, "always");
+    fccl_store_t *st = open_at(s.port);
+    int64_t c;
+    for (int i = 1; i <= 50; i++)
+        cr_assert_eq(fccl_store_add(st, "ctr", i, &c), FCCL_OK);
+    cr_assert_eq(c, 50 * 51 / 2);
+    cr_assert_eq(fccl_store_add(st, "neg", -7, &c), FCCL_OK);
+    char v[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(v, sizeof(v), "item%d", i);
+        cr_assert_eq(fccl_store_queue_push(st, "q", v, strlen(v)), FCCL_OK);
+    }
+    for (int i = 0; i < 3; i++) { /* pops are journaled too */
+        void *p = NULL;
+        size_t n;
+        cr_assert_eq(fccl_store_queue_pop(st, "q", 0, &p, &n, 1000), FCCL_OK);
+        snprintf(v, sizeof(v), "item%d", i);
+        cr_assert(n == strlen(v) && memcmp(p, v, n) == 0);
+        free(p);
+    }
+    cr_assert_eq(fccl_store_set(st, "gone", "x", 1), FCCL_OK);
+    cr_assert_eq(fccl_store_delete(st, "gone", NULL), FCCL_OK);
+    fccl_store_close(st);
+    kill_server(&s);
+    srv_cleanup(&s);
+
+    start_with(&s, "always");
+    st = open_at(s.port);
+    cr_assert_eq(fccl_store_add(st, "ctr", 0, &c), FCCL_OK);
+    cr_assert_eq(c, 50 * 51 / 2);
+    cr_assert_eq(fccl_store_add(st, "neg", 0, &c), FCCL_OK);
+    cr_assert_eq(c, -7);
+    int64_t qn = -1;
+    cr_assert_eq(fccl_store_queue_len(st, "q", &qn), FCCL_OK);
+    cr_assert_eq(qn, 7);
+    for (int i = 3; i < 10; i++) {
+        void *p = NULL;
+        size_t n;
+        cr_assert_eq(fccl_store_queue_pop(st, "q", 0, &p, &n, 1000), FCCL_OK);
+        snprintf(v, sizeof(v), "item%d", i);
+        cr_assert(n == strlen(v) && memcmp(p, v, n) == 0, "queue order");
+        free(p);
+    }
+    cr_assert_eq(key_exists(st, "gone"), 0, "deleted key came back");
+    fccl_store_close(st);
+    srv_cleanup(&s);
+    remove_dir();
+}
+
+/* ---- 4. compaction under load ---- */
+
+Test(journal, compaction_under_load)
+{
+    make_dir();
+    struct srv s = {0};
+    start_with(&s, "interval");
+    fccl_store_t *st = open_at(s.port);
+    enum { KEYS = 64, ROUNDS = 60, VLEN = 1000 };
+    char key[32], val[VLEN + 1];
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < KEYS; k++) {
+            snprintf(key, sizeof(key), "ck%d", k);
+            memset(val, 'a' + (r + k) % 26, VLEN);
+            snprintf(val, 32, "r%d-k%d-", r, k);
+            val[strlen(val)] = '-';
+            val[VLEN] = '\0';
+            cr_assert_eq(fccl_store_set(st, key, val, VLEN), FCCL_OK);
+        }
+        int64_t c;
+        cr_assert_eq(fccl_store_add(st, "writes", KEYS, &c), FCCL_OK);
+    }
+    fccl_store_close(st);
+    cr_assert(srv_log_wait(&s, "compacted", 2000), "no compaction logged");
+    cr_assert_eq(srv_stop(&s), 0);
+    srv_cleanup(&s);
+    /* Written: ~64 KiB x 60 = ~3.8 MiB; after compaction far less. */
+    off_t sz = file_size(jpath);
+    cr_assert_lt(sz, (off_t)(3u << 20), "journal %lld bytes: not compacted",
+                 (long long)sz);
+    struct stat sb;
+    cr_assert_eq(stat(jpath, &sb), 0);
+    cr_assert_eq(sb.st_mode & 0777, 0600, "journal mode %o", sb.st_mode & 0777);
+
+    start_with(&s, "always");
+    st = open_at(s.port);
+    int r = ROUNDS - 1;
+    for (int k = 0; k < KEYS; k++) {
+        snprintf(key, sizeof(key), "ck%d", k);
+        memset(val, 'a' + (r + k) % 26, VLEN);
+        snprintf(val, 32, "r%d-k%d-", r, k);
+        val[strlen(val)] = '-';
+        val[VLEN] = '\0';
+        expect_value(st, key, val);
+    }
+    int64_t c;
+    cr_assert_eq(fccl_store_add(st, "writes", 0, &c), FCCL_OK);
+    cr_assert_eq(c, KEYS * ROUNDS);
+    fccl_store_close(st);
+    srv_cleanup(&s);
+    remove_dir();
+}
