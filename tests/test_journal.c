@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "fccl/store.h"
+#include "log.h"
 
 #define WRITERS 3
 #define KILL_ROUNDS 20
@@ -95,7 +96,7 @@ static void writer(int port, int id, int round, int fd)
 {
     char addr[64], key[64], val[96];
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-    setenv("FCCL_LOG_LEVEL", "error", 1); /* the kill is expected */
+    fccl_log_set_level(FCCL_LOG_ERROR); /* the kill is expected */
     fccl_store_opts_t o;
     fccl_store_opts_init(&o);
     o.addr = addr;
