@@ -409,11 +409,15 @@ static int compact(struct journal *j, struct kv *kv)
 void journal_maybe_compact(struct journal *j, struct kv *kv)
 {
     uint64_t live = kv->bytes + kv->nentries * (JOURNAL_HDR + PAYLOAD_FIXED);
-    if (j->size < JOURNAL_COMPACT_MIN ||
+    if (j->size < JOURNAL_COMPACT_MIN || j->size < j->retry_at ||
         j->size < JOURNAL_COMPACT_RATIO * live)
         return;
-    /* A journal far larger than what compaction would leave: retried at
-     * the next threshold only if it failed, to avoid a loop of failures. */
-    if (compact(j, kv) < 0)
+    /* After a failure (disk full, say) wait for the file to double rather
+     * than rewrite everything at every mutation. */
+    if (compact(j, kv) < 0) {
         LOG_WARN("STORE", "%s", fccl_last_error());
+        j->retry_at = 2 * j->size;
+        return;
+    }
+    j->retry_at = 0;
 }

@@ -57,6 +57,7 @@ struct journal {
     uint64_t size;    /* bytes in the file */
     uint64_t rollback; /* size before the last append */
     int dirty;        /* appended since the last sync */
+    uint64_t retry_at; /* a failed compaction is retried past this size */
     uint64_t syncs, compactions, records_replayed;
 };
 
