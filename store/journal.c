@@ -215,11 +215,10 @@ static int read_file(int fd, const char *path, uint8_t **out, uint64_t *n)
     return FCCL_OK;
 }
 
-/* Replay buf[0..n) into kv; returns the length of the good prefix. */
-static uint64_t replay(struct journal *j, struct kv *kv, const uint8_t *b,
-                       uint64_t n, const char **why)
+uint64_t journal_replay(struct kv *kv, const uint8_t *b, uint64_t n,
+                        const char *name, const char **why, uint64_t *records)
 {
-    uint64_t off = sizeof(JOURNAL_MAGIC) - 1;
+    uint64_t off = 0;
     *why = NULL;
     while (off < n) {
         if (n - off < JOURNAL_HDR) {
@@ -243,8 +242,8 @@ static uint64_t replay(struct journal *j, struct kv *kv, const uint8_t *b,
         }
         if (journal_apply(kv, p, len) < 0)
             LOG_WARN("STORE", "journal %s: record at %llu not applied: %s",
-                     j->path, (unsigned long long)off, fccl_last_error());
-        j->records_replayed++;
+                     name, (unsigned long long)off, fccl_last_error());
+        (*records)++;
         off += JOURNAL_HDR + len;
     }
     return off;
@@ -273,7 +272,8 @@ static int load(struct journal *j, struct kv *kv)
     uint64_t saved = kv->max_bytes;
     const char *why;
     kv->max_bytes = 0; /* what was stored before is stored again */
-    uint64_t good = replay(j, kv, b, n, &why);
+    uint64_t good = mlen + journal_replay(kv, b + mlen, n - mlen, j->path,
+                                          &why, &j->records_replayed);
     kv->max_bytes = saved;
     free(b);
     if (good < n) {

@@ -93,4 +93,12 @@ void journal_maybe_compact(struct journal *j, struct kv *kv);
  * FCCL_OK, FCCL_ERR_PROTOCOL (malformed payload) or kv's error. */
 int journal_apply(struct kv *kv, const uint8_t *p, uint64_t n);
 
+/* Replay the records in b[0..n) (the file after its magic) into kv,
+ * stopping at the first torn or corrupt one; returns the length of the good
+ * prefix, *why (NULL if all of b was good) says why it stopped, *records
+ * is increased by the records applied.  name labels log lines. */
+uint64_t journal_replay(struct kv *kv, const uint8_t *b, uint64_t n,
+                        const char *name, const char **why,
+                        uint64_t *records);
+
 #endif
