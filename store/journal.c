@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -303,6 +304,16 @@ int journal_open(struct journal *j, const char *path, enum journal_fsync mode,
     j->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (j->fd < 0)
         return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: open", path);
+    /* Two servers appending to one file would interleave records. */
+    if (flock(j->fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(j->fd);
+        j->fd = -1;
+        return e == EWOULDBLOCK
+                   ? fccl_err(FCCL_ERR_IO, "journal %s is in use by another "
+                              "server", path)
+                   : fccl_err_sys(FCCL_ERR_IO, e, "journal %s: lock", path);
+    }
     int rc = load(j, kv);
     if (rc < 0) {
         close(j->fd);
@@ -383,6 +394,7 @@ static int compact(struct journal *j, struct kv *kv)
                 0600);
     if (c.fd < 0)
         return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: open", tmp);
+    flock(c.fd, LOCK_EX | LOCK_NB); /* the file that becomes the journal */
     codec_put_bytes(&c.b, JOURNAL_MAGIC, sizeof(JOURNAL_MAGIC) - 1);
     put_all(&c, kv);
     flush_buf(&c, 1);

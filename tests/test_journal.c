@@ -418,3 +418,30 @@ Test(journal, compaction_under_load)
     srv_cleanup(&s);
     remove_dir();
 }
+
+/* ---- one journal, one server ---- */
+
+Test(journal, second_server_refused)
+{
+    make_dir();
+    struct srv a = {0}, b = {0};
+    start_with(&a, "always");
+    const char *argv[] = {"tcpstore-server", "--host", "127.0.0.1", "--port",
+                          "0", "--journal", jpath, NULL};
+    int outfd;
+    h_spawn(&b, argv, &outfd);
+    int st = h_reap(b.pid, 10000);
+    b.pid = 0;
+    close(outfd);
+    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0,
+              "a second server on the same journal started");
+    char *log = srv_log(&b);
+    cr_assert(strstr(log, "in use by another server"), "log: %s", log);
+    free(log);
+    srv_cleanup(&b);
+    fccl_store_t *s = open_at(a.port); /* the first one is undisturbed */
+    cr_assert_eq(fccl_store_set(s, "k", "v", 1), FCCL_OK);
+    fccl_store_close(s);
+    srv_cleanup(&a);
+    remove_dir();
+}
