@@ -77,6 +77,11 @@ static int open_journal(struct store_server *s)
     if (rc < 0)
         return rc;
     s->has_journal = 1;
+    if (c->fsync_mode == JOURNAL_FSYNC_ALWAYS) {
+        s->commit_ev = event_new(s->base, -1, 0, store_jrn_commit, s);
+        return s->commit_ev ? FCCL_OK
+                            : fccl_err(FCCL_ERR_NOMEM, "journal commit event");
+    }
     if (c->fsync_mode != JOURNAL_FSYNC_INTERVAL)
         return FCCL_OK;
     s->fsync_timer = event_new(s->base, -1, EV_PERSIST, on_fsync_timer, s);
@@ -359,6 +364,7 @@ void store_server_free(struct store_server *s)
         store_conn_free(s->conns);
     free_event(&s->sweep_timer);
     free_event(&s->fsync_timer);
+    free_event(&s->commit_ev);
     free_event(&s->join_timer);
     free_event(&s->accept_timer);
     free_event(&s->sig_term);

@@ -72,6 +72,8 @@ struct store_conn {
     uint8_t peeked;  /* first byte looked at (TLS configured only) */
     struct barrier_wait *bar; /* a parked BARRIER (server_barrier.c) */
     uint8_t validated; /* VALIDATE seen (a second one closes) */
+    uint8_t jheld;     /* replies held until the journal's next fdatasync */
+    struct store_conn *jnext; /* the server's list of such connections */
     uint8_t auth;      /* AUTH_READ_WRITE / AUTH_READ_ONLY once proven */
     uint8_t nonce_set; /* an AUTH_HELLO challenge is outstanding */
     uint8_t nonce[AUTH_NONCE_LEN];
@@ -121,6 +123,8 @@ struct store_server {
     struct journal jrn;   /* valid when has_journal */
     int has_journal;
     struct event *fsync_timer; /* --fsync interval */
+    struct event *commit_ev;   /* --fsync always: sync, release held replies */
+    struct store_conn *jheld;  /* connections whose replies wait for it */
     _Atomic int64_t joined; /* read by store_server_joined from any thread */
     int join_armed;
     atomic_int running;
@@ -232,13 +236,11 @@ int store_jrn(struct store_server *s, enum journal_rec type,
               struct codec_slice k, const uint8_t *v, uint64_t vlen);
 int store_jrn_add(struct store_server *s, struct codec_slice k, int64_t d);
 void store_jrn_undo(struct store_server *s);
-/* Called before any reply bytes leave: with --fsync always, make the
- * records appended so far durable first. */
-static inline void store_jrn_before_reply(struct store_server *s)
-{
-    if (s->has_journal && s->jrn.dirty && s->jrn.mode == JOURNAL_FSYNC_ALWAYS)
-        journal_sync(&s->jrn);
-}
+/* --fsync always, group commit (server_conn.c): replies queued while
+ * journal records are not yet on disk are held in their connection's
+ * output; one fdatasync at the end of the loop turn (commit_ev, activated
+ * by the first held reply) releases them all. */
+void store_jrn_commit(evutil_socket_t fd, short what, void *arg);
 
 /* ---- server_ops.c ---- */
 
