@@ -12,9 +12,11 @@
 #include "log.h"
 
 #define WRITERS 3
-#define KILL_ROUNDS 20
+#define KILL_ROUNDS 20   /* FCCL_JOURNAL_ROUNDS=N for a longer run */
+#define MAX_ROUNDS 1000
 
 TestSuite(journal, .timeout = 110);
+/* (the SIGKILL test alone may run longer with FCCL_JOURNAL_ROUNDS) */
 
 static char jdir[64], jpath[128];
 
@@ -188,15 +190,19 @@ static void check_round(fccl_store_t *st, int round,
     }
 }
 
-Test(journal, acked_writes_survive_sigkill)
+Test(journal, acked_writes_survive_sigkill, .timeout = 600)
 {
     make_dir();
-    unsigned seed = (unsigned)time(NULL);
-    struct acked ack[KILL_ROUNDS][WRITERS];
+    unsigned seed = (unsigned)time(NULL), seed0 = seed;
+    const char *env = getenv("FCCL_JOURNAL_ROUNDS");
+    int rounds = env && atoi(env) > 0 ? atoi(env) : KILL_ROUNDS;
+    if (rounds > MAX_ROUNDS)
+        rounds = MAX_ROUNDS;
+    static struct acked ack[MAX_ROUNDS][WRITERS];
     memset(ack, 0, sizeof(ack));
     int64_t count[WRITERS] = {0};
     int total = 0;
-    for (int r = 0; r < KILL_ROUNDS; r++) {
+    for (int r = 0; r < rounds; r++) {
         for (int w = 0; w < WRITERS; w++)
             ack[r][w].count = count[w];
         run_round(r, ack[r], &seed);
@@ -217,9 +223,9 @@ Test(journal, acked_writes_survive_sigkill)
         fccl_store_close(st);
         srv_cleanup(&s);
     }
-    cr_log_info("%d rounds, %d acknowledged SETs checked", KILL_ROUNDS,
-                total);
-    cr_assert_gt(total, KILL_ROUNDS, "too few acknowledged writes to mean "
+    cr_log_info("%d rounds (seed %u), %d acknowledged SETs checked", rounds,
+                seed0, total);
+    cr_assert_gt(total, rounds, "too few acknowledged writes to mean "
                  "anything");
     remove_dir();
 }
@@ -443,5 +449,54 @@ Test(journal, second_server_refused)
     cr_assert_eq(fccl_store_set(s, "k", "v", 1), FCCL_OK);
     fccl_store_close(s);
     srv_cleanup(&a);
+    remove_dir();
+}
+
+/* ---- wake-ups of other connections go through the group commit ---- */
+
+Test(journal, waiters_woken_under_fsync_always)
+{
+    make_dir();
+    struct srv s = {0};
+    start_with(&s, "always");
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char addr[64];
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", s.port);
+        fccl_store_opts_t o;
+        fccl_store_opts_init(&o);
+        o.addr = addr;
+        fccl_store_t *st = NULL;
+        void *v = NULL, *q = NULL;
+        size_t n = 0, qn = 0;
+        int ok = fccl_store_connect(&o, &st) == FCCL_OK &&
+                 fccl_store_get(st, "late", &v, &n, 5000) == FCCL_OK &&
+                 n == 5 && memcmp(v, "value", 5) == 0 &&
+                 fccl_store_queue_pop(st, "jobs", 1, &q, &qn, 5000) ==
+                     FCCL_OK &&
+                 qn == 3 && memcmp(q, "job", 3) == 0;
+        _exit(ok ? 0 : 1);
+    }
+    fccl_store_t *st = open_at(s.port);
+    h_sleep_ms(200); /* the child is parked in its WAIT by now */
+    cr_assert_eq(fccl_store_set(st, "late", "value", 5), FCCL_OK);
+    h_sleep_ms(100);
+    cr_assert_eq(fccl_store_queue_push(st, "jobs", "job", 3), FCCL_OK);
+    int wst = h_reap(pid, 15000);
+    cr_assert(wst != -1 && WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
+              "the waiting client was not woken with the right values");
+    fccl_store_close(st);
+    kill_server(&s);
+    srv_cleanup(&s);
+    /* The pop was journaled: the queue is empty after a restart. */
+    start_with(&s, "always");
+    st = open_at(s.port);
+    int64_t len = -1;
+    cr_assert_eq(fccl_store_queue_len(st, "jobs", &len), FCCL_OK);
+    cr_assert_eq(len, 0);
+    expect_value(st, "late", "value");
+    fccl_store_close(st);
+    srv_cleanup(&s);
     remove_dir();
 }
