@@ -63,5 +63,10 @@ void store_stats_text(struct store_server *s, struct codec_buf *b)
     line(b, "replies_refused", s->st.refused_replies);
     line(b, "loop_turn_max_us", s->st.turn_max_us);
     line(b, "loop_turns_over_20ms", s->st.turn_slow);
+    if (s->has_journal) {
+        line(b, "journal_bytes", s->jrn.size);
+        line(b, "journal_syncs", s->jrn.syncs);
+        line(b, "journal_compactions", s->jrn.compactions);
+    }
     per_type(s, b);
 }

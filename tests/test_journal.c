@@ -394,6 +394,16 @@ Test(journal, compaction_under_load)
         int64_t c;
         cr_assert_eq(fccl_store_add(st, "writes", KEYS, &c), FCCL_OK);
     }
+    char *stats = NULL;
+    cr_assert_eq(fccl_store_stats(st, &stats, NULL), FCCL_OK);
+    const char *line = strstr(stats, "journal_compactions ");
+    cr_assert(line, "no journal_compactions in STATS: %s", stats);
+    cr_assert_gt(atoll(line + strlen("journal_compactions ")), 0);
+    line = strstr(stats, "journal_bytes ");
+    cr_assert(line);
+    cr_assert_eq(atoll(line + strlen("journal_bytes ")),
+                 (long long)file_size(jpath), "STATS disagrees with the file");
+    free(stats);
     fccl_store_close(st);
     cr_assert(srv_log_wait(&s, "compacted", 2000), "no compaction logged");
     cr_assert_eq(srv_stop(&s), 0);
