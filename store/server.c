@@ -77,6 +77,7 @@ static int open_journal(struct store_server *s)
     if (rc < 0)
         return rc;
     s->has_journal = 1;
+    store_joined_from_table(s);
     if (c->fsync_mode == JOURNAL_FSYNC_ALWAYS) {
         s->commit_ev = event_new(s->base, -1, 0, store_jrn_commit, s);
         return s->commit_ev ? FCCL_OK

@@ -236,6 +236,8 @@ int store_jrn(struct store_server *s, enum journal_rec type,
               struct codec_slice k, const uint8_t *v, uint64_t vlen);
 int store_jrn_add(struct store_server *s, struct codec_slice k, int64_t d);
 void store_jrn_undo(struct store_server *s);
+/* Set s->joined from the replayed "init/" counter. */
+void store_joined_from_table(struct store_server *s);
 /* --fsync always, group commit (server_conn.c): replies queued while
  * journal records are not yet on disk are held in their connection's
  * output; one fdatasync at the end of the loop turn (commit_ev, activated

@@ -158,6 +158,20 @@ void store_jrn_undo(struct store_server *s)
         journal_undo(&s->jrn);
 }
 
+/* After a journal replay: the join counter's value is what workers joined
+ * before the restart. */
+void store_joined_from_table(struct store_server *s)
+{
+    struct kv_entry *e = kv_find(&s->kv, (const uint8_t *)JOIN_KEY,
+                                 strlen(JOIN_KEY));
+    char num[32];
+    if (!e || !e->has_val || e->vlen == 0 || e->vlen >= sizeof(num))
+        return;
+    memcpy(num, e->val, e->vlen);
+    num[e->vlen] = '\0';
+    s->joined = strtoll(num, NULL, 10);
+}
+
 /* ---- handlers ---- */
 
 static int op_set(struct store_server *s, const struct codec_req *r,
