@@ -510,3 +510,75 @@ Test(journal, waiters_woken_under_fsync_always)
     srv_cleanup(&s);
     remove_dir();
 }
+
+/* ---- options: config file, bad values ---- */
+
+static int run_server_expect_exit(const char *const *argv, struct srv *b)
+{
+    int outfd;
+    h_spawn(b, argv, &outfd);
+    int st = h_reap(b->pid, 10000);
+    b->pid = 0;
+    close(outfd);
+    cr_assert(st != -1 && WIFEXITED(st), "server did not exit");
+    return WEXITSTATUS(st);
+}
+
+Test(journal, options_from_config_file_and_bad_values)
+{
+    make_dir();
+    char conf[200], text[400];
+    snprintf(conf, sizeof(conf), "%s/server.conf", jdir);
+    snprintf(text, sizeof(text),
+             "host = 127.0.0.1\njournal = %s\nfsync = interval\n"
+             "fsync-interval-ms = 20\n", jpath);
+    FILE *f = fopen(conf, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+    const char *extra[] = {"--config", conf, NULL};
+    struct srv s = {0};
+    srv_start(&s, extra);
+    fccl_store_t *st = open_at(s.port);
+    cr_assert_eq(fccl_store_set(st, "from-conf", "yes", 3), FCCL_OK);
+    fccl_store_close(st);
+    h_sleep_ms(100); /* a few 20 ms syncs */
+    kill_server(&s);
+    srv_cleanup(&s);
+    start_with(&s, "never"); /* same file from the command line */
+    st = open_at(s.port);
+    expect_value(st, "from-conf", "yes");
+    fccl_store_close(st);
+    srv_cleanup(&s);
+
+    struct srv b = {0};
+    const char *bad_mode[] = {"tcpstore-server", "--port", "0", "--journal",
+                              jpath, "--fsync", "sometimes", NULL};
+    cr_assert_eq(run_server_expect_exit(bad_mode, &b), 2);
+    char *log = srv_log(&b);
+    cr_assert(strstr(log, "always, interval or never"), "log: %s", log);
+    free(log);
+    srv_cleanup(&b);
+    const char *bad_ms[] = {"tcpstore-server", "--port", "0",
+                            "--fsync-interval-ms", "0", NULL};
+    cr_assert_eq(run_server_expect_exit(bad_ms, &b), 2);
+    srv_cleanup(&b);
+    /* A file that is not a journal is refused, never overwritten. */
+    char other[200];
+    snprintf(other, sizeof(other), "%s/not-a-journal", jdir);
+    f = fopen(other, "w");
+    cr_assert(f);
+    fputs("precious data\n", f);
+    fclose(f);
+    const char *foreign[] = {"tcpstore-server", "--port", "0", "--journal",
+                             other, NULL};
+    cr_assert_eq(run_server_expect_exit(foreign, &b), 1);
+    log = srv_log(&b);
+    cr_assert(strstr(log, "not an fccl journal"), "log: %s", log);
+    free(log);
+    srv_cleanup(&b);
+    cr_assert_eq(file_size(other), (off_t)strlen("precious data\n"));
+    unlink(other);
+    unlink(conf);
+    remove_dir();
+}
