@@ -582,3 +582,65 @@ Test(journal, options_from_config_file_and_bad_values)
     unlink(conf);
     remove_dir();
 }
+
+/* ---- TLS connections sync at once (their bufferevent writes by itself) ---- */
+
+Test(journal, tls_and_plain_clients_acked_writes_survive)
+{
+    if (system("openssl version >/dev/null 2>&1") != 0)
+        cr_skip_test("no openssl program to make certificates");
+    make_dir();
+    char cert[200], key[200], cmd[768];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", jdir);
+    snprintf(key, sizeof(key), "%s/key.pem", jdir);
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -keyout %s "
+             "-out %s -subj /CN=store -addext subjectAltName=IP:127.0.0.1 "
+             ">/dev/null 2>&1", key, cert);
+    cr_assert_eq(system(cmd), 0, "openssl req failed");
+    chmod(key, 0600);
+    const char *extra[] = {"--host", "127.0.0.1", "--journal", jpath,
+                           "--tls-cert", cert, "--tls-key", key, NULL};
+    struct srv s = {0};
+    srv_start(&s, extra);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", s.port);
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.tls = 1;
+    o.tls_ca = cert;
+    fccl_store_t *t = NULL, *p = open_at(s.port);
+    cr_assert_eq(fccl_store_connect(&o, &t), FCCL_OK, "%s", fccl_last_error());
+    char k[32], v[32];
+    int64_t c;
+    for (int i = 0; i < 200; i++) { /* interleaved: held and synced at once */
+        snprintf(k, sizeof(k), "tls%d", i);
+        snprintf(v, sizeof(v), "t%d", i * 7);
+        cr_assert_eq(fccl_store_set(t, k, v, strlen(v)), FCCL_OK);
+        snprintf(k, sizeof(k), "plain%d", i);
+        cr_assert_eq(fccl_store_set(p, k, v, strlen(v)), FCCL_OK);
+        cr_assert_eq(fccl_store_add(t, "both", 1, &c), FCCL_OK);
+        cr_assert_eq(fccl_store_add(p, "both", 1, &c), FCCL_OK);
+    }
+    kill_server(&s);
+    fccl_store_close(t);
+    fccl_store_close(p);
+    srv_cleanup(&s);
+    start_with(&s, "always");
+    p = open_at(s.port);
+    for (int i = 0; i < 200; i++) {
+        snprintf(v, sizeof(v), "t%d", i * 7);
+        snprintf(k, sizeof(k), "tls%d", i);
+        expect_value(p, k, v);
+        snprintf(k, sizeof(k), "plain%d", i);
+        expect_value(p, k, v);
+    }
+    cr_assert_eq(fccl_store_add(p, "both", 0, &c), FCCL_OK);
+    cr_assert_eq(c, 400);
+    fccl_store_close(p);
+    srv_cleanup(&s);
+    unlink(cert);
+    unlink(key);
+    remove_dir();
+}
