@@ -168,6 +168,7 @@ static int conn_new(const fccl_store_opts_t *o, struct store_client_conn **out)
     c->dialect = o->dialect == FCCL_DIALECT_LEGACY ? DIALECT_LEGACY
                                                    : DIALECT_MODERN;
     c->timeout_ms = default_timeout(o->timeout_ms);
+    c->reconnect = o->reconnect != 0;
     c->nonce = (uint32_t)fccl_now_ns() | 1u;
     codec_buf_init(&c->out);
     if ((rc = sc_tls_config(c, o)) < 0 || (rc = sc_auth_config(c, o)) < 0) {
@@ -299,6 +300,54 @@ void sc_describe_keys(const struct sc_call *k, const char *const *keys,
         snprintf(out + used, outlen - used, " and %zu more", n - i);
 }
 
+/* Between calls nothing is owed to us: a readable socket means the server
+ * closed it (EOF or reset), found before a request is sent into it. */
+static int peer_gone(const struct store_client_conn *c)
+{
+    if (c->rlen > c->rpos)
+        return 0;
+    struct pollfd p = {.fd = c->fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    if (p.revents & (POLLHUP | POLLERR))
+        return 1;
+    char b;
+    ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                      errno != EINTR);
+}
+
+uint64_t sc_retry_deadline(const fccl_store_t *s, int64_t timeout_ms)
+{
+    int64_t ms = timeout_ms < 0 && s ? s->c->timeout_ms : timeout_ms;
+    return fccl_deadline_ms(ms < 0 ? 0 : ms);
+}
+
+int64_t sc_retry_timeout(int64_t timeout_ms, uint64_t dl, int tries)
+{
+    if (tries == 0)
+        return timeout_ms;
+    int64_t left = fccl_ms_left(dl);
+    return left > 0 ? left : 1;
+}
+
+int sc_retry(const fccl_store_t *s, int rc, uint64_t dl, int *tries)
+{
+    if (!s || !s->c->reconnect ||
+        (rc != FCCL_ERR_CLOSED && rc != FCCL_ERR_IO) || fccl_ms_left(dl) <= 0)
+        return 0;
+    /* A server that accepts and closes at once must not make us spin. */
+    if (*tries > 0) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    (*tries)++;
+    LOG_INFO("STORE", "store %s: connection lost (%s); reconnecting and "
+                      "repeating (attempt %d)",
+             s->c->addr, fccl_last_error(), *tries + 1);
+    return 1;
+}
+
 static int call_lock(struct sc_call *k)
 {
     struct store_client_conn *c = k->c;
@@ -312,6 +361,11 @@ static int call_lock(struct sc_call *k)
         return rc;
     }
     k->io_deadline = fccl_deadline_ms(c->timeout_ms);
+    if (c->fd >= 0 && c->reconnect && peer_gone(c)) {
+        LOG_INFO("STORE", "store %s: connection closed by the server; "
+                          "reconnecting", c->addr);
+        conn_drop_fd(c);
+    }
     if (c->fd >= 0)
         return FCCL_OK;
     int rc = conn_open(c, k->io_deadline);
@@ -402,7 +456,10 @@ int sc_fail(struct sc_call *k, int rc)
     hint_first_reply(c, rc);
     fccl_err_wrap(rc, "store %s: %s%s%s", c->addr, k->op,
                   k->what[0] ? " " : "", k->what);
-    if (rc != FCCL_ERR_TIMEOUT) {
+    int transient = c->reconnect && (rc == FCCL_ERR_CLOSED ||
+                                     rc == FCCL_ERR_IO ||
+                                     rc == FCCL_ERR_CONNECT);
+    if (rc != FCCL_ERR_TIMEOUT && !transient) {
         c->broken = rc;
         snprintf(c->broken_msg, sizeof(c->broken_msg), "%s",
                  fccl_last_error());

@@ -45,6 +45,7 @@ struct store_client_conn {
     int port;
     int64_t timeout_ms;        /* handle default, > 0 */
     int broken;                /* sticky first error, 0 while healthy */
+    int reconnect;             /* opts.reconnect: CLOSED/IO not sticky */
     char broken_msg[512];
     uint32_t nonce;            /* next PING nonce */
     int answered;              /* a reply byte arrived on this socket */
@@ -147,6 +148,21 @@ int sc_read_bytes(struct sc_call *k, void **val, size_t *len,
  */
 int sc_wait_reply(struct sc_call *k, const char *const *keys, size_t n,
                   uint64_t deadline);
+
+/*
+ * Reconnect (opts.reconnect).  A harmless-to-repeat call runs as
+ *   dl = sc_retry_deadline(s, timeout_ms);
+ *   do rc = once(..., sc_retry_timeout(timeout_ms, dl, tries));
+ *   while (sc_retry(s, rc, dl, &tries));
+ * sc_retry says whether rc is a dropped connection (CLOSED, IO) on a
+ * reconnecting handle with time left; the next attempt's sc_begin opens a
+ * new connection (backoff, TLS, VALIDATE, AUTH).  Calls that must not be
+ * repeated (ADD, APPEND, ...) do not loop: their error is reported and the
+ * next call reconnects.
+ */
+uint64_t sc_retry_deadline(const fccl_store_t *s, int64_t timeout_ms);
+int64_t sc_retry_timeout(int64_t timeout_ms, uint64_t dl, int tries);
+int sc_retry(const fccl_store_t *s, int rc, uint64_t dl, int *tries);
 
 /* Deadline of a call: timeout_ms < 0 means the handle's default. */
 uint64_t sc_call_deadline(const struct sc_call *k, int64_t timeout_ms);

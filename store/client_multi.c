@@ -78,7 +78,7 @@ static int fetch_if_present(struct sc_call *k, const char *const *keys,
     return read_values(k, v, !*ready);
 }
 
-int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
+static int multi_get_once(fccl_store_t *s, const char *const *keys, size_t n,
                          void **vals, size_t *lens, int64_t timeout_ms)
 {
     int rc = sc_check_keys("MULTI_GET", keys, n);
@@ -115,7 +115,19 @@ done:
     return rc;
 }
 
-int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n, void **vals, size_t *lens, int64_t timeout_ms)
+{
+    uint64_t dl = sc_retry_deadline(s, timeout_ms);
+    int rc, tries = 0;
+    do
+        rc = multi_get_once(s, keys, n, vals, lens, sc_retry_timeout(timeout_ms, dl, tries));
+    while (sc_retry(s, rc, dl, &tries));
+    return rc;
+}
+
+static int multi_set_once(fccl_store_t *s, const char *const *keys,
                          const void *const *vals, const size_t *lens,
                          size_t n)
 {
@@ -151,6 +163,18 @@ int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
     rc = sc_flush_write(&k);
 done:
     sc_end(&k);
+    return rc;
+}
+
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int fccl_store_multi_set(fccl_store_t *s, const char *const *keys, const void *const *vals, const size_t *lens, size_t n)
+{
+    uint64_t dl = sc_retry_deadline(s, -1);
+    int rc, tries = 0;
+    do
+        rc = multi_set_once(s, keys, vals, lens, n);
+    while (sc_retry(s, rc, dl, &tries));
     return rc;
 }
 
@@ -206,7 +230,7 @@ static int read_key_list(struct sc_call *k, char ***out, size_t *nout)
     return FCCL_OK;
 }
 
-int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
+static int list_keys_once(fccl_store_t *s, const char *prefix, char ***keys,
                          size_t *n)
 {
     if (!keys || !n)
@@ -228,9 +252,21 @@ done:
     return rc;
 }
 
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys, size_t *n)
+{
+    uint64_t dl = sc_retry_deadline(s, -1);
+    int rc, tries = 0;
+    do
+        rc = list_keys_once(s, prefix, keys, n);
+    while (sc_retry(s, rc, dl, &tries));
+    return rc;
+}
+
 /* ---- STATS (fccl extension) ---- */
 
-int fccl_store_stats(fccl_store_t *s, char **text, size_t *len)
+static int stats_once(fccl_store_t *s, char **text, size_t *len)
 {
     if (!text)
         return fccl_err(FCCL_ERR_INVALID, "store STATS: NULL output");
@@ -249,6 +285,18 @@ int fccl_store_stats(fccl_store_t *s, char **text, size_t *len)
         *text = v;
 done:
     sc_end(&k);
+    return rc;
+}
+
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int fccl_store_stats(fccl_store_t *s, char **text, size_t *len)
+{
+    uint64_t dl = sc_retry_deadline(s, -1);
+    int rc, tries = 0;
+    do
+        rc = stats_once(s, text, len);
+    while (sc_retry(s, rc, dl, &tries));
     return rc;
 }
 

@@ -163,7 +163,7 @@ static int null_key(const char *op, const char *key)
                     key ? "bad argument" : "NULL key");
 }
 
-int fccl_store_set(fccl_store_t *s, const char *key, const void *val,
+static int set_once(fccl_store_t *s, const char *key, const void *val,
                    size_t len)
 {
     if (!key || (!val && len))
@@ -178,6 +178,18 @@ int fccl_store_set(fccl_store_t *s, const char *key, const void *val,
         rc = sc_flush_write(&k);
     }
     sc_end(&k);
+    return rc;
+}
+
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int fccl_store_set(fccl_store_t *s, const char *key, const void *val, size_t len)
+{
+    uint64_t dl = sc_retry_deadline(s, -1);
+    int rc, tries = 0;
+    do
+        rc = set_once(s, key, val, len);
+    while (sc_retry(s, rc, dl, &tries));
     return rc;
 }
 
@@ -216,7 +228,7 @@ static int get_if_present(struct sc_call *k, const char *key, void **val,
     return sc_read_bytes(k, *ready ? val : NULL, len, k->io_deadline);
 }
 
-int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
+static int get_once(fccl_store_t *s, const char *key, void **val, size_t *len,
                    int64_t timeout_ms)
 {
     if (!key || !val)
@@ -245,6 +257,18 @@ int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
     rc = sc_read_bytes(&k, val, len, k.io_deadline);
 out:
     sc_end(&k);
+    return rc;
+}
+
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len, int64_t timeout_ms)
+{
+    uint64_t dl = sc_retry_deadline(s, timeout_ms);
+    int rc, tries = 0;
+    do
+        rc = get_once(s, key, val, len, sc_retry_timeout(timeout_ms, dl, tries));
+    while (sc_retry(s, rc, dl, &tries));
     return rc;
 }
 
@@ -307,7 +331,7 @@ int sc_check_keys(const char *op, const char *const *keys, size_t n)
     return FCCL_OK;
 }
 
-int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
+static int check_once(fccl_store_t *s, const char *const *keys, size_t n,
                      int *all_present)
 {
     int rc = sc_check_keys("CHECK", keys, n);
@@ -332,7 +356,19 @@ done:
     return rc;
 }
 
-int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n, int *all_present)
+{
+    uint64_t dl = sc_retry_deadline(s, -1);
+    int rc, tries = 0;
+    do
+        rc = check_once(s, keys, n, all_present);
+    while (sc_retry(s, rc, dl, &tries));
+    return rc;
+}
+
+static int wait_once(fccl_store_t *s, const char *const *keys, size_t n,
                     int64_t timeout_ms)
 {
     int rc = sc_check_keys("WAIT", keys, n);
@@ -352,7 +388,19 @@ done:
     return rc;
 }
 
-int sc_key_i64(fccl_store_t *s, enum store_op op, const char *name,
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n, int64_t timeout_ms)
+{
+    uint64_t dl = sc_retry_deadline(s, timeout_ms);
+    int rc, tries = 0;
+    do
+        rc = wait_once(s, keys, n, sc_retry_timeout(timeout_ms, dl, tries));
+    while (sc_retry(s, rc, dl, &tries));
+    return rc;
+}
+
+static int key_i64_once(fccl_store_t *s, enum store_op op, const char *name,
                const char *key, int64_t *out)
 {
     if (!key)
@@ -372,6 +420,18 @@ done:
     return rc;
 }
 
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int sc_key_i64(fccl_store_t *s, enum store_op op, const char *name, const char *key, int64_t *out)
+{
+    uint64_t dl = sc_retry_deadline(s, -1);
+    int rc, tries = 0;
+    do
+        rc = key_i64_once(s, op, name, key, out);
+    while (sc_retry(s, rc, dl, &tries));
+    return rc;
+}
+
 int fccl_store_delete(fccl_store_t *s, const char *key, int *deleted)
 {
     int64_t v = 0;
@@ -381,7 +441,7 @@ int fccl_store_delete(fccl_store_t *s, const char *key, int *deleted)
     return rc;
 }
 
-int fccl_store_num_keys(fccl_store_t *s, int64_t *n)
+static int num_keys_once(fccl_store_t *s, int64_t *n)
 {
     struct sc_call k;
     int rc = sc_begin(&k, s, "GETNUMKEYS", NULL);
@@ -395,6 +455,18 @@ int fccl_store_num_keys(fccl_store_t *s, int64_t *n)
         *n = v;
 done:
     sc_end(&k);
+    return rc;
+}
+
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int fccl_store_num_keys(fccl_store_t *s, int64_t *n)
+{
+    uint64_t dl = sc_retry_deadline(s, -1);
+    int rc, tries = 0;
+    do
+        rc = num_keys_once(s, n);
+    while (sc_retry(s, rc, dl, &tries));
     return rc;
 }
 
@@ -416,7 +488,7 @@ int fccl_store_append(fccl_store_t *s, const char *key, const void *val,
     return rc;
 }
 
-int fccl_store_ping(fccl_store_t *s, double *rtt_us)
+static int ping_once(fccl_store_t *s, double *rtt_us)
 {
     struct sc_call k;
     int rc = sc_begin(&k, s, "PING", NULL);
@@ -439,5 +511,17 @@ int fccl_store_ping(fccl_store_t *s, double *rtt_us)
         *rtt_us = (double)(fccl_now_ns() - t0) / 1e3;
 done:
     sc_end(&k);
+    return rc;
+}
+
+/* Repeated after a dropped connection when opts.reconnect is set (harmless:
+ * it changes nothing or sets the same thing again). */
+int fccl_store_ping(fccl_store_t *s, double *rtt_us)
+{
+    uint64_t dl = sc_retry_deadline(s, -1);
+    int rc, tries = 0;
+    do
+        rc = ping_once(s, rtt_us);
+    while (sc_retry(s, rc, dl, &tries));
     return rc;
 }

@@ -50,6 +50,10 @@ void fccl_store_opts_env(fccl_store_opts_t *o, const char *prefix)
     env_field(&o->tls_key, prefix, "TLS_KEY");
     env_field(&o->tls_server_name, prefix, "TLS_SERVER_NAME");
     env_field(&o->token_file, prefix, "TOKEN_FILE");
+    const char *rc = NULL;
+    env_field(&rc, prefix, "RECONNECT");
+    if (rc)
+        o->reconnect = atoi(rc) != 0;
 }
 
 static const char *ssl_reason(unsigned long e)

@@ -85,15 +85,31 @@ typedef struct fccl_store_opts {
                                stricter) proven to tcpstore-server after
                                VALIDATE (AUTH_HELLO/AUTH_PROOF; the token is
                                never sent); NULL: no authentication */
+    int reconnect;          /* 1: ride out a dropped connection (a store
+                               restarted with --journal): the next call, or
+                               the failed call itself when repeating it is
+                               harmless (GET, CHECK, WAIT, MULTI_GET, PING,
+                               NUM_KEYS, LIST_KEYS, STATS, SET, MULTI_SET,
+                               DELETE, QUEUE_LEN), reconnects (backoff, TLS,
+                               token, VALIDATE) within the call's timeout
+                               and runs again; a pending WAIT is re-issued.
+                               ADD, APPEND, COMPARE_SET, QUEUE_PUSH/POP and
+                               BARRIER are sent again only if the old
+                               connection was seen closed before sending:
+                               once sent, a lost reply is reported
+                               (FCCL_ERR_CLOSED/IO) and the handle stays
+                               usable.  0 (default): the first CLOSED/IO
+                               error makes the handle unusable. */
 } fccl_store_opts_t;
 
 /* Fill opts with defaults (addr NULL, timeout 0 = default, modern dialect,
  * prefixed keys).  Never fails; opts must not be NULL.  Thread-safe. */
 FCCL_API void fccl_store_opts_init(fccl_store_opts_t *opts);
 
-/* Fill the TLS and token fields of opts from the environment variables
- * PREFIX_TLS_CA, PREFIX_TLS_CERT, PREFIX_TLS_KEY, PREFIX_TLS_SERVER_NAME
- * and PREFIX_TOKEN_FILE (prefix "FCCL_STORE" for fccl_init, "TCPSTORE" for the
+/* Fill the TLS, token and reconnect fields of opts from the environment
+ * variables PREFIX_TLS_CA, PREFIX_TLS_CERT, PREFIX_TLS_KEY,
+ * PREFIX_TLS_SERVER_NAME, PREFIX_TOKEN_FILE and PREFIX_RECONNECT ("1" sets
+ * reconnect, "0" clears it) (prefix "FCCL_STORE" for fccl_init, "TCPSTORE" for the
  * tools); unset or
  * empty variables leave the field as it is.  The strings point into the
  * environment.  Not thread-safe against setenv. */

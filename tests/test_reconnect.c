@@ -1,0 +1,211 @@
+/*
+ * Reconnecting clients (opts.reconnect): the real tcpstore-server with a
+ * journal is SIGKILLed and restarted on the same port; a reconnecting
+ * handle keeps working, a pending WAIT completes, an ADD whose reply was
+ * lost is reported (not repeated), and without reconnect the handle
+ * reports CLOSED as before.
+ */
+#include <pthread.h>
+
+#include "fccl/store.h"
+#include "server_harness.h"
+
+static char jdir[64], jpath[128];
+
+static void make_dir(void)
+{
+    snprintf(jdir, sizeof(jdir), "/tmp/fccl-rc-XXXXXX");
+    cr_assert(mkdtemp(jdir));
+    snprintf(jpath, sizeof(jpath), "%s/store.journal", jdir);
+}
+
+static void remove_dir(void)
+{
+    char p[200];
+    unlink(jpath);
+    snprintf(p, sizeof(p), "%s.tmp", jpath);
+    unlink(p);
+    rmdir(jdir);
+}
+
+/* Start on `port` (0: any), journal on, fsync always. */
+static void start_on(struct srv *s, int port)
+{
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    const char *extra[] = {"--host", "127.0.0.1", "--port", ps, "--journal",
+                           jpath, "--fsync", "always", NULL};
+    srv_start(s, extra);
+    if (port)
+        cr_assert_eq(s->port, port);
+}
+
+static void kill_server(struct srv *s)
+{
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+}
+
+static void restart(struct srv *s)
+{
+    int port = s->port;
+    kill_server(s);
+    srv_cleanup(s);
+    start_on(s, port);
+}
+
+static fccl_store_t *open_at(int port, int reconnect)
+{
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = 10000;
+    o.reconnect = reconnect;
+    fccl_store_t *s = NULL;
+    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK, "%s",
+                 fccl_last_error());
+    return s;
+}
+
+static void expect_value(fccl_store_t *s, const char *key, const char *want)
+{
+    void *v = NULL;
+    size_t len = 0;
+    int rc = fccl_store_get(s, key, &v, &len, 5000);
+    cr_assert_eq(rc, FCCL_OK, "GET %s: %s", key, fccl_last_error());
+    cr_assert_eq(len, strlen(want));
+    cr_assert(memcmp(v, want, len) == 0);
+    free(v);
+}
+
+Test(reconnect, survives_restart_between_calls, .timeout = 60)
+{
+    make_dir();
+    struct srv srv = {0};
+    start_on(&srv, 0);
+    fccl_store_t *s = open_at(srv.port, 1), *view = NULL;
+    cr_assert_eq(fccl_store_prefixed(s, "job", &view), FCCL_OK);
+    cr_assert_eq(fccl_store_set(s, "a", "1", 1), FCCL_OK);
+    cr_assert_eq(fccl_store_set(view, "b", "2", 1), FCCL_OK);
+    int64_t n = 0;
+    cr_assert_eq(fccl_store_add(s, "ctr", 5, &n), FCCL_OK);
+    restart(&srv);
+    /* Journal kept the keys; the handle and its view reconnect. */
+    expect_value(s, "a", "1");
+    expect_value(view, "b", "2");
+    cr_assert_eq(fccl_store_set(s, "c", "3", 1), FCCL_OK);
+    expect_value(s, "c", "3");
+    restart(&srv);
+    /* Seen closed before it was sent: an ADD may go out once, exactly. */
+    cr_assert_eq(fccl_store_add(view, "x", 1, &n), FCCL_OK, "%s",
+                 fccl_last_error());
+    cr_assert_eq(fccl_store_add(s, "ctr", 1, &n), FCCL_OK, "%s",
+                 fccl_last_error());
+    cr_assert_eq(n, 6);
+    fccl_store_close(view);
+    fccl_store_close(s);
+    srv_cleanup(&srv);
+    remove_dir();
+}
+
+struct waiter {
+    fccl_store_t *s;
+    int rc;
+    char msg[512];
+};
+
+static void *wait_thread(void *arg)
+{
+    struct waiter *w = arg;
+    const char *keys[] = {"late"};
+    w->rc = fccl_store_wait(w->s, keys, 1, 20000);
+    snprintf(w->msg, sizeof(w->msg), "%s", fccl_last_error());
+    return NULL;
+}
+
+Test(reconnect, pending_wait_reissued, .timeout = 60)
+{
+    make_dir();
+    struct srv srv = {0};
+    start_on(&srv, 0);
+    struct waiter w = {.s = open_at(srv.port, 1), .rc = 99};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, wait_thread, &w), 0);
+    h_sleep_ms(300); /* the WAIT is at the server */
+    restart(&srv);
+    h_sleep_ms(300);
+    fccl_store_t *other = open_at(srv.port, 0);
+    cr_assert_eq(fccl_store_set(other, "late", "v", 1), FCCL_OK);
+    pthread_join(t, NULL);
+    cr_assert_eq(w.rc, FCCL_OK, "WAIT: %s", w.msg);
+    expect_value(w.s, "late", "v");
+    fccl_store_close(other);
+    fccl_store_close(w.s);
+    srv_cleanup(&srv);
+    remove_dir();
+}
+
+struct adder {
+    fccl_store_t *s;
+    int rc;
+    int64_t v;
+};
+
+static void *add_thread(void *arg)
+{
+    struct adder *a = arg;
+    a->rc = fccl_store_add(a->s, "ctr", 1, &a->v);
+    return NULL;
+}
+
+Test(reconnect, lost_add_reply_is_an_error_not_repeated, .timeout = 60)
+{
+    make_dir();
+    struct srv srv = {0};
+    start_on(&srv, 0);
+    struct adder a = {.s = open_at(srv.port, 1), .rc = 99};
+    int64_t v = 0;
+    cr_assert_eq(fccl_store_add(a.s, "ctr", 10, &v), FCCL_OK);
+    /* A stopped server takes the ADD into its socket buffer and never
+     * answers; then it dies: the reply is lost. */
+    kill(srv.pid, SIGSTOP);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, add_thread, &a), 0);
+    h_sleep_ms(300);
+    restart(&srv);
+    pthread_join(t, NULL);
+    cr_assert(a.rc == FCCL_ERR_CLOSED || a.rc == FCCL_ERR_IO,
+              "ADD with a lost reply returned %d", a.rc);
+    /* Not repeated (the stopped server never applied it either), and the
+     * handle is usable again. */
+    cr_assert_eq(fccl_store_add(a.s, "ctr", 0, &v), FCCL_OK, "%s",
+                 fccl_last_error());
+    cr_assert_eq(v, 10);
+    fccl_store_close(a.s);
+    srv_cleanup(&srv);
+    remove_dir();
+}
+
+Test(reconnect, off_keeps_closed, .timeout = 60)
+{
+    make_dir();
+    struct srv srv = {0};
+    start_on(&srv, 0);
+    fccl_store_t *s = open_at(srv.port, 0);
+    cr_assert_eq(fccl_store_set(s, "a", "1", 1), FCCL_OK);
+    restart(&srv);
+    void *v = NULL;
+    size_t len = 0;
+    int rc = fccl_store_get(s, "a", &v, &len, 2000);
+    cr_assert(rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO, "got %d", rc);
+    /* Sticky: later calls fail at once. */
+    rc = fccl_store_get(s, "a", &v, &len, 2000);
+    cr_assert(rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO, "got %d", rc);
+    free(v);
+    fccl_store_close(s);
+    srv_cleanup(&srv);
+    remove_dir();
+}
