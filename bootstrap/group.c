@@ -230,6 +230,9 @@ static int ctx_reserve(int64_t count, uint32_t *first)
 {
     int64_t v;
     int rc = fccl_store_add(boot.store, "ctx", count, &v);
+    /* Reserving again after a lost reply only skips ids: harmless. */
+    for (int i = 0; i < 3 && (rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO); i++)
+        rc = fccl_store_add(boot.store, "ctx", count, &v);
     if (rc < 0)
         return fccl_err_wrap(rc, "group: allocating a context id");
     if (v - count + 1 < 1 || v >= (int64_t)CTX_LIMIT)

@@ -160,7 +160,12 @@ static int open_store(const fccl_init_opts_t *o)
         so.raw_keys = 1; /* for "init/"; the view below adds the "/" */
         CHECK_GOTO(fccl_store_connect(&so, &boot.base), rc, out);
         /* Join as PyTorch's clients do, so --wait-for-workers counts us. */
-        CHECK_GOTO(fccl_store_add(boot.base, "init/", 1, NULL), rc, out);
+        rc = fccl_store_add(boot.base, "init/", 1, NULL);
+        /* A reconnecting handle reports a lost ADD reply (not repeated):
+         * the join may or may not be counted; init goes on. */
+        if (so.reconnect && (rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO))
+            rc = FCCL_OK;
+        CHECK_GOTO(rc, rc, out);
         parent = boot.base;
     }
     snprintf(prefix, sizeof(prefix), "%sfccl/%s/", parent == boot.base ? "/" : "",
