@@ -28,13 +28,18 @@ static void remove_dir(void)
     rmdir(jdir);
 }
 
+/* More server arguments (TLS, token) for every start, NULL-terminated. */
+static const char *more_args[12];
+
 /* Start on `port` (0: any), journal on, fsync always. */
 static void start_on(struct srv *s, int port)
 {
     char ps[16];
     snprintf(ps, sizeof(ps), "%d", port);
-    const char *extra[] = {"--host", "127.0.0.1", "--port", ps, "--journal",
-                           jpath, "--fsync", "always", NULL};
+    const char *extra[24] = {"--host", "127.0.0.1", "--port", ps,
+                             "--journal", jpath, "--fsync", "always"};
+    for (int i = 0; more_args[i] && i < 12; i++)
+        extra[8 + i] = more_args[i];
     srv_start(s, extra);
     if (port)
         cr_assert_eq(s->port, port);
@@ -261,5 +266,66 @@ Test(reconnect, fccl_init_rides_out_a_store_restart, .timeout = 90)
     cr_assert_neq(demo_across_restart(&srv, "0"), 0,
                   "without reconnect the job survived: the restart missed init");
     srv_cleanup(&srv);
+    remove_dir();
+}
+
+/* TLS and token are set up again on the new connection (handshake,
+ * VALIDATE, AUTH) against a server that requires both. */
+Test(reconnect, tls_and_token_redone, .timeout = 60)
+{
+    if (system("openssl version >/dev/null 2>&1") != 0)
+        cr_skip_test("no openssl program to make certificates");
+    make_dir();
+    char cmd[1024], crt[160], key[160], tok[160];
+    snprintf(crt, sizeof(crt), "%s/server.crt", jdir);
+    snprintf(key, sizeof(key), "%s/server.key", jdir);
+    snprintf(tok, sizeof(tok), "%s/token", jdir);
+    snprintf(cmd, sizeof(cmd),
+             "{ openssl req -x509 -newkey rsa:2048 -nodes -days 1 -keyout %s "
+             "-out %s -subj /CN=store -addext subjectAltName=IP:127.0.0.1 && "
+             "printf 'reconnect-test-token-0123456789' > %s && "
+             "chmod 600 %s %s; } >/dev/null 2>&1",
+             key, crt, tok, key, tok);
+    cr_assert_eq(system(cmd), 0, "making the certificate failed");
+    const char *args[] = {"--tls-cert", crt, "--tls-key", key,
+                          "--tls-required", "--token-file", tok,
+                          "--auth-required", NULL};
+    memcpy(more_args, args, sizeof(args));
+    struct srv srv = {0};
+    start_on(&srv, 0);
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", srv.port);
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = 10000;
+    o.tls_ca = crt;
+    o.token_file = tok;
+    o.reconnect = 1;
+    fccl_store_t *s = NULL;
+    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK, "%s", fccl_last_error());
+    cr_assert_eq(fccl_store_set(s, "t", "tls", 3), FCCL_OK, "%s",
+                 fccl_last_error());
+    struct waiter w = {.s = s, .rc = 99};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, wait_thread, &w), 0);
+    h_sleep_ms(300);
+    restart(&srv);
+    fccl_store_opts_t o2 = o;
+    o2.reconnect = 0;
+    fccl_store_t *other = NULL;
+    cr_assert_eq(fccl_store_connect(&o2, &other), FCCL_OK, "%s",
+                 fccl_last_error());
+    cr_assert_eq(fccl_store_set(other, "late", "v", 1), FCCL_OK);
+    pthread_join(t, NULL);
+    cr_assert_eq(w.rc, FCCL_OK, "WAIT over TLS: %s", w.msg);
+    expect_value(s, "t", "tls");
+    fccl_store_close(other);
+    fccl_store_close(s);
+    srv_cleanup(&srv);
+    memset(more_args, 0, sizeof(more_args));
+    unlink(crt);
+    unlink(key);
+    unlink(tok);
     remove_dir();
 }
