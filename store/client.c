@@ -336,6 +336,11 @@ int sc_retry(const fccl_store_t *s, int rc, uint64_t dl, int *tries)
     if (!s || !s->c->reconnect ||
         (rc != FCCL_ERR_CLOSED && rc != FCCL_ERR_IO) || fccl_ms_left(dl) <= 0)
         return 0;
+    /* A restart costs one retry (the connect backs off while the server is
+     * down); a server that keeps closing on this very request (over a size
+     * limit, at its connection limit) must not be asked until the timeout. */
+    if (*tries >= SC_RETRY_MAX)
+        return 0;
     /* A server that accepts and closes at once must not make us spin. */
     if (*tries > 0) {
         struct timespec ts = {0, 20 * 1000000L};

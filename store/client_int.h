@@ -160,6 +160,7 @@ int sc_wait_reply(struct sc_call *k, const char *const *keys, size_t n,
  * repeated (ADD, APPEND, ...) do not loop: their error is reported and the
  * next call reconnects.
  */
+#define SC_RETRY_MAX 4 /* repeats of one call after dropped connections */
 uint64_t sc_retry_deadline(const fccl_store_t *s, int64_t timeout_ms);
 int64_t sc_retry_timeout(int64_t timeout_ms, uint64_t dl, int tries);
 int sc_retry(const fccl_store_t *s, int rc, uint64_t dl, int *tries);

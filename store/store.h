@@ -92,7 +92,8 @@ typedef struct fccl_store_opts {
                                NUM_KEYS, LIST_KEYS, STATS, SET, MULTI_SET,
                                DELETE, QUEUE_LEN), reconnects (backoff, TLS,
                                token, VALIDATE) within the call's timeout
-                               and runs again; a pending WAIT is re-issued.
+                               and runs again (at most 4 times); a
+                               pending WAIT is re-issued.
                                ADD, APPEND, COMPARE_SET, QUEUE_PUSH/POP and
                                BARRIER are sent again only if the old
                                connection was seen closed before sending:

@@ -329,3 +329,30 @@ Test(reconnect, tls_and_token_redone, .timeout = 60)
     unlink(tok);
     remove_dir();
 }
+
+/* A server that closes on the request itself (a value over its limit) is
+ * not asked again and again until the timeout: the retries are capped. */
+Test(reconnect, refused_request_not_retried_forever, .timeout = 60)
+{
+    make_dir();
+    const char *args[] = {"--max-value-bytes", "1024", NULL};
+    memcpy(more_args, args, sizeof(args));
+    struct srv srv = {0};
+    start_on(&srv, 0);
+    fccl_store_t *s = open_at(srv.port, 1); /* timeout 10 s */
+    static char big[4096];
+    uint64_t t0 = fccl_now_ns();
+    int rc = fccl_store_set(s, "big", big, sizeof(big));
+    double secs = (double)(fccl_now_ns() - t0) / 1e9;
+    cr_assert(rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO || rc == FCCL_ERR_LIMIT,
+              "SET over the limit returned %d", rc);
+    cr_assert(secs < 5.0, "the refused SET took %.1f s", secs);
+    /* The handle still works for what the server accepts. */
+    cr_assert_eq(fccl_store_set(s, "small", "x", 1), FCCL_OK, "%s",
+                 fccl_last_error());
+    expect_value(s, "small", "x");
+    fccl_store_close(s);
+    srv_cleanup(&srv);
+    memset(more_args, 0, sizeof(more_args));
+    remove_dir();
+}
