@@ -75,7 +75,7 @@ static int send_validate(struct store_client_conn *c, uint64_t deadline)
 /* Connect, retrying refused (and unanswered) connects with exponential
  * backoff until the deadline: the server may start after its clients.
  * PyTorch retries once a second, which is what makes its rendezvous slow. */
-static int conn_open(struct store_client_conn *c, uint64_t deadline)
+static int conn_open_once(struct store_client_conn *c, uint64_t deadline)
 {
     uint64_t t0 = fccl_now_ns(), backoff = BACKOFF_FIRST_US;
     unsigned seed = (unsigned)(t0 ^ (uintptr_t)c ^ (unsigned)getpid());
@@ -126,6 +126,34 @@ static int conn_open(struct store_client_conn *c, uint64_t deadline)
         }
     }
     return FCCL_OK;
+}
+
+/* A reconnect can land in the backlog of a server that is dying (its
+ * listener closes after the connection we saw drop) or not yet serving:
+ * the handshake, VALIDATE or AUTH is then cut short.  Worth another try. */
+static int setup_cut_short(const struct store_client_conn *c, int rc)
+{
+    if (!c->reconnect || !c->was_up)
+        return 0;
+    return rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO ||
+           rc == FCCL_ERR_CONNECT ||
+           (rc == FCCL_ERR_AUTH &&
+            strstr(fccl_last_error(), "closed the connection"));
+}
+
+static int conn_open(struct store_client_conn *c, uint64_t deadline)
+{
+    for (int tries = 1;; tries++) {
+        int rc = conn_open_once(c, deadline);
+        if (rc == FCCL_OK) {
+            c->was_up = 1;
+            return rc;
+        }
+        if (!setup_cut_short(c, rc) || tries >= 50 || fccl_ms_left(deadline) <= 0)
+            return rc;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static void conn_unref(struct store_client_conn *c)

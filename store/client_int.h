@@ -46,6 +46,7 @@ struct store_client_conn {
     int64_t timeout_ms;        /* handle default, > 0 */
     int broken;                /* sticky first error, 0 while healthy */
     int reconnect;             /* opts.reconnect: CLOSED/IO not sticky */
+    int was_up;                /* a connection was set up once */
     char broken_msg[512];
     uint32_t nonce;            /* next PING nonce */
     int answered;              /* a reply byte arrived on this socket */

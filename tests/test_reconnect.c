@@ -318,6 +318,11 @@ Test(reconnect, tls_and_token_redone, .timeout = 60)
                  fccl_last_error());
     cr_assert_eq(fccl_store_set(other, "late", "v", 1), FCCL_OK);
     pthread_join(t, NULL);
+    if (w.rc != FCCL_OK) {
+        char *log = srv_log(&srv);
+        cr_log_error("server log after the restart: %s", log);
+        free(log);
+    }
     cr_assert_eq(w.rc, FCCL_OK, "WAIT over TLS: %s", w.msg);
     expect_value(s, "t", "tls");
     fccl_store_close(other);
