@@ -12,7 +12,10 @@
  * at once).  A timeout on a request that is not a WAIT leaves replies in
  * flight, so the socket is closed and the next call reconnects; a timed-out
  * WAIT is cancelled on the modern dialect (sc_wait_reply) and closed the
- * same way on the legacy one, which has no CANCEL_WAIT.
+ * same way on the legacy one, which has no CANCEL_WAIT.  With
+ * opts.reconnect, CLOSED, IO and CONNECT are not sticky: the socket is
+ * dropped, the next call reconnects, and harmless calls repeat themselves
+ * (sc_retry below).
  */
 #ifndef FCCL_STORE_CLIENT_INT_H
 #define FCCL_STORE_CLIENT_INT_H
