@@ -175,6 +175,33 @@ static inline int srv_stop_ms(struct srv *s, int ms)
 
 static inline int srv_stop(struct srv *s) { return srv_stop_ms(s, 10000); }
 
+/* SIGKILL the server and reap it (crash tests: nothing is flushed). */
+static inline void srv_kill_hard(struct srv *s)
+{
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+}
+
+/* A fresh directory for a journal: dir (>= 64 B) gets "/tmp/<tag>-XXXXXX",
+ * path (>= 128 B) the journal file in it.  journal_dir_remove deletes the
+ * journal, its compaction file and the directory. */
+static inline void journal_dir_make(char *dir, char *path, const char *tag)
+{
+    snprintf(dir, 64, "/tmp/%s-XXXXXX", tag);
+    cr_assert(mkdtemp(dir));
+    snprintf(path, 128, "%s/store.journal", dir);
+}
+
+static inline void journal_dir_remove(const char *dir, const char *path)
+{
+    char p[200];
+    unlink(path);
+    snprintf(p, sizeof(p), "%s.tmp", path);
+    unlink(p);
+    rmdir(dir);
+}
+
 /* The server's stderr so far (malloc'd, NUL-terminated). */
 static inline char *srv_log(const struct srv *s)
 {

@@ -20,21 +20,8 @@ TestSuite(journal, .timeout = 110);
 
 static char jdir[64], jpath[128];
 
-static void make_dir(void)
-{
-    snprintf(jdir, sizeof(jdir), "/tmp/fccl-jrn-XXXXXX");
-    cr_assert(mkdtemp(jdir));
-    snprintf(jpath, sizeof(jpath), "%s/store.journal", jdir);
-}
-
-static void remove_dir(void)
-{
-    char p[200];
-    unlink(jpath);
-    snprintf(p, sizeof(p), "%s.tmp", jpath);
-    unlink(p);
-    rmdir(jdir);
-}
+static void make_dir(void) { journal_dir_make(jdir, jpath, "fccl-jrn"); }
+static void remove_dir(void) { journal_dir_remove(jdir, jpath); }
 
 static void start_with(struct srv *s, const char *fsync)
 {
@@ -43,12 +30,7 @@ static void start_with(struct srv *s, const char *fsync)
     srv_start(s, extra);
 }
 
-static void kill_server(struct srv *s)
-{
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    s->pid = 0;
-}
+static void kill_server(struct srv *s) { srv_kill_hard(s); }
 
 static fccl_store_t *open_at(int port)
 {

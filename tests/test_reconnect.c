@@ -12,21 +12,8 @@
 
 static char jdir[64], jpath[128];
 
-static void make_dir(void)
-{
-    snprintf(jdir, sizeof(jdir), "/tmp/fccl-rc-XXXXXX");
-    cr_assert(mkdtemp(jdir));
-    snprintf(jpath, sizeof(jpath), "%s/store.journal", jdir);
-}
-
-static void remove_dir(void)
-{
-    char p[200];
-    unlink(jpath);
-    snprintf(p, sizeof(p), "%s.tmp", jpath);
-    unlink(p);
-    rmdir(jdir);
-}
+static void make_dir(void) { journal_dir_make(jdir, jpath, "fccl-rc"); }
+static void remove_dir(void) { journal_dir_remove(jdir, jpath); }
 
 /* More server arguments (TLS, token) for every start, NULL-terminated. */
 static const char *more_args[12];
@@ -45,12 +32,7 @@ static void start_on(struct srv *s, int port)
         cr_assert_eq(s->port, port);
 }
 
-static void kill_server(struct srv *s)
-{
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    s->pid = 0;
-}
+static void kill_server(struct srv *s) { srv_kill_hard(s); }
 
 static void restart(struct srv *s)
 {
