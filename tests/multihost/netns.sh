@@ -120,8 +120,9 @@ mh_hosts_file()
                     echo "$(mh_addr "$j" v6) node$j node$j-v6"
                 else
                     echo "$(mh_addr "$j") node$j"
-                    [ "${MH_FAMILY[$j]}" = both ] &&
+                    if [ "${MH_FAMILY[$j]}" = both ]; then
                         echo "$(mh_addr "$j" v6) node$j-v6"
+                    fi
                 fi
             done
         } > "$f.tmp" && mv "$f.tmp" "$f"
