@@ -583,6 +583,7 @@ static int build_world(void)
     }
     CHECK_GOTO(topo_assign_nodes(hp, n, boot.node_of, &boot.nnodes), rc, out);
     topo_local(boot.node_of, n, boot.rank, &boot.local_rank, &boot.local_size);
+    tp_set_machine(boot.tp, topo_machine_size(hp, n, boot.rank));
     CHECK_GOTO(watch_local(), rc, out);
     struct fccl_group *w = boot_group_alloc(n);
     if (!w) {

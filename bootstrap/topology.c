@@ -43,6 +43,28 @@ void topo_host_id(char *out, size_t outlen, int rank, int world_size)
     snprintf(out, outlen, "%s/%s/%llu", host, boot, ns);
 }
 
+/* The boot id field of "host/boot/netns" (empty if there is none). */
+static void machine_key(const char *hostid, const char **key, size_t *len)
+{
+    const char *a = strchr(hostid, '/');
+    const char *b = a ? strchr(a + 1, '/') : NULL;
+    *key = a && b ? a + 1 : "";
+    *len = a && b ? (size_t)(b - a - 1) : 0;
+}
+
+int topo_machine_size(const char *const *hostids, int n, int me)
+{
+    const char *mine, *k;
+    size_t ml, kl;
+    int count = 0;
+    machine_key(hostids[me], &mine, &ml);
+    for (int r = 0; r < n; r++) {
+        machine_key(hostids[r], &k, &kl);
+        count += kl == ml && memcmp(k, mine, ml) == 0;
+    }
+    return count;
+}
+
 static const char *const *sort_ids; /* qsort has no argument pointer */
 
 static int cmp_host(const void *a, const void *b)

@@ -17,6 +17,12 @@ void topo_host_id(char *out, size_t outlen, int rank, int world_size);
 int topo_assign_nodes(const char *const *hostids, int n, int *node_of,
                       int *nnodes);
 
+/* How many of the n ranks run on my machine (same kernel: the boot id of
+ * their host ids), whatever their hostname or network namespace: ranks in
+ * namespaces or containers of one machine share its CPUs.  Host ids
+ * without a boot id (FCCL_FAKE_NODES) all count as one machine. */
+int topo_machine_size(const char *const *hostids, int n, int me);
+
 /* My local rank and local size given node_of. */
 void topo_local(const int *node_of, int n, int rank, int *local_rank,
                 int *local_size);

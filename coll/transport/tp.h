@@ -28,7 +28,8 @@
  *
  * All calls are thread-safe: several threads may post and wait at once
  * (completions found by any thread are credited to their owners).
- * Waits yield the CPU when nothing completes (oversubscribed hosts).
+ * Waits yield the CPU when nothing completes (oversubscribed hosts, or
+ * namespaces of one machine sharing its CPUs: tp_set_machine).
  *
  * Details (the files above have the reasons):
  * - Matching uses directed receive (FI_DIRECTED_RECV, granted by shm,
@@ -171,6 +172,11 @@ int tp_set_peers(struct fccl_tp *tp, int nranks, int my_rank, int local_ranks,
  * tp_dead_peer) without resolving it, so that a local rank that dies is
  * reported by name even by ranks that never talked to it.  O(n). */
 void tp_set_local(struct fccl_tp *tp, const int *ranks, int n);
+
+/* How many ranks of the job share this machine's CPUs (hosts simulated by
+ * network namespaces share one kernel).  Call before tp_set_local: waiters
+ * spin only while these ranks, not just this host's, fit the CPUs. */
+void tp_set_machine(struct fccl_tp *tp, int ranks);
 
 /* tp_set_peers from arrays: every rank's name blob (copied, and checked
  * now so that junk fails here, FCCL_ERR_PROTOCOL) and node_of[r], rank

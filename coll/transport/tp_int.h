@@ -191,6 +191,7 @@ struct fccl_tp {
     size_t nzombies, zcap;
     size_t outstanding;      /* operations inside the provider */
     uint64_t spin_ns;        /* waiters poll this long before yielding */
+    int machine_ranks;       /* ranks sharing this machine's CPUs (0: unknown) */
     int cma_ok, pid;         /* CMA works in this process (FCCL_CMA) */
     uint64_t pidns, cma_magic;
     _Atomic uint64_t st_eagain, st_chunks, st_completions, st_cma;
