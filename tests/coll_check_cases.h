@@ -23,20 +23,24 @@ static double now_s(void) { return (double)fccl_now_ns() / 1e9; }
 
 static void m_all_reduce(struct rt *t, const size_t *counts, int nc, int smoke)
 {
-    static const char *algos[] = {NULL, "rd", "ring", "rabenseifner", "hier",
-                                  "shm"};
+    /* the hier family on the two fake hosts: even n gives equal hosts
+     * (hier2d runs), odd n unequal ones (hier2d falls back to leaders) */
+    static const char *algos[] = {NULL,   "rd",     "ring",        "rabenseifner",
+                                  "hier", "shm",    "hier2d",      "hier_leaders"};
+#define ON_HOSTS(a) ((a) == 4 || (a) >= 6)
     for (int i = 0; i < nc; i++)
-        for (int a = 0; a < 6; a++)
+        for (int a = 0; a < 8; a++)
             run(t, TC("all_reduce", F32, FCCL_SUM, counts[i], algos[a],
-                               .hier = a == 4));
+                               .hier = ON_HOSTS(a)));
     /* shm on a group spread over (fake) hosts runs the ring instead */
     run(t, TC("all_reduce", F32, FCCL_SUM, 1025, "shm", .hier = 1));
-    for (int a = 0; a < 6; a++) {
+    for (int a = 0; a < 8; a++) {
         run(t, TC("all_reduce", F32, FCCL_SUM, 1025, algos[a],
-                           .inplace = 1, .hier = a == 4));
+                           .inplace = 1, .hier = ON_HOSTS(a)));
         run(t, TC("all_reduce", F32, FCCL_AVG, 7, algos[a],
-                           .async = 1, .hier = a == 4));
+                           .async = 1, .hier = ON_HOSTS(a)));
     }
+#undef ON_HOSTS
     run(t, TC("all_reduce", F32, FCCL_MAX, counts[nc - 1], NULL,
                        .async = 2));
     if (smoke)
@@ -57,6 +61,9 @@ static void m_all_reduce(struct rt *t, const size_t *counts, int nc, int smoke)
         }
     run(t, TC("all_reduce", FCCL_FLOAT16, FCCL_SUM, 70001, "hier",
                        .hier = 1));
+    run(t, TC("all_reduce", FCCL_BFLOAT16, FCCL_PROD, 70001, "hier2d",
+                       .hier = 1, .inplace = 1));
+    run(t, TC("all_reduce", FCCL_INT64, FCCL_MAX, BIG, "hier2d", .hier = 1));
     run(t, TC("all_reduce", FCCL_BFLOAT16, FCCL_SUM, 70001, "ring"));
 }
 

@@ -83,6 +83,14 @@ static void smoke(const char *prov, int n)
     launch(prov, n, "smoke", 150, 300);
 }
 
+/* Without shared segments (FCCL_SHM_SEGMENT=0): every one-host and
+ * per-host stage takes its transport fallback. */
+Test(coll_smoke, no_segment_tcp_4, .timeout = 320)
+{
+    setenv("FCCL_SHM_SEGMENT", "0", 1);
+    launch(TCP, 4, "smoke", 150, 300);
+}
+
 Test(coll_smoke, udp_rxd_2, .timeout = 320) { smoke("udp;ofi_rxd", 2); }
 Test(coll_smoke, udp_rxd_3, .timeout = 320) { smoke("udp;ofi_rxd", 3); }
 Test(coll_smoke, sockets_2, .timeout = 320) { smoke("sockets", 2); }

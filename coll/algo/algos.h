@@ -18,6 +18,13 @@ int coll_allreduce_ring(struct coll_run *run);
 int coll_allreduce_rd(struct coll_run *run);
 int coll_allreduce_rabenseifner(struct coll_run *run);
 int coll_allreduce_hier(struct coll_run *run);
+/* hier with the leaders-only layout at every size */
+int coll_allreduce_hier_leaders(struct coll_run *run);
+/* Two-level all-reduce (allreduce_hier2d.c): lv is my host's ranks, xv
+ * the ranks of my local index on every host (one per host, host order);
+ * every host must have lv->n ranks. */
+int coll_hier_2d(struct coll_run *run, const struct coll_view *lv,
+                 const struct coll_view *xv);
 int coll_bcast_binomial(struct coll_run *run);
 int coll_bcast_scatter_ag(struct coll_run *run);
 int coll_reduce_binomial(struct coll_run *run);

@@ -25,15 +25,19 @@
  * group->nnodes from the bootstrap's topology.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "algo/algos.h"
 #include "shm/shm.h"
 
 #define HIER_RD_MAX (64u * 1024u) /* leaders use rd up to this many bytes */
+#define HIER_2D_MIN (256u * 1024u) /* above: slices across hosts (2d) */
 
 struct hier_views {
-    int *local, *leaders;
-    struct coll_view lv, ldv; /* my host's ranks; the leaders */
+    int *local, *leaders, *across;
+    struct coll_view lv, ldv, xv; /* my host's ranks; the leaders; the
+                                     ranks of my local index (2d) */
+    int uniform;                  /* every host has lv.n ranks */
 };
 
 static int hier_views(const struct fccl_group *g, struct hier_views *h)
@@ -41,34 +45,45 @@ static int hier_views(const struct fccl_group *g, struct hier_views *h)
     int n = g->size, nn = g->nnodes > 0 ? g->nnodes : 1;
     h->local = malloc((size_t)n * sizeof(int));
     h->leaders = malloc((size_t)nn * sizeof(int));
-    int *first = malloc((size_t)nn * sizeof(int));
-    if (!h->local || !h->leaders || !first) {
-        free(first);
+    h->across = malloc((size_t)nn * sizeof(int));
+    int *seen = calloc((size_t)nn, sizeof(int));
+    if (!h->local || !h->leaders || !h->across || !seen) {
+        free(seen);
         return fccl_err(FCCL_ERR_NOMEM, "all_reduce[hier]: no memory");
     }
-    for (int k = 0; k < nn; k++)
-        first[k] = -1;
     int mynode = g->node_of[g->rank], nl = 0, nld = 0;
     h->lv.me = h->ldv.me = -1;
+    for (int r = 0; r < n; r++) { /* my host's ranks, in rank order */
+        if (g->node_of[r] != mynode)
+            continue;
+        if (r == g->rank)
+            h->lv.me = nl;
+        h->local[nl++] = r;
+    }
     for (int r = 0; r < n; r++) {
         int node = g->node_of[r];
-        if (node == mynode) {
-            if (r == g->rank)
-                h->lv.me = nl;
-            h->local[nl++] = r;
-        }
-        if (node < 0 || node >= nn || first[node] >= 0)
+        if (node < 0 || node >= nn)
             continue;
-        first[node] = r; /* the lowest rank of a host leads it */
-        if (r == g->rank)
+        int idx = seen[node]++; /* r's local index on its host */
+        if (idx == h->lv.me) /* hosts are numbered 0..nn-1 */
+            h->across[node] = r;
+        if (idx)
+            continue;
+        if (r == g->rank) /* the lowest rank of a host leads it */
             h->ldv.me = nld;
         h->leaders[nld++] = r;
     }
-    free(first);
+    h->uniform = 1;
+    for (int k = 0; k < nn; k++)
+        h->uniform &= seen[k] == nl;
+    free(seen);
     h->lv.n = nl;
     h->lv.map = h->local;
     h->ldv.n = nld;
     h->ldv.map = h->leaders;
+    h->xv.n = nn;
+    h->xv.me = mynode;
+    h->xv.map = h->across;
     return FCCL_OK;
 }
 
@@ -108,13 +123,38 @@ static int hier_run(struct coll_run *run, struct hier_views *h)
     return rc;
 }
 
-int coll_allreduce_hier(struct coll_run *run)
+/* 2d when the hosts are alike and the vector is large (see
+ * allreduce_hier2d.c); the same on every rank. */
+static int use_2d(const struct coll_run *run, const struct hier_views *h)
+{
+    size_t bytes = run->a->count * fccl_dtype_size(run->a->dtype);
+    const char *force = run->algo;
+    if (!h->uniform || h->lv.n < 2)
+        return 0;
+    if (force && strcmp(force, "hier2d") == 0)
+        return 1;
+    return bytes > HIER_2D_MIN;
+}
+
+static int hier_any(struct coll_run *run, int allow_2d)
 {
     struct hier_views h = {0};
     int rc = hier_views(run->g, &h);
     if (rc == FCCL_OK)
-        rc = hier_run(run, &h);
+        rc = allow_2d && use_2d(run, &h) ? coll_hier_2d(run, &h.lv, &h.xv)
+                                         : hier_run(run, &h);
     free(h.local);
     free(h.leaders);
+    free(h.across);
     return rc;
+}
+
+int coll_allreduce_hier(struct coll_run *run)
+{
+    return hier_any(run, 1);
+}
+
+int coll_allreduce_hier_leaders(struct coll_run *run)
+{
+    return hier_any(run, 0);
 }

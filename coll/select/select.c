@@ -24,9 +24,13 @@ static const struct coll_algo allreduce_algos[] = {
     {1, "ring", "ring reduce-scatter + ring all-gather, pipelined", coll_allreduce_ring},
     {2, "rabenseifner", "recursive halving reduce-scatter + doubling all-gather",
      coll_allreduce_rabenseifner},
-    {3, "hier", "reduce to host leaders, leaders all-reduce, host broadcast",
-     coll_allreduce_hier},
+    {3, "hier", "two levels: hier_leaders for small vectors, hier2d for "
+     "large ones on hosts of equal rank counts", coll_allreduce_hier},
     {4, "shm", "through a segment shared by a one-host group", coll_allreduce_shm},
+    {5, "hier2d", "host reduce-scatter, slices all-reduced across hosts, host "
+     "all-gather (hier_leaders if hosts differ in rank count)", coll_allreduce_hier},
+    {6, "hier_leaders", "reduce to host leaders, leaders all-reduce, host "
+     "broadcast", coll_allreduce_hier_leaders},
     {0, NULL, NULL, NULL},
 };
 
