@@ -1107,3 +1107,18 @@ static void perf(const char *prov)
 
 Test(transport, perf_shm, .timeout = 120) { perf("shm"); }
 Test(transport, perf_tcp, .timeout = 120) { perf(TCP); }
+
+/* libfabric variables fccl_init sets: only where the user has not. */
+Test(transport, env_defaults_only_if_unset)
+{
+    unsetenv("FI_OFI_RXM_SAR_LIMIT");
+    unsetenv("FI_OFI_RXM_MSG_RX_SIZE");
+    setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "1", 1);
+    tp_env_defaults();
+    cr_assert_str_eq(getenv("FI_OFI_RXM_SAR_LIMIT"), "65536");
+    cr_assert_str_eq(getenv("FI_OFI_RXM_MSG_RX_SIZE"), "256");
+    cr_assert_str_eq(getenv("FI_OFI_RXM_ENABLE_DYN_RBUF"), "1");
+    setenv("FI_OFI_RXM_SAR_LIMIT", "4096", 1);
+    tp_env_defaults();
+    cr_assert_str_eq(getenv("FI_OFI_RXM_SAR_LIMIT"), "4096");
+}

@@ -37,11 +37,19 @@
  *   in the TCP stream and every later message from that peer is lost
  *   (libfabric 1.17; ofiwg/libfabric#8274).  Without them rxm truncates
  *   from its bounce buffer and the connection stays usable, for ~10% of
- *   eager (<= 16 KiB) bandwidth on tcp. */
+ *   eager (<= 16 KiB) bandwidth on tcp.
+ * - rxm sends messages up to FI_OFI_RXM_SAR_LIMIT (128 KiB) as 16 KiB
+ *   segments through bounce buffers, copied on both sides; above it by
+ *   rendezvous, which the tcp provider reads straight into the receive
+ *   buffer.  The copies cost more than the rendezvous's extra round trip
+ *   from 64 KiB on: between two namespace hosts, a 128 KiB exchange takes
+ *   166 us instead of 230-243 and a 256 KiB all_gather 164-183 instead of
+ *   250-290 (bench/RESULTS.md, issue 11). */
 void tp_env_defaults(void)
 {
     setenv("FI_OFI_RXM_MSG_RX_SIZE", "256", 0);
     setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);
+    setenv("FI_OFI_RXM_SAR_LIMIT", "65536", 0);
 }
 
 /* ------------------------------------------------------------------ */

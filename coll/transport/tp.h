@@ -64,8 +64,10 @@
  *   selects "tcp;ofi_rxm"; "auto" or a FI_PROVIDER list means auto),
  *   FCCL_NET_IFACE restricts network providers to one interface/domain.
  *   tp_env_defaults() sets FI_OFI_RXM_MSG_RX_SIZE=256 (cheap rxm endpoint
- *   open) and FI_OFI_RXM_ENABLE_DYN_RBUF=0 (a truncated receive must not
- *   break the tcp connection, libfabric 1.17 bug) unless already set.
+ *   open), FI_OFI_RXM_ENABLE_DYN_RBUF=0 (a truncated receive must not
+ *   break the tcp connection, libfabric 1.17 bug) and
+ *   FI_OFI_RXM_SAR_LIMIT=65536 (rendezvous, not copied segments, above 64
+ *   KiB) unless already set.
  */
 #ifndef FCCL_COLL_TP_H
 #define FCCL_COLL_TP_H
@@ -128,7 +130,8 @@ struct tp_stats {
 };
 
 /* Set libfabric's variables that fccl changes (FI_OFI_RXM_MSG_RX_SIZE=256,
- * FI_OFI_RXM_ENABLE_DYN_RBUF=0), each only if unset.  Call once before the
+ * FI_OFI_RXM_ENABLE_DYN_RBUF=0, FI_OFI_RXM_SAR_LIMIT=65536), each only if
+ * unset.  Call once before the
  * process first uses libfabric, while no other thread may read the
  * environment (fccl_init does). */
 void tp_env_defaults(void);
