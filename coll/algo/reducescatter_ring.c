@@ -100,8 +100,8 @@ static int rs_consume(struct rs_state *s, int j)
     unsigned char *dst = last ? s->out + (c->off - lay_boff(s->l, s->v->me))
                               : s->acc + c->off;
     size_t es = s->l->esize;
-    coll_reduce(dst, s->src + c->off, s->slots + (size_t)j * s->chunk,
-                c->len / es, s->dt, s->op);
+    cr_reduce(s->run, dst, s->src + c->off, s->slots + (size_t)j * s->chunk,
+              c->len / es, s->dt, s->op);
     return last ? FCCL_OK : rs_send(s, dst, c->len);
 }
 

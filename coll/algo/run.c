@@ -114,6 +114,22 @@ static int wait_fail(struct coll_run *run, int rc, struct tp_req *reqs,
                          named ? who : "peers");
 }
 
+#define CR_REDUCE_PIECE (64u << 10) /* bytes reduced between progress calls */
+
+void cr_reduce(struct coll_run *run, void *dst, const void *a, const void *b,
+               size_t count, fccl_dtype_t dt, fccl_redop_t op)
+{
+    size_t es = fccl_dtype_size(dt), per = CR_REDUCE_PIECE / es;
+    unsigned char *d = dst;
+    const unsigned char *x = a, *y = b;
+    for (size_t off = 0; off < count; off += per) {
+        size_t k = count - off < per ? count - off : per;
+        if (off)
+            tp_poke(run->g->tp);
+        coll_reduce(d + off * es, x + off * es, y + off * es, k, dt, op);
+    }
+}
+
 int cr_wait(struct coll_run *run, struct tp_req *reqs, size_t n)
 {
     if (n == 0)

@@ -71,6 +71,12 @@ int cr_wait(struct coll_run *run, struct tp_req *reqs, size_t n);
 int cr_sendrecv(struct coll_run *run, const struct coll_view *v, int to,
                 const void *sbuf, size_t slen, int from, void *rbuf,
                 size_t rlen, uint32_t step);
+/* coll_reduce (dst = a op b over count elements) in pieces, driving the
+ * transport's progress between them, so that transfers in flight (a
+ * rendezvous waiting for its read, the next chunk of a pipeline) keep
+ * moving while a long reduction runs. */
+void cr_reduce(struct coll_run *run, void *dst, const void *a, const void *b,
+               size_t count, fccl_dtype_t dt, fccl_redop_t op);
 /* FCCL_ERR_PROTOCOL unless receive `req` got exactly `want` bytes. */
 int cr_check_len(struct coll_run *run, const struct tp_req *req, size_t want);
 

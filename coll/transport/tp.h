@@ -198,6 +198,12 @@ int tp_isend(struct fccl_tp *tp, int peer, uint64_t tag, const void *buf,
 int tp_irecv(struct fccl_tp *tp, int peer, uint64_t tag, void *buf,
              size_t len, struct tp_req *req);
 
+/* Drive progress once (read the completion queues, move pending
+ * protocol steps) unless another thread is doing it; returns how many
+ * completions were read.  Long computations between waits call it so that
+ * the sockets keep moving (progress is manual). */
+int tp_poke(struct fccl_tp *tp);
+
 /* Drive progress once; 1 if req is complete (then its status is returned
  * if it failed), 0 if pending. */
 int tp_test(struct fccl_tp *tp, struct tp_req *req);

@@ -243,6 +243,11 @@ void tp_cancel(struct fccl_tp *tp, struct tp_req *req)
         cancel_many(tp, req, 1);
 }
 
+int tp_poke(struct fccl_tp *tp)
+{
+    return tp ? tp_progress_try(tp) : 0;
+}
+
 int tp_test(struct fccl_tp *tp, struct tp_req *req)
 {
     if (!tp || !req)
