@@ -343,3 +343,154 @@ Test(reconnect, refused_request_not_retried_forever, .timeout = 60)
     memset(more_args, 0, sizeof(more_args));
     remove_dir();
 }
+
+/* ---- group creation across store restarts ---- */
+
+static const char *test_bin_dir(void)
+{
+    const char *d = getenv("FCCL_TESTBIN");
+    return d && *d ? d : "build/tests";
+}
+
+struct churn {
+    int status;     /* fccl-run's exit code, -1 killed or timed out */
+    int reconnects; /* "reconnecting" lines in the ranks' logs */
+    char out[8192]; /* the ranks' stdout */
+};
+
+/* Read what is left in fd into out (NUL-terminated). */
+static void read_rest(int fd, char *out, size_t cap)
+{
+    size_t got = strlen(out);
+    ssize_t r;
+    while (got + 1 < cap && (r = read(fd, out + got, cap - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = '\0';
+}
+
+static int count_in(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Stop the store (a stopped server takes requests into its socket buffer
+ * and never answers: the ranks' pending SET, CHECK, GET, ADD and DELETE
+ * requests are lost), then SIGKILL it and start it again on its port
+ * with its journal. */
+static void stop_and_restart(struct srv *s, int stopped_ms)
+{
+    kill(s->pid, SIGSTOP);
+    h_sleep_ms(stopped_ms);
+    restart(s);
+}
+
+/* A 4-rank boot_check churn job (group creation in a loop) against the
+ * store; once it churns, `restarts` times: wait a little, stop the store,
+ * kill and restart it.  Then let it run on the last server, stop it. */
+static void churn_across_restarts(struct srv *srv, const char *reconnect,
+                                  int restarts, struct churn *c)
+{
+    char store[32], prog[512], stop[160], line[512];
+    snprintf(store, sizeof(store), "127.0.0.1:%d", srv->port);
+    snprintf(prog, sizeof(prog), "%s/boot_check", test_bin_dir());
+    snprintf(stop, sizeof(stop), "%s/stop", jdir);
+    unlink(stop);
+    setenv("FCCL_STORE_RECONNECT", reconnect, 1);
+    setenv("FCCL_LOG_LEVEL", "info", 1); /* the reconnect lines */
+    setenv("FCCL_TIMEOUT", "30", 1);
+    const char *argv[] = {"fccl-run", "-n",  "4",    "--store", store,
+                          prog,       "churn", stop, NULL};
+    struct srv run = {0};
+    int outfd;
+    h_spawn(&run, argv, &outfd);
+    unsetenv("FCCL_STORE_RECONNECT");
+    unsetenv("FCCL_LOG_LEVEL");
+    unsetenv("FCCL_TIMEOUT");
+    int churning = 0;
+    while (!churning && h_read_line(outfd, line, sizeof(line), 60000) >= 0)
+        churning = strstr(line, "R0 churning") != NULL;
+    unsigned seed = (unsigned)getpid();
+    for (int i = 0; churning && i < restarts; i++) {
+        int before = 20 + (int)(rand_r(&seed) % 200);
+        int stopped = 50 + (int)(rand_r(&seed) % 250);
+        cr_log_info("restart %d: after %d ms, stopped for %d ms", i, before,
+                    stopped);
+        h_sleep_ms(before);
+        stop_and_restart(srv, stopped);
+    }
+    h_sleep_ms(500); /* rounds against the last server */
+    FILE *f = fopen(stop, "w");
+    cr_assert(f, "creating %s", stop);
+    fclose(f);
+    int st = h_reap(run.pid, 120000);
+    run.pid = 0;
+    c->out[0] = '\0';
+    read_rest(outfd, c->out, sizeof(c->out));
+    close(outfd);
+    char *log = srv_log(&run);
+    c->reconnects = count_in(log, "reconnecting");
+    c->status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (!churning || c->status != 0)
+        cr_log_info("churn (reconnect=%s): %s, exit %d; stdout:\n%s\n"
+                    "stderr:\n%s",
+                    reconnect, churning ? "churned" : "never churned",
+                    c->status, c->out, log);
+    free(log);
+    srv_cleanup(&run);
+    unlink(stop);
+}
+
+/* Keys of the bootstrap's group creation left on the store. */
+static int group_keys_left(int port)
+{
+    fccl_store_t *s = open_at(port, 0);
+    char **keys = NULL;
+    size_t n = 0;
+    cr_assert_eq(fccl_store_list_keys(s, "", &keys, &n), FCCL_OK, "%s",
+                 fccl_last_error());
+    int left = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(keys[i]);
+        if (strstr(keys[i], "/grp/") ||
+            (len >= 4 && strcmp(keys[i] + len - 4, "/ctx") == 0)) {
+            cr_log_error("left behind: %s", keys[i]);
+            left++;
+        }
+    }
+    fccl_store_free_keys(keys, n);
+    fccl_store_close(s);
+    return left;
+}
+
+Test(reconnect, group_creation_rides_out_store_restarts, .timeout = 240)
+{
+    make_dir();
+    struct srv srv = {0};
+    start_on(&srv, 0);
+    struct churn c;
+    churn_across_restarts(&srv, "1", 3, &c);
+    cr_assert_eq(c.status, 0, "4-rank group churn failed across 3 store "
+                 "restarts:\n%s", c.out);
+    for (int r = 0; r < 4; r++) {
+        char want[32];
+        snprintf(want, sizeof(want), "R%d churn rounds ", r);
+        const char *at = strstr(c.out, want);
+        cr_assert(at, "rank %d did not report:\n%s", r, c.out);
+        int rounds = -1, bad = -1;
+        cr_assert_eq(sscanf(at + strlen(want), "%d bad %d", &rounds, &bad), 2);
+        cr_expect_eq(bad, 0, "rank %d: %d wrong sums", r, bad);
+        cr_expect(rounds > 1, "rank %d: %d rounds", r, rounds);
+    }
+    /* The restarts hit the ranks' store calls. */
+    cr_expect(c.reconnects >= 1, "no rank reconnected: the restarts missed");
+    cr_expect_eq(group_keys_left(srv.port), 0, "group keys left behind");
+    /* Without reconnect the same job fails: the test can tell. */
+    churn_across_restarts(&srv, "0", 1, &c);
+    cr_assert_neq(c.status, 0, "without reconnect the job survived: the "
+                  "restart missed group creation");
+    srv_cleanup(&srv);
+    remove_dir();
+}
