@@ -494,3 +494,67 @@ Test(reconnect, group_creation_rides_out_store_restarts, .timeout = 240)
     srv_cleanup(&srv);
     remove_dir();
 }
+
+/* ---- tcpstore --reconnect ---- */
+
+/* `tcpstore [flag] get late` (flag may be NULL) waiting while the store is
+ * restarted; "late" is set after the restart.  Returns the exit code,
+ * -1 if killed; its stdout in out. */
+static int cli_get_across_restart(struct srv *srv, const char *flag,
+                                  char *out, size_t cap)
+{
+    char addr[32], cli[512];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", srv->port);
+    snprintf(cli, sizeof(cli), "%s/tcpstore", h_bin_dir());
+    const char *argv[8] = {cli, "--addr", addr, "--timeout", "20"};
+    int n = 5;
+    if (flag)
+        argv[n++] = flag;
+    argv[n++] = "get";
+    argv[n++] = "late";
+    argv[n] = NULL;
+    struct srv run = {0};
+    int outfd;
+    h_spawn(&run, argv, &outfd);
+    h_sleep_ms(300); /* its WAIT is at the server */
+    restart(srv);
+    h_sleep_ms(300);
+    fccl_store_t *other = open_at(srv->port, 0);
+    cr_assert_eq(fccl_store_set(other, "late", "v1", 2), FCCL_OK);
+    int st = h_reap(run.pid, 30000);
+    run.pid = 0;
+    out[0] = '\0';
+    read_rest(outfd, out, cap);
+    close(outfd);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        char *log = srv_log(&run);
+        cr_log_info("tcpstore %s: stderr: %s", flag ? flag : "", log);
+        free(log);
+    }
+    /* the next case waits for the key again */
+    cr_assert_eq(fccl_store_delete(other, "late", NULL), FCCL_OK);
+    fccl_store_close(other);
+    srv_cleanup(&run);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(reconnect, cli_flag_and_env, .timeout = 120)
+{
+    make_dir();
+    struct srv srv = {0};
+    start_on(&srv, 0);
+    char out[256];
+    cr_expect_eq(cli_get_across_restart(&srv, "--reconnect", out, sizeof(out)),
+                 0, "tcpstore --reconnect get did not ride out a restart");
+    cr_expect_str_eq(out, "v1");
+    setenv("TCPSTORE_RECONNECT", "1", 1);
+    int ex = cli_get_across_restart(&srv, NULL, out, sizeof(out));
+    unsetenv("TCPSTORE_RECONNECT");
+    cr_expect_eq(ex, 0, "TCPSTORE_RECONNECT=1 get did not ride it out");
+    cr_expect_str_eq(out, "v1");
+    /* Without either: the dropped connection is exit 4. */
+    cr_expect_eq(cli_get_across_restart(&srv, NULL, out, sizeof(out)), 4);
+    cr_expect_str_eq(out, "");
+    srv_cleanup(&srv);
+    remove_dir();
+}
