@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "codec.h"
 #include "err.h"
 #include "kv.h"
@@ -110,7 +111,11 @@ int journal_append(struct journal *j, enum journal_rec type,
         write_all(j->fd, val, (size_t)vlen) < 0) {
         int e = errno;
         journal_undo(j);
-        return fccl_err_sys(FCCL_ERR_IO, e, "journal %s: append", j->path);
+        j->failed = 1; /* as Redis after a failed AOF write */
+        j->retry_ns = fccl_now_ns() + JOURNAL_RETRY_NS;
+        return fccl_err_sys(FCCL_ERR_IO, e, "journal %s: append (refusing "
+                            "writes until the journal is rewritten)",
+                            j->path);
     }
     j->size += sizeof(h) + klen + vlen;
     j->dirty = 1;
@@ -127,22 +132,39 @@ int journal_append_add(struct journal *j, const uint8_t *key, uint64_t klen,
 
 void journal_undo(struct journal *j)
 {
-    if (ftruncate(j->fd, (off_t)j->rollback) == 0)
+    if (ftruncate(j->fd, (off_t)j->rollback) == 0) {
         j->size = j->rollback;
-    else
-        LOG_WARN("STORE", "journal %s: cannot take back a record: %s",
-                 j->path, strerror(errno));
+        return;
+    }
+    /* A torn record left in the file would end a replay there, dropping
+     * every later record: no more appends until the file is rewritten. */
+    LOG_WARN("STORE", "journal %s: cannot take back a record: %s; refusing "
+             "writes until the journal is rewritten", j->path,
+             strerror(errno));
+    j->failed = 1;
 }
 
-void journal_sync(struct journal *j)
+int journal_sync(struct journal *j)
 {
     if (!j->dirty || j->fd < 0)
-        return;
-    if (fdatasync(j->fd) < 0)
-        LOG_WARN("STORE", "journal %s: fdatasync: %s", j->path,
-                 strerror(errno));
+        return FCCL_OK;
     j->dirty = 0;
+    /* Appended before a failed append: not known to be durable either. */
+    if (j->failed)
+        return fccl_err(FCCL_ERR_IO, "journal %s: not writable since a failed "
+                                     "write or fdatasync", j->path);
     j->syncs++;
+    if (fdatasync(j->fd) == 0)
+        return FCCL_OK;
+    /* What the failed sync covered may never reach the disk, and the
+     * kernel reports it only once: the file is suspect until rewritten
+     * from memory (journal_writable). */
+    int e = errno;
+    j->failed = 1;
+    j->retry_ns = fccl_now_ns() + JOURNAL_RETRY_NS;
+    LOG_WARN("STORE", "journal %s: fdatasync: %s; refusing writes until the "
+             "journal is rewritten", j->path, strerror(e));
+    return fccl_err_sys(FCCL_ERR_IO, e, "journal %s: fdatasync", j->path);
 }
 
 /* ---- replay ---- */
@@ -415,6 +437,27 @@ static int compact(struct journal *j, struct kv *kv)
     j->compactions++;
     LOG_INFO("STORE", "journal %s: compacted %llu -> %llu bytes", j->path,
              (unsigned long long)before, (unsigned long long)c.written);
+    return FCCL_OK;
+}
+
+int journal_writable(struct journal *j, struct kv *kv)
+{
+    if (!j->failed)
+        return FCCL_OK;
+    uint64_t now = fccl_now_ns();
+    if (now < j->retry_ns)
+        return fccl_err(FCCL_ERR_IO, "journal %s: refusing writes since a "
+                        "failed write or fdatasync (next try to rewrite it "
+                        "in %llu ms)", j->path,
+                        (unsigned long long)((j->retry_ns - now) / 1000000));
+    j->retry_ns = now + JOURNAL_RETRY_NS;
+    if (compact(j, kv) < 0)
+        return fccl_err_wrap(FCCL_ERR_IO, "refusing writes since a failed "
+                             "write or fdatasync");
+    j->failed = 0;
+    j->retry_at = 0;
+    LOG_WARN("STORE", "journal %s: rewritten from memory; accepting writes "
+             "again", j->path);
     return FCCL_OK;
 }
 

@@ -49,6 +49,7 @@ enum journal_rec {
 #define JOURNAL_HDR 8 /* u32 len + u32 crc */
 #define JOURNAL_COMPACT_MIN (1ull << 20)
 #define JOURNAL_COMPACT_RATIO 4
+#define JOURNAL_RETRY_NS 500000000ull /* rewrite attempts while failed */
 
 struct journal {
     int fd;
@@ -58,6 +59,9 @@ struct journal {
     uint64_t rollback; /* size before the last append */
     int dirty;        /* appended since the last sync */
     uint64_t retry_at; /* a failed compaction is retried past this size */
+    int failed;       /* a write, undo or fdatasync failed: no appends until
+                         journal_writable has rewritten the file */
+    uint64_t retry_ns; /* monotonic time of the next rewrite attempt */
     uint64_t syncs, compactions, records_replayed;
 };
 
@@ -82,8 +86,20 @@ int journal_append_add(struct journal *j, const uint8_t *key, uint64_t klen,
 /* The mutation of the last append failed: take its record back out. */
 void journal_undo(struct journal *j);
 
-/* fdatasync if anything was appended since the last sync. */
-void journal_sync(struct journal *j);
+/* fdatasync if anything was appended since the last sync.  FCCL_OK, or
+ * FCCL_ERR_IO when it failed or the journal is failed already: replies
+ * that waited for this sync must not be sent (the records may not be on
+ * disk).  A failure logs one line and sets j->failed. */
+int journal_sync(struct journal *j);
+
+/* Before a mutation's append: FCCL_OK if the journal takes writes.  After
+ * a failed write, undo or fdatasync (j->failed) it is rewritten from kv's
+ * live state (compaction: FILE.tmp, fdatasync, rename) at most once per
+ * JOURNAL_RETRY_NS; until that succeeds every mutation gets FCCL_ERR_IO
+ * (the server refuses it) while reads go on.  The rewrite, not a later
+ * fdatasync of the same file, ends the failure: after a failed sync the
+ * kernel may have dropped those pages and reports it only once. */
+int journal_writable(struct journal *j, struct kv *kv);
 
 /* Rewrite the file from kv's live state if it has grown past the
  * compaction threshold.  Errors are logged; the old file stays. */

@@ -67,6 +67,7 @@ void store_stats_text(struct store_server *s, struct codec_buf *b)
         line(b, "journal_bytes", s->jrn.size);
         line(b, "journal_syncs", s->jrn.syncs);
         line(b, "journal_compactions", s->jrn.compactions);
+        line(b, "journal_failed", (uint64_t)s->jrn.failed);
     }
     per_type(s, b);
 }
