@@ -275,6 +275,7 @@ static int op_add(struct store_server *s, struct store_conn *c,
     }
     reply_i64(c, v);
     waiters_wake_all(&s->ws, e);
+    store_barrier_counted(s, r->key, v);
     if (r->key.len == strlen(JOIN_KEY) &&
         memcmp(r->key.p, JOIN_KEY, r->key.len) == 0)
         note_join(s, v);
