@@ -234,7 +234,7 @@ static int accept_backlog(int port)
  * results, else non-zero. */
 static int demo_across_restart(struct srv *srv, const char *reconnect)
 {
-    char port[16], demo[512], job[64], rank[8];
+    char port[16], demo[512], job[64], rank[16];
     snprintf(port, sizeof(port), "%d", srv->port);
     snprintf(demo, sizeof(demo), "%s/fccl-demo", h_bin_dir());
     snprintf(job, sizeof(job), "rc-init-%s-%d", reconnect, (int)getpid());
