@@ -551,7 +551,7 @@ static int cli_get_across_restart(struct srv *srv, const char *flag,
     char addr[32], cli[512];
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", srv->port);
     snprintf(cli, sizeof(cli), "%s/tcpstore", h_bin_dir());
-    const char *argv[8] = {cli, "--addr", addr, "--timeout", "20"};
+    const char *argv[10] = {cli, "--addr", addr, "--timeout", "20"};
     int n = 5;
     if (flag)
         argv[n++] = flag;
