@@ -6,9 +6,12 @@
  * members, can never match.
  *
  * Context ids come from one store counter ("ctx") shared by the job:
- * fccl_group_new costs the lowest member an ADD and a SET, every other
- * member a GET, and every member one ADD to acknowledge (the last one
- * deletes the keys): O(1) store operations per rank.
+ * fccl_group_new costs the lowest member an ADD, a SET and a DELETE,
+ * every other member a GET: O(1) store operations per rank, each
+ * safe to repeat, so a store restarted with its journal (and clients
+ * with FCCL_STORE_RECONNECT) does not fail the creation.  The members'
+ * first barrier on the new group tells the lowest one that everybody has
+ * read the published id.
  */
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -242,21 +245,29 @@ static int ctx_reserve(int64_t count, uint32_t *first)
     return FCCL_OK;
 }
 
-/* The lowest member allocates and publishes; the others read.  Every
- * member acknowledges and the last one removes the keys. */
-static int agree_ctx(const char *name, int leader, int size, uint32_t *ctx)
+static void ctx_key(const char *name, int n, char *key, size_t len)
 {
-    int n = next_creation(name);
-    if (n < 0)
-        return n;
-    char key[160], ack[170], val[24];
-    snprintf(key, sizeof(key), "grp/%s/%d", name, n);
-    snprintf(ack, sizeof(ack), "%s/ack", key);
+    snprintf(key, len, "grp/%s/%d", name, n);
+}
+
+/* The lowest member reserves an id and publishes it under grp/<name>/<n>
+ * (n: this name's creations so far); the others read it.  Every request
+ * is safe to repeat after a store restart (a repeated reservation only
+ * skips an id), so a reconnecting handle rides one out.  The key is
+ * removed by release_ctx_key once everyone has read it. */
+static int agree_ctx(const char *name, int n, int leader, int size,
+                     uint32_t *ctx)
+{
+    char key[160], val[24];
+    ctx_key(name, n, key, sizeof(key));
     int rc;
-    if (leader) {
+    if (size == 1) {
+        rc = ctx_reserve(1, ctx);
+    } else if (leader) {
         if ((rc = ctx_reserve(1, ctx)) < 0)
             return rc;
         int len = snprintf(val, sizeof(val), "%u", *ctx);
+        /* confirmed (SYNC), and repeated whole after a lost connection */
         rc = fccl_store_set(boot.store, key, val, (size_t)len);
     } else {
         void *v = NULL;
@@ -268,11 +279,28 @@ static int agree_ctx(const char *name, int leader, int size, uint32_t *ctx)
     }
     if (rc < 0)
         return fccl_err_wrap(rc, "group %s: agreeing on a context id", name);
-    int64_t acks;
-    if (fccl_store_add(boot.store, ack, 1, &acks) >= 0 && acks == size) {
-        fccl_store_delete(boot.store, key, NULL);
-        fccl_store_delete(boot.store, ack, NULL);
+    return FCCL_OK;
+}
+
+/* Once the new group's first barrier is through every member has read the
+ * key, so the lowest one deletes it (DELETE repeats harmlessly across a
+ * restart; no acknowledgement counter, whose ADD could not be repeated).
+ * On a failed barrier the key goes too: nobody can use the group. */
+static int release_ctx_key(struct fccl_group *g, const char *name, int n)
+{
+    if (g->size == 1)
+        return FCCL_OK;
+    int rc = fccl_barrier(g, NULL);
+    if (g->rank == 0) {
+        char key[160];
+        ctx_key(name, n, key, sizeof(key));
+        if (fccl_store_delete(boot.store, key, NULL) < 0)
+            LOG_WARN("BOOT", "group %s: could not delete %s: %s", name, key,
+                     fccl_last_error());
     }
+    if (rc < 0)
+        return fccl_err_wrap(rc, "group %s: first barrier of its members",
+                             name);
     return FCCL_OK;
 }
 
@@ -326,9 +354,21 @@ int fccl_group_new(const int *ranks, size_t n, fccl_group_t **out)
                       name, boot.rank);
         goto out;
     }
+    int creation = next_creation(name);
+    if (creation < 0) {
+        rc = creation;
+        goto out;
+    }
     uint32_t ctx;
-    CHECK_GOTO(agree_ctx(name, me == 0, (int)n, &ctx), rc, out);
-    rc = make_group(s, (int)n, name, ctx, out);
+    CHECK_GOTO(agree_ctx(name, creation, me == 0, (int)n, &ctx), rc, out);
+    CHECK_GOTO(make_group(s, (int)n, name, ctx, out), rc, out);
+    if ((rc = release_ctx_key(*out, name, creation)) < 0) {
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s", fccl_last_error());
+        fccl_group_destroy(*out);
+        *out = NULL;
+        rc = fccl_err(rc, "%s", msg);
+    }
 out:
     free(s);
     return rc;

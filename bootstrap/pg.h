@@ -210,9 +210,14 @@ FCCL_API int fccl_group_name_for(const int *ranks, size_t n, char *out,
  * is the r-th lowest world rank.
  *
  * Members agree on a context id through the store: the lowest member
- * reserves and publishes it without waiting; every other member blocks
- * until it is published (up to fccl_init's timeout).  There is no fabric
- * traffic, so members need not call at the same time.
+ * reserves and publishes it, every other member reads it; then all
+ * members run one barrier on the new group (so the lowest member can
+ * delete the published key).  So it is a collective of the members: each
+ * returns once every member has called it (up to fccl_init's timeout),
+ * and members creating several groups must create them in an order that
+ * cannot wait in a cycle (as for any collective).  Every store request
+ * it makes is safe to repeat: with FCCL_STORE_RECONNECT=1 a store
+ * restarted with its journal during the call does not fail it.
  *
  * @param ranks n world ranks; read during the call only.
  * @param n number of ranks, 1..world size.
@@ -222,8 +227,9 @@ FCCL_API int fccl_group_name_for(const int *ranks, size_t n, char *out,
  *     out, the checks of fccl_group_name_for(), caller not a member);
  *     FCCL_ERR_NOMEM; FCCL_ERR_LIMIT when the job's context ids (2^20 - 1)
  *     are used up; FCCL_ERR_TIMEOUT when the lowest member did not publish in
- *     time; FCCL_ERR_CLOSED, FCCL_ERR_IO, FCCL_ERR_PROTOCOL from the
- *     store.
+ *     time or a member did not reach the barrier in time; FCCL_ERR_CLOSED,
+ *     FCCL_ERR_IO, FCCL_ERR_PROTOCOL from the store; the barrier's errors
+ *     (a dead member is named).
  */
 FCCL_API int fccl_group_new(const int *ranks, size_t n, fccl_group_t **out);
 /**

@@ -34,7 +34,7 @@ struct cli {
     int64_t timeout_ms;
     int legacy;
     int raw_keys;
-    fccl_store_opts_t tls; /* only the TLS fields are used */
+    fccl_store_opts_t tls; /* only the TLS, token and reconnect fields */
     const char *verb;
     int argc;    /* the verb's arguments */
     char **argv;
@@ -74,6 +74,15 @@ static void usage(FILE *f)
         "  --token-file FILE    prove this token to the server (its "
         "--token-file or\n"
         "                       --read-token-file; mode 0600 or stricter)\n"
+        "  --reconnect          ride out a dropped connection (a store "
+        "restarted\n"
+        "                       with --journal): reconnect within --timeout "
+        "and repeat\n"
+        "                       get, check, wait, set, delete, keys, "
+        "num-keys, ping,\n"
+        "                       stats; add, append, cas and barrier whose "
+        "reply was\n"
+        "                       lost exit 4 (not sent twice)\n"
         "  -h, --help           this text\n"
         "\n"
         "Verbs:\n"
@@ -114,6 +123,7 @@ static void usage(FILE *f)
         "  TCPSTORE_TLS_CA, TCPSTORE_TLS_CERT, TCPSTORE_TLS_KEY,\n"
         "  TCPSTORE_TLS_SERVER_NAME  the --tls-* options when not given\n"
         "  TCPSTORE_TOKEN_FILE  --token-file when not given\n"
+        "  TCPSTORE_RECONNECT   1: --reconnect (0: off)\n"
         "\n"
         "Exit status:\n"
         "  0 done   1 the answer is no (check, delete, cas)   2 usage error\n"
@@ -467,6 +477,10 @@ static int parse_args(struct cli *c, int argc, char **argv)
             c->raw_keys = 1;
             continue;
         }
+        if (!strcmp(o, "--reconnect")) {
+            c->tls.reconnect = 1;
+            continue;
+        }
         if (!strcmp(o, "--tls")) {
             c->tls.tls = 1;
             continue;
@@ -550,6 +564,7 @@ int main(int argc, char **argv)
     o.tls_key = c.tls.tls_key;
     o.tls_server_name = c.tls.tls_server_name;
     o.token_file = c.tls.token_file;
+    o.reconnect = c.tls.reconnect;
     fccl_store_t *s;
     rc = fccl_store_connect(&o, &s);
     if (rc < 0)

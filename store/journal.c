@@ -10,10 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "codec.h"
 #include "err.h"
 #include "kv.h"
@@ -103,6 +107,7 @@ int journal_append(struct journal *j, enum journal_rec type,
                         (unsigned long long)(klen + vlen));
     rec_head(h, type, key, klen, val, vlen);
     j->rollback = j->size;
+    j->tail_rollback = j->tail.len;
     /* One writev would do; three writes to an O_APPEND fd are as safe
      * since replay drops a torn tail. */
     if (write_all(j->fd, h, sizeof(h)) < 0 ||
@@ -110,10 +115,19 @@ int journal_append(struct journal *j, enum journal_rec type,
         write_all(j->fd, val, (size_t)vlen) < 0) {
         int e = errno;
         journal_undo(j);
-        return fccl_err_sys(FCCL_ERR_IO, e, "journal %s: append", j->path);
+        j->failed = 1; /* as Redis after a failed AOF write */
+        j->retry_ns = fccl_now_ns() + JOURNAL_RETRY_NS;
+        return fccl_err_sys(FCCL_ERR_IO, e, "journal %s: append (refusing "
+                            "writes until the journal is rewritten)",
+                            j->path);
     }
     j->size += sizeof(h) + klen + vlen;
     j->dirty = 1;
+    if (j->child > 0) { /* for the compacted file too */
+        codec_put_bytes(&j->tail, h, sizeof(h));
+        codec_put_bytes(&j->tail, key, (size_t)klen);
+        codec_put_bytes(&j->tail, val, (size_t)vlen);
+    }
     return FCCL_OK;
 }
 
@@ -127,22 +141,41 @@ int journal_append_add(struct journal *j, const uint8_t *key, uint64_t klen,
 
 void journal_undo(struct journal *j)
 {
-    if (ftruncate(j->fd, (off_t)j->rollback) == 0)
+    if (j->child > 0)
+        j->tail.len = j->tail_rollback;
+    if (ftruncate(j->fd, (off_t)j->rollback) == 0) {
         j->size = j->rollback;
-    else
-        LOG_WARN("STORE", "journal %s: cannot take back a record: %s",
-                 j->path, strerror(errno));
+        return;
+    }
+    /* A torn record left in the file would end a replay there, dropping
+     * every later record: no more appends until the file is rewritten. */
+    LOG_WARN("STORE", "journal %s: cannot take back a record: %s; refusing "
+             "writes until the journal is rewritten", j->path,
+             strerror(errno));
+    j->failed = 1;
 }
 
-void journal_sync(struct journal *j)
+int journal_sync(struct journal *j)
 {
     if (!j->dirty || j->fd < 0)
-        return;
-    if (fdatasync(j->fd) < 0)
-        LOG_WARN("STORE", "journal %s: fdatasync: %s", j->path,
-                 strerror(errno));
+        return FCCL_OK;
     j->dirty = 0;
+    /* Appended before a failed append: not known to be durable either. */
+    if (j->failed)
+        return fccl_err(FCCL_ERR_IO, "journal %s: not writable since a failed "
+                                     "write or fdatasync", j->path);
     j->syncs++;
+    if (fdatasync(j->fd) == 0)
+        return FCCL_OK;
+    /* What the failed sync covered may never reach the disk, and the
+     * kernel reports it only once: the file is suspect until rewritten
+     * from memory (journal_writable). */
+    int e = errno;
+    j->failed = 1;
+    j->retry_ns = fccl_now_ns() + JOURNAL_RETRY_NS;
+    LOG_WARN("STORE", "journal %s: fdatasync: %s; refusing writes until the "
+             "journal is rewritten", j->path, strerror(e));
+    return fccl_err_sys(FCCL_ERR_IO, e, "journal %s: fdatasync", j->path);
 }
 
 /* ---- replay ---- */
@@ -297,6 +330,7 @@ int journal_open(struct journal *j, const char *path, enum journal_fsync mode,
 {
     memset(j, 0, sizeof(*j));
     j->fd = -1;
+    j->child_fd = -1;
     j->mode = mode;
     if (strlen(path) >= sizeof(j->path))
         return fccl_err(FCCL_ERR_INVALID, "journal path too long");
@@ -322,8 +356,11 @@ int journal_open(struct journal *j, const char *path, enum journal_fsync mode,
     return rc;
 }
 
+static void bg_abort(struct journal *j);
+
 void journal_close(struct journal *j)
 {
+    bg_abort(j);
     if (j->fd < 0)
         return;
     journal_sync(j);
@@ -386,6 +423,7 @@ static void sync_dir(const char *path)
 
 static int compact(struct journal *j, struct kv *kv)
 {
+    bg_abort(j); /* its FILE.tmp is the one written here */
     char tmp[600];
     snprintf(tmp, sizeof(tmp), "%s.tmp", j->path);
     struct compact c = {.fd = -1};
@@ -418,12 +456,178 @@ static int compact(struct journal *j, struct kv *kv)
     return FCCL_OK;
 }
 
+int journal_writable(struct journal *j, struct kv *kv)
+{
+    if (!j->failed)
+        return FCCL_OK;
+    uint64_t now = fccl_now_ns();
+    if (now < j->retry_ns)
+        return fccl_err(FCCL_ERR_IO, "journal %s: refusing writes since a "
+                        "failed write or fdatasync (next try to rewrite it "
+                        "in %llu ms)", j->path,
+                        (unsigned long long)((j->retry_ns - now) / 1000000));
+    j->retry_ns = now + JOURNAL_RETRY_NS;
+    if (compact(j, kv) < 0)
+        return fccl_err_wrap(FCCL_ERR_IO, "refusing writes since a failed "
+                             "write or fdatasync");
+    j->failed = 0;
+    j->retry_at = 0;
+    LOG_WARN("STORE", "journal %s: rewritten from memory; accepting writes "
+             "again", j->path);
+    return FCCL_OK;
+}
+
+/* ---- compaction in a child process ---- */
+
+/* Close every descriptor but keep: the child must not hold the server's
+ * listening sockets (a restarted server could not bind its port), its
+ * clients or the journal's lock. */
+static void close_all_but(int keep)
+{
+    int max = (int)sysconf(_SC_OPEN_MAX);
+    for (int fd = 3; fd < (max > 0 ? max : 65536); fd++)
+        if (fd != keep)
+            close(fd);
+}
+
+/* In the child: the snapshot of kv (the parent's memory at the fork) into
+ * fd, synced.  Never returns. */
+static void child_write(int fd, const struct kv *kv, pid_t parent)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(1);
+    close_all_but(fd);
+    struct compact c = {.fd = fd};
+    codec_buf_init(&c.b);
+    codec_put_bytes(&c.b, JOURNAL_MAGIC, sizeof(JOURNAL_MAGIC) - 1);
+    put_all(&c, kv);
+    flush_buf(&c, 1);
+    _exit(c.failed || fdatasync(fd) < 0 ? 1 : 0);
+}
+
+static void tmp_path(const struct journal *j, char *out, size_t len)
+{
+    snprintf(out, len, "%s.tmp", j->path);
+}
+
+static int bg_start(struct journal *j, const struct kv *kv)
+{
+    char tmp[600];
+    tmp_path(j, tmp, sizeof(tmp));
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+                  0600);
+    if (fd < 0)
+        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: open", tmp);
+    flock(fd, LOCK_EX | LOCK_NB); /* the file that becomes the journal */
+    uint64_t t0 = fccl_now_ns();
+    pid_t parent = getpid(), pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return fccl_err_sys(FCCL_ERR_IO, e, "journal %s: fork", j->path);
+    }
+    if (pid == 0)
+        child_write(fd, kv, parent);
+    j->child = pid;
+    j->child_fd = fd;
+    j->child_t0 = fccl_now_ns();
+    codec_buf_init(&j->tail);
+    j->tail_rollback = 0;
+    LOG_INFO("STORE", "journal %s: compacting %llu bytes in process %d "
+             "(fork took %.1f ms)", j->path, (unsigned long long)j->size,
+             (int)pid, (double)(j->child_t0 - t0) / 1e6);
+    return FCCL_OK;
+}
+
+/* The child is done: FILE.tmp + tail, synced, becomes FILE. */
+static int bg_finish(struct journal *j)
+{
+    char tmp[600];
+    tmp_path(j, tmp, sizeof(tmp));
+    struct stat sb;
+    uint64_t t0 = fccl_now_ns();
+    if (j->tail.oom)
+        return fccl_err(FCCL_ERR_NOMEM, "journal %s: compaction: out of "
+                                        "memory for the tail", j->path);
+    if (write_all(j->child_fd, j->tail.p, j->tail.len) < 0 ||
+        fdatasync(j->child_fd) < 0 || fstat(j->child_fd, &sb) < 0 ||
+        rename(tmp, j->path) < 0)
+        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: compaction",
+                            j->path);
+    sync_dir(j->path);
+    uint64_t before = j->size;
+    close(j->fd);
+    j->fd = j->child_fd;
+    j->child_fd = -1;
+    j->size = j->rollback = (uint64_t)sb.st_size;
+    j->dirty = 0; /* the tail, synced just now, holds what was dirty */
+    j->compactions++;
+    uint64_t t1 = fccl_now_ns();
+    LOG_INFO("STORE", "journal %s: compacted %llu -> %llu bytes in the "
+             "background (%.1f ms; %zu bytes appended meanwhile, added and "
+             "synced in %.1f ms)", j->path, (unsigned long long)before,
+             (unsigned long long)sb.st_size,
+             (double)(t1 - j->child_t0) / 1e6, j->tail.len,
+             (double)(t1 - t0) / 1e6);
+    return FCCL_OK;
+}
+
+static void bg_cleanup(struct journal *j)
+{
+    char tmp[600];
+    if (j->child_fd >= 0) {
+        close(j->child_fd);
+        tmp_path(j, tmp, sizeof(tmp));
+        unlink(tmp);
+    }
+    j->child_fd = -1;
+    j->child = 0;
+    codec_buf_free(&j->tail);
+}
+
+static void bg_abort(struct journal *j)
+{
+    if (j->child <= 0)
+        return;
+    kill(j->child, SIGKILL);
+    while (waitpid(j->child, NULL, 0) < 0 && errno == EINTR)
+        ;
+    bg_cleanup(j);
+}
+
+void journal_compact_poll(struct journal *j)
+{
+    int st = 0;
+    if (j->child <= 0)
+        return;
+    pid_t r = waitpid(j->child, &st, WNOHANG);
+    if (r == 0 || (r < 0 && errno == EINTR))
+        return;
+    int rc = r == j->child && WIFEXITED(st) && WEXITSTATUS(st) == 0
+                 ? bg_finish(j)
+                 : fccl_err(FCCL_ERR_IO, "journal %s: the compaction "
+                            "process failed (status %d)", j->path, st);
+    if (rc < 0) {
+        LOG_WARN("STORE", "%s; keeping the old file", fccl_last_error());
+        j->retry_at = 2 * j->size;
+    } else {
+        j->retry_at = 0;
+    }
+    bg_cleanup(j);
+}
+
 void journal_maybe_compact(struct journal *j, struct kv *kv)
 {
+    journal_compact_poll(j);
     uint64_t live = kv->bytes + kv->nentries * (JOURNAL_HDR + PAYLOAD_FIXED);
-    if (j->size < JOURNAL_COMPACT_MIN || j->size < j->retry_at ||
-        j->size < JOURNAL_COMPACT_RATIO * live)
+    if (j->child > 0 || j->size < JOURNAL_COMPACT_MIN ||
+        j->size < j->retry_at || j->size < JOURNAL_COMPACT_RATIO * live)
         return;
+    if (bg_start(j, kv) == FCCL_OK)
+        return;
+    LOG_WARN("STORE", "%s; compacting in the loop instead", fccl_last_error());
     /* After a failure (disk full, say) wait for the file to double rather
      * than rewrite everything at every mutation. */
     if (compact(j, kv) < 0) {

@@ -16,9 +16,13 @@
  * send path), so an acknowledged write is on disk; INTERVAL: a timer syncs
  * every interval_ms; NEVER: the page cache decides.
  *
- * Compaction: when the file grows past 4x the live data and 1 MiB, the live
- * state is written to FILE.tmp, synced and renamed over FILE (one loop
- * turn, between two requests).
+ * Compaction: when the file grows past 4x the live data and 1 MiB, a forked
+ * child writes the live state (its copy-on-write view of the table at the
+ * fork) to FILE.tmp and syncs it, while the server goes on appending to
+ * FILE and keeps a copy of every record appended since the fork (the
+ * tail).  When the child has exited, the tail is appended to FILE.tmp,
+ * synced, and FILE.tmp renamed over FILE, in one short loop turn (as
+ * Redis's AOF rewrite).  If fork fails it is done in the loop, as before.
  *
  * Single-threaded: the server's event loop is the only user.
  */
@@ -27,6 +31,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "codec.h"
 
 struct kv;
 
@@ -49,6 +56,7 @@ enum journal_rec {
 #define JOURNAL_HDR 8 /* u32 len + u32 crc */
 #define JOURNAL_COMPACT_MIN (1ull << 20)
 #define JOURNAL_COMPACT_RATIO 4
+#define JOURNAL_RETRY_NS 500000000ull /* rewrite attempts while failed */
 
 struct journal {
     int fd;
@@ -58,6 +66,14 @@ struct journal {
     uint64_t rollback; /* size before the last append */
     int dirty;        /* appended since the last sync */
     uint64_t retry_at; /* a failed compaction is retried past this size */
+    int failed;       /* a write, undo or fdatasync failed: no appends until
+                         journal_writable has rewritten the file */
+    uint64_t retry_ns; /* monotonic time of the next rewrite attempt */
+    pid_t child;      /* compaction writer (forked), 0 if none */
+    int child_fd;     /* FILE.tmp while the child writes it, else -1 */
+    uint64_t child_t0; /* when it was forked (ns) */
+    struct codec_buf tail; /* records appended since the fork */
+    size_t tail_rollback;  /* tail length before the last append */
     uint64_t syncs, compactions, records_replayed;
 };
 
@@ -82,12 +98,28 @@ int journal_append_add(struct journal *j, const uint8_t *key, uint64_t klen,
 /* The mutation of the last append failed: take its record back out. */
 void journal_undo(struct journal *j);
 
-/* fdatasync if anything was appended since the last sync. */
-void journal_sync(struct journal *j);
+/* fdatasync if anything was appended since the last sync.  FCCL_OK, or
+ * FCCL_ERR_IO when it failed or the journal is failed already: replies
+ * that waited for this sync must not be sent (the records may not be on
+ * disk).  A failure logs one line and sets j->failed. */
+int journal_sync(struct journal *j);
+
+/* Before a mutation's append: FCCL_OK if the journal takes writes.  After
+ * a failed write, undo or fdatasync (j->failed) it is rewritten from kv's
+ * live state (compaction: FILE.tmp, fdatasync, rename) at most once per
+ * JOURNAL_RETRY_NS; until that succeeds every mutation gets FCCL_ERR_IO
+ * (the server refuses it) while reads go on.  The rewrite, not a later
+ * fdatasync of the same file, ends the failure: after a failed sync the
+ * kernel may have dropped those pages and reports it only once. */
+int journal_writable(struct journal *j, struct kv *kv);
 
 /* Rewrite the file from kv's live state if it has grown past the
  * compaction threshold.  Errors are logged; the old file stays. */
 void journal_maybe_compact(struct journal *j, struct kv *kv);
+
+/* Finish a background compaction whose child has exited (non-blocking;
+ * called from the server's loop).  Errors are logged; the old file stays. */
+void journal_compact_poll(struct journal *j);
 
 /* Apply one record's payload to kv (replay; also the fuzz target's entry).
  * FCCL_OK, FCCL_ERR_PROTOCOL (malformed payload) or kv's error. */

@@ -54,6 +54,8 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     store_slots_sweep(s);
+    if (s->has_journal)
+        journal_compact_poll(&s->jrn); /* a background compaction done? */
     kv_migrate(&s->kv, 65536); /* a quiet table finishes growing too */
     store_turn_end(s, t0);
 }

@@ -3,7 +3,9 @@
  * decimal counter stored at the key (as ADD does); the reply, STOP_WAITING,
  * goes out once the counter reaches world_size.  Arrivals that find it
  * short are parked here, one per connection, and released by the arrival
- * that reaches their target.  CANCEL_WAIT drops a parked barrier (its
+ * that reaches their target, or by a plain ADD that does (the spec's
+ * "once the counter reaches world_size"; PyTorch's classic server wakes
+ * them on any ADD or SET of the key, reached or not).  CANCEL_WAIT drops a parked barrier (its
  * increment stays, as in PyTorch); so does closing the connection.
  *
  * The parked barriers are a plain list: an arrival scans it, which is
@@ -98,6 +100,13 @@ int store_barrier(struct store_server *s, struct store_conn *c,
     s->barriers = b;
     c->bar = b;
     return FCCL_OK;
+}
+
+void store_barrier_counted(struct store_server *s, struct codec_slice key,
+                           int64_t v)
+{
+    if (s->barriers)
+        release(s, key.p, (size_t)key.len, v);
 }
 
 void store_barrier_drop(struct store_server *s, struct store_conn *c)

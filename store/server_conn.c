@@ -107,6 +107,14 @@ static void conn_break(struct store_conn *c, int err)
 
 /* ---- group commit of the journal (--fsync always) ---- */
 
+/* The journal's fdatasync failed: c's replies would acknowledge writes
+ * that may not be on disk, so c is closed without them. */
+static void withhold(struct store_conn *c)
+{
+    if (!c->broken)
+        store_conn_abort(c, "journal fdatasync failed: replies withheld");
+}
+
 /* Must c's reply bytes wait for the journal's fdatasync?  Then c is held:
  * its output is not written (EV_WRITE off) until store_jrn_commit.  TLS
  * connections (their bufferevent writes on its own) and closing ones
@@ -121,7 +129,10 @@ static int hold_for_commit(struct store_conn *c)
     if (!s->jrn.dirty)
         return 0;
     if (c->tls || c->closing || !s->commit_ev) {
-        journal_sync(&s->jrn);
+        if (journal_sync(&s->jrn) < 0) {
+            withhold(c);
+            return 1; /* nothing more goes out on c */
+        }
         return 0;
     }
     c->jheld = 1;
@@ -151,13 +162,15 @@ void store_jrn_commit(evutil_socket_t fd, short what, void *arg)
     uint64_t t0 = store_turn_begin();
     (void)fd;
     (void)what;
-    journal_sync(&s->jrn);
+    int synced = journal_sync(&s->jrn) == FCCL_OK;
     struct store_conn *c = s->jheld, *next;
     s->jheld = NULL;
     for (; c; c = next) {
         next = c->jnext;
         c->jheld = 0;
         c->jnext = NULL;
+        if (!synced)
+            withhold(c);
         if (!c->broken && evbuffer_get_length(conn_out(c)) > 0)
             bufferevent_enable(c->bev, EV_WRITE);
     }
@@ -171,7 +184,7 @@ static void conn_send(struct store_conn *c, const uint8_t *p, size_t n)
     if (c->broken || n == 0)
         return;
     if (hold_for_commit(c)) {
-        if (evbuffer_add(out, p, n) < 0)
+        if (!c->broken && evbuffer_add(out, p, n) < 0)
             conn_break(c, ENOMEM);
         return;
     }
@@ -242,7 +255,7 @@ void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
     if (c == s->cur)
         batch_flush(s, c);
     if (!c->broken && hold_for_commit(c)) {
-        if (evbuffer_add_reference(out, b, n, cleanup, arg) < 0) {
+        if (c->broken || evbuffer_add_reference(out, b, n, cleanup, arg) < 0) {
             cleanup(p, n, arg);
             conn_break(c, ENOMEM);
         }
@@ -685,8 +698,12 @@ static void conn_linger(struct store_conn *c)
     c->closing = 1;
     reads_off(c);
     if (c->jheld) { /* its held replies may go once they are durable */
-        journal_sync(&c->s->jrn);
+        int synced = journal_sync(&c->s->jrn) == FCCL_OK;
         unhold(c);
+        if (!synced) {
+            withhold(c);
+            return;
+        }
     }
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
     bufferevent_set_timeouts(c->bev, NULL, &tv);

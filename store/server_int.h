@@ -283,6 +283,10 @@ int store_auth_gate(struct store_server *s, struct store_conn *c,
  * FCCL_ERR_NOMEM, or the counter's error (not a number, store full). */
 int store_barrier(struct store_server *s, struct store_conn *c,
                   const struct codec_req *r);
+/* The counter at key is now v (a plain ADD): release the parked BARRIERs
+ * whose world_size it reached.  O(1) when none is parked. */
+void store_barrier_counted(struct store_server *s, struct codec_slice key,
+                           int64_t v);
 /* Drop c's parked barrier, if any (cancel, close). */
 void store_barrier_drop(struct store_server *s, struct store_conn *c);
 

@@ -138,11 +138,13 @@ int store_jrn(struct store_server *s, enum journal_rec type,
 {
     if (!s->has_journal)
         return FCCL_OK;
-    journal_maybe_compact(&s->jrn, &s->kv);
-    int rc = journal_append(&s->jrn, type, k.p, k.len, v, vlen);
+    /* A refused mutation closes its connection with one log line (the
+     * caller's), as Redis refuses writes after a failed AOF write. */
+    int rc = journal_writable(&s->jrn, &s->kv);
     if (rc < 0)
-        LOG_WARN("STORE", "%s", fccl_last_error());
-    return rc;
+        return rc;
+    journal_maybe_compact(&s->jrn, &s->kv);
+    return journal_append(&s->jrn, type, k.p, k.len, v, vlen);
 }
 
 int store_jrn_add(struct store_server *s, struct codec_slice k, int64_t d)
@@ -273,6 +275,7 @@ static int op_add(struct store_server *s, struct store_conn *c,
     }
     reply_i64(c, v);
     waiters_wake_all(&s->ws, e);
+    store_barrier_counted(s, r->key, v);
     if (r->key.len == strlen(JOIN_KEY) &&
         memcmp(r->key.p, JOIN_KEY, r->key.len) == 0)
         note_join(s, v);

@@ -67,6 +67,8 @@ void store_stats_text(struct store_server *s, struct codec_buf *b)
         line(b, "journal_bytes", s->jrn.size);
         line(b, "journal_syncs", s->jrn.syncs);
         line(b, "journal_compactions", s->jrn.compactions);
+        line(b, "journal_failed", (uint64_t)s->jrn.failed);
+        line(b, "journal_compacting", (uint64_t)(s->jrn.child > 0));
     }
     per_type(s, b);
 }

@@ -11,6 +11,13 @@
  *   suicide MS RANK     rank RANK SIGKILLs itself MS ms after start
  *   hold MS             init, print "R<rank> pid <pid> ready", stay up MS
  *                       ms (for a test to kill it), barrier, finalize
+ *   churn STOPFILE      init, then rounds of group creation until STOPFILE
+ *                       exists (rank 0 looks, the world agrees): each round
+ *                       fccl_group_new of two halves and a split, an
+ *                       all_reduce checked in each; rank 0 prints
+ *                       "R0 churning" after the first round, every rank
+ *                       "R<rank> churn rounds <k> bad <b>" at the end (for
+ *                       a test that restarts the store meanwhile)
  */
 #include <pthread.h>
 #include <signal.h>
@@ -130,6 +137,75 @@ static int init_mode(const char *mode)
     return 0;
 }
 
+/* all_reduce of (world rank + 1) on g; 0 if it equals the sum over its
+ * members computed here, else 1 (with a line saying so). */
+static int check_sum(fccl_group_t *g, const char *what, int round)
+{
+    int r = fccl_get_rank(), n = fccl_group_size(g), members[64];
+    if (n > 64 || fccl_group_members(g, members, 64) < 0)
+        return die("members", FCCL_ERR_INVALID);
+    int64_t want = 0, v = r + 1, s = 0;
+    for (int i = 0; i < n; i++)
+        want += members[i] + 1;
+    int rc = fccl_all_reduce(&v, &s, 1, FCCL_INT64, FCCL_SUM, g, NULL);
+    if (rc < 0)
+        return die(what, rc) + 1;
+    if (s == want)
+        return 0;
+    printf("R%d round %d %s: sum %lld, want %lld\n", r, round, what,
+           (long long)s, (long long)want);
+    return 1;
+}
+
+/* One round: the world's ranks of parity (r + round) % 2 as one group
+ * (reversed list: fccl_group_new sorts), the others as another; then a
+ * split by (r + round) % 3.  Each group checked and destroyed. */
+static int churn_round(fccl_group_t *w, int round)
+{
+    int r = fccl_get_rank(), n = fccl_get_world_size(), mine[64], m = 0;
+    for (int i = n - 1; i >= 0 && m < 64; i--)
+        if ((i + round) % 2 == (r + round) % 2)
+            mine[m++] = i;
+    fccl_group_t *g = NULL;
+    int rc = fccl_group_new(mine, (size_t)m, &g), bad = 0;
+    if (rc < 0)
+        return die("group_new", rc) + 1;
+    bad += check_sum(g, "group_new", round);
+    fccl_group_destroy(g);
+    if ((rc = fccl_group_split(w, (r + round) % 3, r, &g)) < 0)
+        return die("group_split", rc) + 1;
+    bad += check_sum(g, "group_split", round);
+    fccl_group_destroy(g);
+    return bad;
+}
+
+static int churn_mode(const char *stopfile)
+{
+    fccl_group_t *w;
+    int rc = fccl_init(NULL, &w), r, rounds = 0, bad = 0;
+    if (rc < 0)
+        return die("fccl_init", rc);
+    r = fccl_get_rank();
+    for (;;) {
+        int64_t go = r != 0 || access(stopfile, F_OK) != 0;
+        if ((rc = fccl_broadcast(&go, 1, FCCL_INT64, 0, w, NULL)) < 0)
+            return die("broadcast", rc);
+        if (!go)
+            break;
+        bad += churn_round(w, rounds);
+        if (bad > 1)
+            break; /* a failed call: the others fail by timeout */
+        if (++rounds == 1 && r == 0)
+            printf("R0 churning\n");
+    }
+    printf("R%d churn rounds %d bad %d\n", r, rounds, bad);
+    if (bad > 1)
+        return 1;
+    if ((rc = fccl_finalize()) < 0)
+        return die("finalize", rc);
+    return bad ? 1 : 0;
+}
+
 static int expect(int got, int want, const char *what)
 {
     if (got == want) {
@@ -224,6 +300,8 @@ int main(int argc, char **argv)
         fccl_finalize();
         return 0;
     }
+    if (strcmp(mode, "churn") == 0 && argc >= 3)
+        return churn_mode(argv[2]);
     if (strcmp(mode, "suicide") == 0)
         mode = "env";
     return init_mode(mode);

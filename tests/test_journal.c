@@ -6,6 +6,7 @@
  */
 #include "server_harness.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include "fccl/store.h"
@@ -624,5 +625,153 @@ Test(journal, tls_and_plain_clients_acked_writes_survive)
     srv_cleanup(&s);
     unlink(cert);
     unlink(key);
+    remove_dir();
+}
+
+/* ---- 7. compaction in the background ---- */
+
+struct pinger {
+    int port;
+    volatile int stop;
+    int count, failed;
+    double max_us, sum_us;
+};
+
+/* PING round trips until told to stop; the slowest one is logged. */
+static void *ping_loop(void *arg)
+{
+    struct pinger *p = arg;
+    fccl_store_t *st = open_at(p->port);
+    while (!p->stop) {
+        double us = 0;
+        uint64_t t0 = fccl_now_ns();
+        if (fccl_store_ping(st, &us) < 0) {
+            p->failed++;
+            break;
+        }
+        us = (double)(fccl_now_ns() - t0) / 1e3;
+        p->count++;
+        p->sum_us += us;
+        if (us > p->max_us)
+            p->max_us = us;
+    }
+    fccl_store_close(st);
+    return NULL;
+}
+
+static long long stat_of(fccl_store_t *st, const char *name)
+{
+    char *stats = NULL, pat[64];
+    cr_assert_eq(fccl_store_stats(st, &stats, NULL), FCCL_OK);
+    snprintf(pat, sizeof(pat), "%s ", name);
+    const char *at = strstr(stats, pat);
+    cr_assert(at, "no %s in STATS", name);
+    long long v = atoll(at + strlen(pat));
+    free(stats);
+    return v;
+}
+
+static void big_value(char *v, size_t n, int round, int k)
+{
+    memset(v, 'a' + (round * 7 + k) % 26, n);
+    snprintf(v, 32, "r%d-k%d", round, k);
+}
+
+/* Rewrites of 4 MiB of live data (64 values of 64 KiB) until the journal
+ * passes 4x that, with small mutations after every value (SET of a new
+ * key, ADD, DELETE of the previous small key) so that some land while a
+ * child writes the snapshot; a PING loop on another connection meanwhile.
+ * Every value is right afterwards and after SIGKILL + replay; the PING
+ * latency is logged, not asserted. */
+Test(journal, compaction_in_background_keeps_clients_served, .timeout = 180)
+{
+    enum { KEYS = 64, VLEN = 65536, ROUNDS = 6 };
+    make_dir();
+    struct srv s = {0};
+    start_with(&s, "always");
+    fccl_store_t *st = open_at(s.port);
+    struct pinger pg = {.port = s.port};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, ping_loop, &pg), 0);
+    static char v[VLEN];
+    char key[32], sv[32];
+    int64_t c = 0;
+    int small = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < KEYS; k++, small++) {
+            snprintf(key, sizeof(key), "big%d", k);
+            big_value(v, VLEN, r, k);
+            cr_assert_eq(fccl_store_set(st, key, v, VLEN), FCCL_OK, "%s",
+                         fccl_last_error());
+            snprintf(key, sizeof(key), "m%d", small);
+            snprintf(sv, sizeof(sv), "v%d", small);
+            cr_assert_eq(fccl_store_set(st, key, sv, strlen(sv)), FCCL_OK);
+            cr_assert_eq(fccl_store_add(st, "ctr", 1, &c), FCCL_OK);
+            if (small % 2) { /* odd small keys are deleted again */
+                int deleted = 0;
+                cr_assert_eq(fccl_store_delete(st, key, &deleted), FCCL_OK);
+                cr_assert_eq(deleted, 1);
+            }
+        }
+    }
+    /* The last compaction finishes by the server's 1 s sweep at most. */
+    for (int i = 0; i < 100 && stat_of(st, "journal_compacting"); i++)
+        h_sleep_ms(100);
+    pg.stop = 1;
+    pthread_join(t, NULL);
+    long long done = stat_of(st, "journal_compactions");
+    long long turn_us = stat_of(st, "loop_turn_max_us");
+    cr_log_info("background compaction: %lld done; PING during the run: %d, "
+                "mean %.0f us, max %.0f us; longest loop turn %lld us",
+                done, pg.count, pg.count ? pg.sum_us / pg.count : 0.0,
+                pg.max_us, turn_us);
+    cr_assert_eq(pg.failed, 0, "a PING failed during compaction");
+    cr_assert_gt(done, 0, "no compaction ran");
+    cr_assert(srv_log_wait(&s, "in the background", 2000));
+    char *log = srv_log(&s);
+    const char *marks[] = {"fork took", "in the background"};
+    for (int i = 0; i < 2; i++) {
+        const char *at = strstr(log, marks[i]);
+        const char *bol = at, *eol = at ? strchr(at, '\n') : NULL;
+        while (bol && bol > log && bol[-1] != '\n')
+            bol--;
+        if (at && eol)
+            cr_log_info("server: %.*s", (int)(eol - bol), bol);
+    }
+    free(log);
+    fccl_store_close(st);
+    for (int pass = 0; pass < 2; pass++) {
+        st = open_at(s.port);
+        for (int k = 0; k < KEYS; k++) {
+            snprintf(key, sizeof(key), "big%d", k);
+            big_value(v, VLEN, ROUNDS - 1, k);
+            void *got = NULL;
+            size_t n = 0;
+            cr_assert_eq(fccl_store_get(st, key, &got, &n, 2000), FCCL_OK);
+            cr_assert(n == VLEN && memcmp(got, v, VLEN) == 0,
+                      "pass %d: %s wrong", pass, key);
+            free(got);
+        }
+        for (int i = 0; i < small; i++) {
+            snprintf(key, sizeof(key), "m%d", i);
+            const char *keys[1] = {key};
+            int present = -1;
+            cr_assert_eq(fccl_store_check(st, keys, 1, &present), FCCL_OK);
+            cr_assert_eq(present, i % 2 == 0, "pass %d: %s present %d",
+                         pass, key, present);
+            if (present) {
+                snprintf(sv, sizeof(sv), "v%d", i);
+                expect_value(st, key, sv);
+            }
+        }
+        cr_assert_eq(fccl_store_add(st, "ctr", 0, &c), FCCL_OK);
+        cr_assert_eq(c, small, "pass %d: ctr %lld", pass, (long long)c);
+        fccl_store_close(st);
+        /* Again after SIGKILL: the compacted file + tail replay to it. */
+        kill_server(&s);
+        srv_cleanup(&s);
+        start_with(&s, "always");
+    }
+    srv_cleanup(&s);
     remove_dir();
 }

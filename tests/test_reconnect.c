@@ -197,44 +197,99 @@ Test(reconnect, off_keeps_closed, .timeout = 60)
     remove_dir();
 }
 
-/* Run a 4-rank fccl-demo against the store at `port` (stopped now), kill
- * and restart the store while the ranks are in fccl_init; exit status. */
+/* Read what is left in fd into out (NUL-terminated). */
+static void read_rest(int fd, char *out, size_t cap)
+{
+    size_t got = strlen(out);
+    ssize_t r;
+    while (got + 1 < cap && (r = read(fd, out + got, cap - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = '\0';
+}
+
+/* Connections waiting in the accept queue of the IPv4 listener on port
+ * (/proc/net/tcp shows that length as a listener's rx_queue), or -1. */
+static int accept_backlog(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int n = -1;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned lport = 0, st = 0, txq = 0, rxq = 0;
+        if (sscanf(line, " %*d: %*8x:%x %*8x:%*x %x %x:%x", &lport, &st, &txq,
+                   &rxq) == 4 &&
+            (int)lport == port && st == 0x0A)
+            n = (int)rxq;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Run 4 fccl-demo ranks (started directly: fccl-run --store would itself
+ * wait for the stopped store before starting them) against the store at
+ * srv->port, stopped now; kill and restart the store while the ranks are
+ * in fccl_init.  0 when every rank exited 0 and rank 0 checked its
+ * results, else non-zero. */
 static int demo_across_restart(struct srv *srv, const char *reconnect)
 {
-    char store[32], demo[512];
-    snprintf(store, sizeof(store), "127.0.0.1:%d", srv->port);
+    char port[16], demo[512], job[64], rank[16];
+    snprintf(port, sizeof(port), "%d", srv->port);
     snprintf(demo, sizeof(demo), "%s/fccl-demo", h_bin_dir());
-    setenv("FCCL_STORE_RECONNECT", reconnect, 1);
-    const char *argv[] = {"fccl-run", "-n", "4", "--store", store, demo, NULL};
-    struct srv run = {0};
-    int outfd;
+    snprintf(job, sizeof(job), "rc-init-%s-%d", reconnect, (int)getpid());
+    const char *vars[][2] = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
+                             {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "4"},
+                             {"FCCL_JOB_ID", job}, {"FCCL_TIMEOUT", "30"},
+                             {"FCCL_STORE_RECONNECT", reconnect}};
+    const size_t nvars = sizeof(vars) / sizeof(vars[0]);
+    for (size_t i = 0; i < nvars; i++)
+        setenv(vars[i][0], vars[i][1], 1);
     /* A stopped server still accepts connections (the backlog): every rank
      * sends VALIDATE and its init/ ADD, and none gets a reply. */
     kill(srv->pid, SIGSTOP);
-    h_spawn(&run, argv, &outfd);
-    unsetenv("FCCL_STORE_RECONNECT");
-    h_sleep_ms(500);
+    struct srv ranks[4] = {{0}};
+    int outfd[4];
+    for (int r = 0; r < 4; r++) {
+        snprintf(rank, sizeof(rank), "%d", r);
+        setenv("RANK", rank, 1);
+        setenv("LOCAL_RANK", rank, 1);
+        const char *argv[] = {demo, NULL};
+        h_spawn(&ranks[r], argv, &outfd[r]);
+    }
+    for (size_t i = 0; i < nvars; i++)
+        unsetenv(vars[i][0]);
+    unsetenv("RANK");
+    unsetenv("LOCAL_RANK");
+    /* Every rank is connected and has sent its requests (a rank started
+     * slowly would otherwise meet only the restarted server). */
+    int queued = 0;
+    for (int i = 0; i < 600 && (queued = accept_backlog(srv->port)) < 4; i++)
+        h_sleep_ms(50);
+    cr_log_info("reconnect=%s: %d connections queued at the stopped store",
+                reconnect, queued);
+    h_sleep_ms(200);
     restart(srv);
-    int st = h_reap(run.pid, 60000);
-    run.pid = 0;
-    /* Rank 0's report (a few KB, well under a pipe's capacity). */
+    int bad = queued < 4; /* the restart did not land in init */
     char out[65536];
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < sizeof(out) &&
-           (r = read(outfd, out + got, sizeof(out) - 1 - got)) > 0)
-        got += (size_t)r;
-    out[got] = '\0';
-    close(outfd);
-    if (st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
-        cr_assert(strstr(out, "all results correct"), "output: %s", out);
-    char *log = srv_log(&run);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        cr_log_info("fccl-run (reconnect=%s) failed; stderr: %s", reconnect,
-                    log);
-    free(log);
-    srv_cleanup(&run);
-    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    for (int r = 0; r < 4; r++) {
+        int st = h_reap(ranks[r].pid, 60000);
+        ranks[r].pid = 0;
+        out[0] = '\0';
+        read_rest(outfd[r], out, sizeof(out));
+        close(outfd[r]);
+        int ok = st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+                 (r != 0 || strstr(out, "all results correct"));
+        if (!ok) {
+            char *log = srv_log(&ranks[r]);
+            cr_log_info("rank %d (reconnect=%s) failed; stdout:\n%s\nstderr:"
+                        "\n%s", r, reconnect, out, log);
+            free(log);
+            bad++;
+        }
+        srv_cleanup(&ranks[r]);
+    }
+    return bad;
 }
 
 Test(reconnect, fccl_init_rides_out_a_store_restart, .timeout = 90)
@@ -341,5 +396,210 @@ Test(reconnect, refused_request_not_retried_forever, .timeout = 60)
     fccl_store_close(s);
     srv_cleanup(&srv);
     memset(more_args, 0, sizeof(more_args));
+    remove_dir();
+}
+
+/* ---- group creation across store restarts ---- */
+
+static const char *test_bin_dir(void)
+{
+    const char *d = getenv("FCCL_TESTBIN");
+    return d && *d ? d : "build/tests";
+}
+
+struct churn {
+    int status;     /* fccl-run's exit code, -1 killed or timed out */
+    int reconnects; /* "reconnecting" lines in the ranks' logs */
+    char out[8192]; /* the ranks' stdout */
+};
+
+static int count_in(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Stop the store (a stopped server takes requests into its socket buffer
+ * and never answers: the ranks' pending SET, CHECK, GET, ADD and DELETE
+ * requests are lost), then SIGKILL it and start it again on its port
+ * with its journal. */
+static void stop_and_restart(struct srv *s, int stopped_ms)
+{
+    kill(s->pid, SIGSTOP);
+    h_sleep_ms(stopped_ms);
+    restart(s);
+}
+
+/* A 4-rank boot_check churn job (group creation in a loop) against the
+ * store; once it churns, `restarts` times: wait a little, stop the store,
+ * kill and restart it.  Then let it run on the last server, stop it. */
+static void churn_across_restarts(struct srv *srv, const char *reconnect,
+                                  int restarts, struct churn *c)
+{
+    char store[32], prog[512], stop[160], line[512];
+    snprintf(store, sizeof(store), "127.0.0.1:%d", srv->port);
+    snprintf(prog, sizeof(prog), "%s/boot_check", test_bin_dir());
+    snprintf(stop, sizeof(stop), "%s/stop", jdir);
+    unlink(stop);
+    setenv("FCCL_STORE_RECONNECT", reconnect, 1);
+    setenv("FCCL_LOG_LEVEL", "info", 1); /* the reconnect lines */
+    setenv("FCCL_TIMEOUT", "30", 1);
+    const char *argv[] = {"fccl-run", "-n",  "4",    "--store", store,
+                          prog,       "churn", stop, NULL};
+    struct srv run = {0};
+    int outfd;
+    h_spawn(&run, argv, &outfd);
+    unsetenv("FCCL_STORE_RECONNECT");
+    unsetenv("FCCL_LOG_LEVEL");
+    unsetenv("FCCL_TIMEOUT");
+    int churning = 0;
+    while (!churning && h_read_line(outfd, line, sizeof(line), 60000) >= 0)
+        churning = strstr(line, "R0 churning") != NULL;
+    unsigned seed = (unsigned)getpid();
+    for (int i = 0; churning && i < restarts; i++) {
+        int before = 20 + (int)(rand_r(&seed) % 200);
+        int stopped = 50 + (int)(rand_r(&seed) % 250);
+        cr_log_info("restart %d: after %d ms, stopped for %d ms", i, before,
+                    stopped);
+        h_sleep_ms(before);
+        stop_and_restart(srv, stopped);
+    }
+    h_sleep_ms(500); /* rounds against the last server */
+    FILE *f = fopen(stop, "w");
+    cr_assert(f, "creating %s", stop);
+    fclose(f);
+    int st = h_reap(run.pid, 120000);
+    run.pid = 0;
+    c->out[0] = '\0';
+    read_rest(outfd, c->out, sizeof(c->out));
+    close(outfd);
+    char *log = srv_log(&run);
+    c->reconnects = count_in(log, "reconnecting");
+    c->status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (!churning || c->status != 0)
+        cr_log_info("churn (reconnect=%s): %s, exit %d; stdout:\n%s\n"
+                    "stderr:\n%s",
+                    reconnect, churning ? "churned" : "never churned",
+                    c->status, c->out, log);
+    free(log);
+    srv_cleanup(&run);
+    unlink(stop);
+}
+
+/* Keys of the bootstrap's group creation left on the store. */
+static int group_keys_left(int port)
+{
+    fccl_store_t *s = open_at(port, 0);
+    char **keys = NULL;
+    size_t n = 0;
+    cr_assert_eq(fccl_store_list_keys(s, "", &keys, &n), FCCL_OK, "%s",
+                 fccl_last_error());
+    int left = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(keys[i]);
+        if (strstr(keys[i], "/grp/") ||
+            (len >= 4 && strcmp(keys[i] + len - 4, "/ctx") == 0)) {
+            cr_log_error("left behind: %s", keys[i]);
+            left++;
+        }
+    }
+    fccl_store_free_keys(keys, n);
+    fccl_store_close(s);
+    return left;
+}
+
+Test(reconnect, group_creation_rides_out_store_restarts, .timeout = 240)
+{
+    make_dir();
+    struct srv srv = {0};
+    start_on(&srv, 0);
+    struct churn c;
+    churn_across_restarts(&srv, "1", 3, &c);
+    cr_assert_eq(c.status, 0, "4-rank group churn failed across 3 store "
+                 "restarts:\n%s", c.out);
+    for (int r = 0; r < 4; r++) {
+        char want[32];
+        snprintf(want, sizeof(want), "R%d churn rounds ", r);
+        const char *at = strstr(c.out, want);
+        cr_assert(at, "rank %d did not report:\n%s", r, c.out);
+        int rounds = -1, bad = -1;
+        cr_assert_eq(sscanf(at + strlen(want), "%d bad %d", &rounds, &bad), 2);
+        cr_expect_eq(bad, 0, "rank %d: %d wrong sums", r, bad);
+        cr_expect(rounds > 1, "rank %d: %d rounds", r, rounds);
+    }
+    /* The restarts hit the ranks' store calls. */
+    cr_expect(c.reconnects >= 1, "no rank reconnected: the restarts missed");
+    cr_expect_eq(group_keys_left(srv.port), 0, "group keys left behind");
+    /* Without reconnect the same job fails: the test can tell. */
+    churn_across_restarts(&srv, "0", 1, &c);
+    cr_assert_neq(c.status, 0, "without reconnect the job survived: the "
+                  "restart missed group creation");
+    srv_cleanup(&srv);
+    remove_dir();
+}
+
+/* ---- tcpstore --reconnect ---- */
+
+/* `tcpstore [flag] get late` (flag may be NULL) waiting while the store is
+ * restarted; "late" is set after the restart.  Returns the exit code,
+ * -1 if killed; its stdout in out. */
+static int cli_get_across_restart(struct srv *srv, const char *flag,
+                                  char *out, size_t cap)
+{
+    char addr[32], cli[512];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", srv->port);
+    snprintf(cli, sizeof(cli), "%s/tcpstore", h_bin_dir());
+    const char *argv[10] = {cli, "--addr", addr, "--timeout", "20"};
+    int n = 5;
+    if (flag)
+        argv[n++] = flag;
+    argv[n++] = "get";
+    argv[n++] = "late";
+    argv[n] = NULL;
+    struct srv run = {0};
+    int outfd;
+    h_spawn(&run, argv, &outfd);
+    h_sleep_ms(300); /* its WAIT is at the server */
+    restart(srv);
+    h_sleep_ms(300);
+    fccl_store_t *other = open_at(srv->port, 0);
+    cr_assert_eq(fccl_store_set(other, "late", "v1", 2), FCCL_OK);
+    int st = h_reap(run.pid, 30000);
+    run.pid = 0;
+    out[0] = '\0';
+    read_rest(outfd, out, cap);
+    close(outfd);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        char *log = srv_log(&run);
+        cr_log_info("tcpstore %s: stderr: %s", flag ? flag : "", log);
+        free(log);
+    }
+    /* the next case waits for the key again */
+    cr_assert_eq(fccl_store_delete(other, "late", NULL), FCCL_OK);
+    fccl_store_close(other);
+    srv_cleanup(&run);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(reconnect, cli_flag_and_env, .timeout = 120)
+{
+    make_dir();
+    struct srv srv = {0};
+    start_on(&srv, 0);
+    char out[256];
+    cr_expect_eq(cli_get_across_restart(&srv, "--reconnect", out, sizeof(out)),
+                 0, "tcpstore --reconnect get did not ride out a restart");
+    cr_expect_str_eq(out, "v1");
+    setenv("TCPSTORE_RECONNECT", "1", 1);
+    int ex = cli_get_across_restart(&srv, NULL, out, sizeof(out));
+    unsetenv("TCPSTORE_RECONNECT");
+    cr_expect_eq(ex, 0, "TCPSTORE_RECONNECT=1 get did not ride it out");
+    cr_expect_str_eq(out, "v1");
+    /* Without either: the dropped connection is exit 4. */
+    cr_expect_eq(cli_get_across_restart(&srv, NULL, out, sizeof(out)), 4);
+    cr_expect_str_eq(out, "");
+    srv_cleanup(&srv);
     remove_dir();
 }

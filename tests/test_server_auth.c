@@ -347,3 +347,53 @@ Test(auth, pytorch_barrier_18)
     expect_cli(s.port, "", "get raw", 0, "2");
     finish(&s);
 }
+
+/* A plain ADD that brings the counter to a parked BARRIER's world_size
+ * releases it (PROTOCOL.md: STOP_WAITING once the counter reaches
+ * world_size); one that falls short does not; a barrier with a larger
+ * target stays parked until the counter reaches it. */
+Test(auth, add_reaching_target_releases_barrier)
+{
+    struct srv s;
+    srv_start(&s, NULL);
+    int b3 = cli_modern(s.port), b5 = cli_modern(s.port);
+    struct codec_buf b;
+    codec_buf_init(&b);
+    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
+    codec_put_str(&b, "/ab", 3);
+    codec_put_i64(&b, 3);
+    cli_send(b3, &b); /* counter 1, parked for 3 */
+    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
+    codec_put_str(&b, "/ab", 3);
+    codec_put_i64(&b, 5);
+    cli_send(b5, &b); /* counter 2, parked for 5 */
+    cli_expect_silence(b3, 200);
+    int fd = cli_modern(s.port);
+    codec_put_type(&b, DIALECT_MODERN, OP_ADD);
+    codec_put_str(&b, "/ab", 3);
+    codec_put_i64(&b, 0);
+    cli_send(fd, &b);
+    cli_expect_i64(fd, 2);
+    cli_expect_silence(b3, 200); /* short: still parked */
+    codec_put_type(&b, DIALECT_MODERN, OP_ADD);
+    codec_put_str(&b, "/ab", 3);
+    codec_put_i64(&b, 1);
+    cli_send(fd, &b);
+    cli_expect_i64(fd, 3);
+    cli_expect_u8(b3, REPLY_STOP_WAITING);
+    cli_expect_silence(b5, 200);
+    codec_put_type(&b, DIALECT_MODERN, OP_ADD);
+    codec_put_str(&b, "/ab", 3);
+    codec_put_i64(&b, 7);
+    cli_send(fd, &b);
+    cli_expect_i64(fd, 10);
+    cli_expect_u8(b5, REPLY_STOP_WAITING);
+    /* Both connections are usable again. */
+    cr_assert_eq(cli_numkeys(b3, DIALECT_MODERN), 1);
+    cr_assert_eq(cli_numkeys(b5, DIALECT_MODERN), 1);
+    codec_buf_free(&b);
+    close(fd);
+    close(b3);
+    close(b5);
+    finish(&s);
+}
