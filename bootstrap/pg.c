@@ -6,13 +6,18 @@
  * (host identity + endpoint names), one MULTI_GET of its two ring
  * neighbours' records (the server answers once both exist), and one
  * DELETE of its own record after the first barrier proves the neighbours
- * have read it.  Every other record travels over the fabric: a ring
- * all_gather between neighbours (n - 3 steps, each one record), so the
+ * have read it.  Every other record travels over the fabric, in log2(n)
+ * rounds of a window-doubling gather between ranks (ring_gather), so the
  * store serves O(n) bytes per job instead of O(n^2).  The transport
  * resolves a peer (fi_av_insert) only when it is first used, from the
  * record table kept here until finalize.  The libfabric start-up (the
  * slow part: ~0.2 s in fi_getinfo and fi_enable) runs in a thread in
  * parallel with connecting to the store.
+ *
+ * One deadline bounds init's waits for the others.  A rank that never
+ * arrives makes its ring neighbours' store fetch time out and the others'
+ * gather fail or time out; each then asks the store once which records
+ * exist and names the ranks that never published theirs (name_missing).
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -726,9 +731,6 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
                           ? opts->timeout_ms
                           : fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS);
     job_id(opts, boot.job, sizeof(boot.job));
-    /* One deadline for the whole init: every rank waiting for one that
-     * never comes gives up about timeout_ms after its own start. */
-    boot.deadline = fccl_deadline_ms(boot.timeout_ms);
 
     uint64_t t0 = fccl_now_ns(), t_store, t_tp, t_xchg = 0, t_ring, t_world;
     uint64_t c0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID), c_tp, c_xchg, c_ring,
@@ -763,6 +765,12 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     topo_host_id(boot.hostid, sizeof(boot.hostid), rank, size);
     if (rc >= 0)
         rc = make_record(boot.tp, &rec, &reclen);
+    /* One deadline for every wait for the others (the neighbours' records,
+     * then the gather), from the moment this rank is ready: a slow local
+     * start (loaded machine, sanitizers) does not eat into it, and every
+     * rank waiting for one that never comes gives up timeout_ms after it
+     * began to wait. */
+    boot.deadline = fccl_deadline_ms(boot.timeout_ms);
     if (rc >= 0 && (rc = exchange_records(rec, reclen)) < 0)
         rc = name_missing(rc);
     free(rec);
