@@ -31,13 +31,12 @@ static int pidfd_open_(int pid)
 #endif
 }
 
-void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
-                 size_t len, int local)
+static void live_open(struct fccl_tp *tp, struct tp_peer *p,
+                      const void *blob, size_t len, int local)
 {
     int pid = 0;
     uint64_t ns = 0;
     p->pidfd = -1;
-    atomic_store(&p->live_tried, 1);
     if (!local || tp_blob_proc(blob, len, &pid, &ns) != FCCL_OK)
         return;
     if (ns != tp->pidns || ns == 0 || pid == tp->pid)
@@ -54,12 +53,21 @@ void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
                   "by the deadline", (int)pid, strerror(errno));
 }
 
+void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
+                 size_t len, int local)
+{
+    live_open(tp, p, blob, len, local);
+    /* last, with release: a checker that sees it (live_ensure, without
+     * the lock) also sees pidfd and live_gone */
+    atomic_store_explicit(&p->live_tried, 1, memory_order_release);
+}
+
 /* Rank r's pidfd, opened on the first check that needs it: a job of n
  * ranks on one host opens only those it waits for, not n - 1 each at
  * start.  Under the lock, like resolve.c's (which opens it too). */
 static void live_ensure(struct fccl_tp *tp, int r)
 {
-    if (atomic_load(&tp->peers[r].live_tried))
+    if (atomic_load_explicit(&tp->peers[r].live_tried, memory_order_acquire))
         return;
     pthread_mutex_lock(&tp->lock);
     tp_watch_locked(tp, r);
