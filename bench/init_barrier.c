@@ -5,12 +5,25 @@
  *
  *   fccl-run -n N build/bench/init_barrier [-v]
  *
- * With -v, after the timed barrier the ranks all_gather their timestamps
- * (not part of anything timed) and rank 0 prints, per phase, the slowest
- * and the median rank: process start -> main() (from /proc/self/stat,
- * 10 ms ticks), fccl_init wall and CPU time, the barrier, and the time
- * from the last rank's arrival at main() to the last rank's init done
- * (what bench/gloo_init_barrier.py reports for Gloo).
+ * With -v, every rank first prints its own figures as one line (so they
+ * exist even if a later step fails; bench/init_scale.sh summarizes them):
+ *
+ *   stats RANK N age premain_cpu init init_cpu fabric_cpu store_cpu
+ *         neighbours_cpu gather_cpu world_cpu barrier_cpu bar total_cpu
+ *         t_main t_init_done
+ *
+ * in seconds: process start -> main() (from /proc/self/stat, 10 ms
+ * ticks), the CPU spent before main() (exec, loading libfabric), the
+ * fccl_init wall and CPU time, the CPU of init's phases (the libfabric
+ * open thread's own, the store connect (which runs alongside it), the
+ * neighbours' records, the record gather, building the world, init's
+ * barrier; bootstrap/boot.h), the timed barrier's wall time, the
+ * process's CPU at the end of fccl_finalize, and the wall clock at main()
+ * and at init done.  Then the ranks all_gather their timestamps (not
+ * part of anything timed) and rank 0 prints, per phase, the slowest and
+ * the median rank and the time from the last rank's arrival at main() to
+ * the last rank's init done (what bench/gloo_init_barrier.py reports for
+ * Gloo).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "boot.h"
 #include "fccl/fccl.h"
 
 enum { F_AGE, F_MAIN, F_INIT_DONE, F_INIT, F_INIT_CPU, F_BAR, F_N };
@@ -101,6 +115,19 @@ static int report(fccl_group_t *w, const double *mine)
     return rc;
 }
 
+/* This rank's line (see the top of the file); flushed at once. */
+static void print_mine(int me, int n, const double *mine, double cpu0)
+{
+    const struct boot_init_stats *st = boot_last_init_stats();
+    printf("stats %d %d %.4f %.6f %.4f %.6f %.6f", me, n, mine[F_AGE], cpu0,
+           mine[F_INIT], mine[F_INIT_CPU], st->fabric_cpu_ms / 1e3);
+    for (int i = 0; i < BOOT_PH_N; i++)
+        printf(" %.6f", st->cpu_ms[i] / 1e3);
+    printf(" %.4f %.6f %.6f\n", mine[F_BAR], mine[F_MAIN],
+           mine[F_INIT_DONE]);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     double mine[F_N];
@@ -123,11 +150,17 @@ int main(int argc, char **argv)
     mine[F_INIT_CPU] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
     rc = fccl_barrier(world, NULL);
     mine[F_BAR] = clock_s(CLOCK_REALTIME) - mine[F_INIT_DONE];
+    int me = fccl_get_rank();
+    if (rc == FCCL_OK && verbose)
+        print_mine(me, fccl_group_size(world), mine, cpu0);
     if (rc == FCCL_OK && verbose)
         rc = report(world, mine);
     if (rc < 0)
-        fprintf(stderr, "init_barrier: rank %d: %s (%s)\n", fccl_get_rank(),
+        fprintf(stderr, "init_barrier: rank %d: %s (%s)\n", me,
                 fccl_strerror(rc), fccl_last_error());
     fccl_finalize();
+    if (verbose) /* the whole process's CPU, finalize included */
+        printf("total_cpu %d %.4f\n", me,
+               clock_s(CLOCK_PROCESS_CPUTIME_ID));
     return rc < 0 ? 1 : 0;
 }

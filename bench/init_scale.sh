@@ -8,7 +8,8 @@
 #                                        bench/init_barrier)
 # Environment: NS (default "64 128 256"), RUNS (default 5), TIMEOUT
 # (seconds per job, default 300).  Prints one line per job and a median
-# table in markdown.
+# table in markdown.  fccl against Open MPI and MPICH, and fccl's per-rank
+# init CPU by phase: bench/init_mpi.sh.
 set -u
 A=${1:?usage: init_scale.sh A_DIR B_DIR}
 B=${2:?usage: init_scale.sh A_DIR B_DIR}

@@ -13,6 +13,7 @@ struct boot_state {
     int initialized;
     int rank, size;
     int64_t timeout_ms;
+    uint64_t deadline;            /* of fccl_init's waits (monotonic ns) */
     char job[128];
     fccl_store_t *base;           /* connection we opened (NULL if given) */
     fccl_store_t *store;          /* view "fccl/<job>/" */
@@ -31,6 +32,20 @@ struct boot_state {
 };
 
 extern struct boot_state boot;
+
+/* What the last successful fccl_init of this process spent, per phase, in
+ * milliseconds: wall time and CPU time of the whole process (every
+ * thread), except fabric_cpu, the CPU of the thread that opened the
+ * libfabric endpoints (fi_getinfo, fi_enable: not N-dependent; it runs
+ * during the store connect, so store_cpu includes it).  For benchmarks
+ * (bench/init_barrier -v); not part of the API. */
+enum { BOOT_PH_STORE, BOOT_PH_NEIGHBOURS, BOOT_PH_GATHER, BOOT_PH_WORLD,
+       BOOT_PH_BARRIER, BOOT_PH_N };
+struct boot_init_stats {
+    double wall_ms[BOOT_PH_N], cpu_ms[BOOT_PH_N];
+    double fabric_cpu_ms;
+};
+const struct boot_init_stats *boot_last_init_stats(void);
 
 /* Allocate a group of `size` members with zeroed fields; arrays allocated. */
 struct fccl_group *boot_group_alloc(int size);

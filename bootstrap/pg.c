@@ -6,13 +6,18 @@
  * (host identity + endpoint names), one MULTI_GET of its two ring
  * neighbours' records (the server answers once both exist), and one
  * DELETE of its own record after the first barrier proves the neighbours
- * have read it.  Every other record travels over the fabric: a ring
- * all_gather between neighbours (n - 3 steps, each one record), so the
+ * have read it.  Every other record travels over the fabric, in log2(n)
+ * rounds of a window-doubling gather between ranks (ring_gather), so the
  * store serves O(n) bytes per job instead of O(n^2).  The transport
  * resolves a peer (fi_av_insert) only when it is first used, from the
  * record table kept here until finalize.  The libfabric start-up (the
  * slow part: ~0.2 s in fi_getinfo and fi_enable) runs in a thread in
  * parallel with connecting to the store.
+ *
+ * One deadline bounds init's waits for the others.  A rank that never
+ * arrives makes its ring neighbours' store fetch time out and the others'
+ * gather fail or time out; each then asks the store once which records
+ * exist and names the ranks that never published theirs (name_missing).
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -175,18 +180,48 @@ out:
     return rc < 0 ? fccl_err_wrap(rc, "init: store") : rc;
 }
 
+/* CPU time of the process or of this thread, for the init statistics. */
+static uint64_t cpu_ns(clockid_t which)
+{
+    struct timespec ts;
+    if (clock_gettime(which, &ts) < 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct boot_init_stats last_stats;
+
+const struct boot_init_stats *boot_last_init_stats(void)
+{
+    return &last_stats;
+}
+
+/* Phase boundaries t[0..BOOT_PH_N] (wall) and c[] (process CPU), in ns. */
+static void keep_stats(const uint64_t *t, const uint64_t *c,
+                       uint64_t fabric_cpu)
+{
+    for (int i = 0; i < BOOT_PH_N; i++) {
+        last_stats.wall_ms[i] = (double)(t[i + 1] - t[i]) / 1e6;
+        last_stats.cpu_ms[i] = (double)(c[i + 1] - c[i]) / 1e6;
+    }
+    last_stats.fabric_cpu_ms = (double)fabric_cpu / 1e6;
+}
+
 /* ---- transport start-up in a thread ---- */
 struct tp_start {
     struct tp_opts opts;
     struct fccl_tp *tp;
     int rc;
+    uint64_t cpu_ns; /* this thread's CPU time */
     char msg[512];
 };
 
 static void *tp_start_main(void *arg)
 {
     struct tp_start *t = arg;
+    uint64_t c0 = cpu_ns(CLOCK_THREAD_CPUTIME_ID);
     t->rc = tp_open(&t->opts, &t->tp);
+    t->cpu_ns = cpu_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
     if (t->rc < 0)
         snprintf(t->msg, sizeof(t->msg), "%s", fccl_last_error());
     return NULL;
@@ -326,32 +361,70 @@ static void addr_key(char *out, size_t len, int rank)
 static int left_of(int r) { return (r + boot.size - 1) % boot.size; }
 static int right_of(int r) { return (r + 1) % boot.size; }
 
-/* After a timed-out neighbour fetch, name who never arrived. */
-static int report_missing(int rc, const int *ranks, int n)
+/* Ranks (not me) whose record is not in the store, from one LIST_KEYS
+ * reply: up to 8 named in out, *count of them in all.  Fails (< 0) on a
+ * server without LIST_KEYS (PyTorch's). */
+static int list_missing(char *out, size_t len, int *count)
 {
-    char msg[128] = "";
-    size_t off = 0;
-    int missing = 0;
-    for (int i = 0; i < n; i++) {
-        char k[32];
-        addr_key(k, sizeof(k), ranks[i]);
-        const char *kp = k;
-        int present = 0;
-        if (fccl_store_check(boot.store, &kp, 1, &present) < 0)
-            break;
-        if (present)
-            continue;
-        off += (size_t)snprintf(msg + off, sizeof(msg) - off, "%s%d",
-                                missing++ ? ", " : "", ranks[i]);
-    }
-    if (missing == 0)
+    char **keys = NULL;
+    size_t nk = 0;
+    int rc = fccl_store_list_keys(boot.store, "addr/", &keys, &nk);
+    if (rc < 0)
         return rc;
-    return fccl_err(rc,
-                    "init: rank %d timed out after %" PRId64
-                    " ms waiting for its ring neighbour%s to arrive: rank%s "
-                    "%s (of %d)",
-                    boot.rank, boot.timeout_ms, missing > 1 ? "s" : "",
-                    missing > 1 ? "s" : "", msg, boot.size);
+    unsigned char *seen = calloc((size_t)boot.size, 1);
+    if (!seen) {
+        fccl_store_free_keys(keys, nk);
+        return FCCL_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < nk; i++) {
+        char *end;
+        long r = strtol(keys[i] + 5, &end, 10); /* after "addr/" */
+        if (strlen(keys[i]) > 5 && *end == '\0' && r >= 0 && r < boot.size)
+            seen[r] = 1;
+    }
+    fccl_store_free_keys(keys, nk);
+    size_t off = 0;
+    *count = 0;
+    out[0] = '\0';
+    for (int r = 0; r < boot.size; r++) {
+        if (seen[r] || r == boot.rank)
+            continue;
+        if (*count < 8 && off < len) {
+            int w = snprintf(out + off, len - off, "%s%d",
+                             *count ? ", " : "", r);
+            off += w > 0 ? (size_t)w : 0;
+        }
+        (*count)++;
+    }
+    free(seen);
+    return FCCL_OK;
+}
+
+/* Init failed while waiting for other ranks (their records from the store,
+ * or the gather over the fabric, where the failure in hand may name a live
+ * rank that gave up first): if some ranks never published a record, name
+ * them, so that every rank's error points at the ranks that never arrived
+ * and not only their ring neighbours'.  One store request, on failure
+ * only.  Returns rc. */
+static int name_missing(int rc)
+{
+    char cause[768], list[128];
+    int missing = 0;
+    snprintf(cause, sizeof(cause), "%s", fccl_last_error());
+    if (list_missing(list, sizeof(list), &missing) < 0 || missing == 0)
+        return fccl_err(rc, "%s", cause);
+    const char *s = missing > 1 ? "s" : "";
+    char more[32] = "";
+    if (missing > 8)
+        snprintf(more, sizeof(more), " and %d more", missing - 8);
+    if (rc == FCCL_ERR_TIMEOUT)
+        return fccl_err(rc, "init: rank %d timed out after %" PRId64 " ms: "
+                        "rank%s %s%s (of %d) never arrived (no record in "
+                        "the store); here: %s", boot.rank, boot.timeout_ms,
+                        s, list, more, boot.size, cause);
+    return fccl_err(rc, "init: rank %d failed: rank%s %s%s (of %d) never "
+                    "arrived (no record in the store); here: %s", boot.rank,
+                    s, list, more, boot.size, cause);
 }
 
 static int keep_record(int r, const void *p, size_t len)
@@ -385,14 +458,13 @@ static int exchange_records(void *rec, size_t reclen)
     const char *keys[2] = {kl, kr};
     void *vals[2] = {NULL, NULL};
     size_t lens[2] = {0, 0};
+    int left = fccl_ms_left(boot.deadline);
     rc = fccl_store_multi_get(boot.store, keys, n, vals, lens,
-                              boot.timeout_ms);
+                              left > 0 ? left : 1);
     for (size_t i = 0; i < n && rc >= 0; i++)
         rc = keep_record(nb[i], vals[i], lens[i]);
     free(vals[0]);
     free(vals[1]);
-    if (rc == FCCL_ERR_TIMEOUT)
-        rc = report_missing(rc, nb, (int)n);
     return rc;
 }
 
@@ -529,7 +601,7 @@ out:
 static int ring_gather(void)
 {
     int n = boot.size, a = 1, rc = FCCL_OK;
-    uint64_t deadline = fccl_deadline_ms(boot.timeout_ms);
+    uint64_t deadline = boot.deadline;
     for (int round = 0; 2 * a + 1 < n && rc >= 0; round++, a *= 2) {
         int missing = n - (2 * a + 1);
         int nl = (missing + 1) / 2 < a ? (missing + 1) / 2 : a;
@@ -662,6 +734,8 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     job_id(opts, boot.job, sizeof(boot.job));
 
     uint64_t t0 = fccl_now_ns(), t_store, t_tp, t_xchg = 0, t_ring, t_world;
+    uint64_t c0 = cpu_ns(CLOCK_PROCESS_CPUTIME_ID), c_tp, c_xchg, c_ring,
+             c_world;
     struct tp_start ts = {.opts = {.provider = opts->provider,
                                    .need_network = need_network()}};
     tp_env_defaults(); /* before the thread: setenv races with getenv */
@@ -674,6 +748,7 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     if (threaded)
         pthread_join(th, NULL);
     t_tp = fccl_now_ns();
+    c_tp = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
     boot.tp = ts.tp;
     if (ts.rc < 0) {
         rc = fccl_err(ts.rc, "init: rank %d: transport: %s", rank, ts.msg);
@@ -691,18 +766,27 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     topo_host_id(boot.hostid, sizeof(boot.hostid), rank, size);
     if (rc >= 0)
         rc = make_record(boot.tp, &rec, &reclen);
-    if (rc >= 0)
-        rc = exchange_records(rec, reclen);
+    /* One deadline for every wait for the others (the neighbours' records,
+     * then the gather), from the moment this rank is ready: a slow local
+     * start (loaded machine, sanitizers) does not eat into it, and every
+     * rank waiting for one that never comes gives up timeout_ms after it
+     * began to wait. */
+    boot.deadline = fccl_deadline_ms(boot.timeout_ms);
+    if (rc >= 0 && (rc = exchange_records(rec, reclen)) < 0)
+        rc = name_missing(rc);
     free(rec);
     t_xchg = fccl_now_ns();
+    c_xchg = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
     if (rc >= 0)
         rc = tp_set_peers(boot.tp, size, rank, 0, record_lookup, NULL);
-    if (rc >= 0)
-        rc = ring_gather();
+    if (rc >= 0 && (rc = ring_gather()) < 0)
+        rc = name_missing(rc);
     t_ring = fccl_now_ns();
+    c_ring = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
     if (rc >= 0)
         rc = build_world();
     t_world = fccl_now_ns();
+    c_world = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
     if (rc < 0)
         goto fail;
 
@@ -715,16 +799,23 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     addr_key(key, sizeof(key), rank);
     fccl_store_delete(boot.store, key, NULL);
     boot.initialized = 1;
-    uint64_t t_end = fccl_now_ns();
+    uint64_t t_end = fccl_now_ns(), c_end = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
+    keep_stats((uint64_t[]){t0, t_tp, t_xchg, t_ring, t_world, t_end},
+               (uint64_t[]){c0, c_tp, c_xchg, c_ring, c_world, c_end},
+               ts.cpu_ns);
     LOG_INFO("BOOT",
              "rank %d/%d up: %d node(s), local %d/%d, %s; ms: store %.1f, "
              "fabric %.1f (parallel), neighbours %.1f, ring %.1f, world %.1f, "
-             "barrier %.1f",
+             "barrier %.1f; cpu ms: store+fabric %.2f (fabric thread %.2f), "
+             "neighbours %.2f, ring %.2f, world %.2f, barrier %.2f",
              rank, size, boot.nnodes, boot.local_rank, boot.local_size,
              tp_provider_desc(boot.tp), (double)(t_store - t0) / 1e6,
              (double)(t_tp - t0) / 1e6, (double)(t_xchg - t_tp) / 1e6,
              (double)(t_ring - t_xchg) / 1e6, (double)(t_world - t_ring) / 1e6,
-             (double)(t_end - t_world) / 1e6);
+             (double)(t_end - t_world) / 1e6, (double)(c_tp - c0) / 1e6,
+             (double)ts.cpu_ns / 1e6,
+             (double)(c_xchg - c_tp) / 1e6, (double)(c_ring - c_xchg) / 1e6,
+             (double)(c_world - c_ring) / 1e6, (double)(c_end - c_world) / 1e6);
     if (world)
         *world = boot.world;
     return FCCL_OK;

@@ -289,3 +289,58 @@ Test(boot_scale, dead_unresolved_peer_named, .timeout = 120)
     cr_expect(secs < 60, "job took %.1f s", secs);
     free(out);
 }
+
+/* Rank 5 of 8 never starts.  Only ranks 4 and 6 wait for its record in
+ * the store; the others wait in the record gather for live ranks that
+ * gave up (or for ranks that wait for those).  Every rank's error must
+ * still name rank 5 as never arrived, within the timeout (4 s, one
+ * deadline for the whole init) plus slack. */
+Test(boot_scale, missing_rank_named_by_every_rank, .timeout = 120)
+{
+    const int n = 8, missing = 5;
+    int port;
+    pid_t srv = pu_start_server(&port, NULL);
+    cr_assert(srv > 0);
+    char cmd[4096], *out = NULL;
+    int off = snprintf(cmd, sizeof(cmd),
+                       "export FCCL_PROVIDER=shm FCCL_TIMEOUT=4 "
+                       "MASTER_ADDR=127.0.0.1 MASTER_PORT=%d WORLD_SIZE=%d "
+                       "FCCL_JOB_ID=missing8; ",
+                       port, n);
+    for (int r = 0; r < n; r++)
+        if (r != missing)
+            off += snprintf(cmd + off, sizeof(cmd) - (size_t)off,
+                            "(RANK=%d %s/boot_check env 2>&1; echo \"rc $?\") "
+                            "| sed \"s/^/[%d] /\" & ",
+                            r, PU_TESTBIN, r);
+    snprintf(cmd + off, sizeof(cmd) - (size_t)off, "wait");
+    double t0 = pu_now();
+    pu_run(cmd, 90, &out);
+    double secs = pu_now() - t0;
+    for (int r = 0; r < n; r++) {
+        if (r == missing)
+            continue;
+        char tag[16], want[64];
+        snprintf(tag, sizeof(tag), "[%d] ", r);
+        snprintf(want, sizeof(want), "[%d] rc 1", r);
+        cr_expect(strstr(out, want) != NULL, "rank %d must fail:\n%s", r,
+                  out);
+        /* its error line names the missing rank as never arrived */
+        const char *at = out;
+        int named = 0;
+        while ((at = strstr(at, tag)) != NULL) {
+            const char *eol = strchr(at, '\n');
+            size_t len = eol ? (size_t)(eol - at) : strlen(at);
+            char line[2048];
+            snprintf(line, sizeof(line), "%.*s", (int)len, at);
+            if (strstr(line, "rank 5 (of 8) never arrived"))
+                named = 1;
+            at += len;
+        }
+        cr_expect(named, "rank %d does not name rank %d:\n%s", r, missing,
+                  out);
+    }
+    cr_expect(secs < 30, "took %.1f s with a 4 s timeout:\n%s", secs, out);
+    free(out);
+    pu_stop(srv);
+}

@@ -42,6 +42,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -226,11 +227,31 @@ static uint32_t get32(const unsigned char *b)
            (uint32_t)b[3] << 24;
 }
 
+/* Rank r's heartbeat address: filled in at start for my ring neighbours
+ * (peers.c), else parsed now from its record into *tmp (a death being
+ * announced to everyone, or news from a rank I do not watch: rare, so
+ * nobody pays O(n) at start).  NULL if it has none. */
+static const struct tp_peer *hb_peer(const struct fccl_tp *tp, int r,
+                                     struct tp_peer *tmp)
+{
+    const void *blob = NULL;
+    size_t len = 0;
+    int local = 0;
+    if (tp->peers[r].has_hb)
+        return &tp->peers[r];
+    memset(tmp, 0, sizeof(*tmp));
+    if (!tp->lookup || tp->lookup(tp->lookup_arg, r, &blob, &len, &local) < 0)
+        return NULL;
+    tp_hb_add((struct fccl_tp *)tp, tmp, blob, len, local);
+    return tmp->has_hb ? tmp : NULL;
+}
+
 static void send_to(const struct fccl_tp *tp, int r, int type, int subject,
                     uint32_t silent_ms)
 {
-    const struct tp_peer *p = &tp->peers[r];
-    if (!p->has_hb)
+    struct tp_peer tmp;
+    const struct tp_peer *p = hb_peer(tp, r, &tmp);
+    if (!p)
         return;
     unsigned char m[HB_MSG];
     put32(m, HB_MAGIC);
@@ -320,8 +341,12 @@ static void receive(struct fccl_tp *tp, uint64_t now)
         int type = (int)get32(m + 4), from = (int)get32(m + 8);
         int pid = (int)get32(m + 12), subject = (int)get32(m + 16);
         uint32_t ms = get32(m + 20);
-        if (from < 0 || from >= tp->nranks || from == tp->my_rank ||
-            pid != tp->peers[from].hb_pid)
+        struct tp_peer tmp;
+        const struct tp_peer *fp = from < 0 || from >= tp->nranks ||
+                                           from == tp->my_rank
+                                       ? NULL
+                                       : hb_peer(tp, from, &tmp);
+        if (!fp || pid != fp->hb_pid)
             continue; /* not from this job */
         struct tp_peer *p = &tp->peers[from];
         if (type == HB_BEAT)
@@ -339,10 +364,19 @@ static void receive(struct fccl_tp *tp, uint64_t now)
     }
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
 /* Remove libfabric shm files (/dev/shm/<pid>:...) of local peers whose
- * process has exited without closing its endpoint. */
+ * process has exited without closing its endpoint.  One pass over the
+ * directory for all of them: at finalize many peers exit at once, and a
+ * scan per peer made it O(n^2) per rank (n files in /dev/shm). */
 static void clean_exited(struct fccl_tp *tp)
 {
+    int *gone = NULL, ngone = 0, cap = 0;
     for (int r = 0; r < tp->nranks; r++) {
         struct tp_peer *p = &tp->peers[r];
         if (p->pidfd < 0 || p->shm_cleaned)
@@ -350,20 +384,34 @@ static void clean_exited(struct fccl_tp *tp)
         struct pollfd pf = {.fd = p->pidfd, .events = POLLIN};
         if (poll(&pf, 1, 0) <= 0)
             continue;
+        if (ngone == cap) {
+            int *g = realloc(gone, sizeof(int) * (size_t)(cap = cap * 2 + 8));
+            if (!g)
+                break;
+            gone = g;
+        }
         p->shm_cleaned = 1;
-        char pre[24];
-        int pl = snprintf(pre, sizeof(pre), "%d:", p->live_pid);
-        DIR *d = opendir("/dev/shm");
-        if (!d)
-            continue;
+        gone[ngone++] = p->live_pid;
+    }
+    DIR *d = ngone ? opendir("/dev/shm") : NULL;
+    if (d) {
+        qsort(gone, (size_t)ngone, sizeof(int), cmp_int);
         struct dirent *de;
-        while ((de = readdir(d)))
-            if (strncmp(de->d_name, pre, (size_t)pl) == 0 &&
-                unlinkat(dirfd(d), de->d_name, 0) == 0)
-                LOG_DEBUG("FABRIC", "removed /dev/shm/%s of exited rank %d",
-                          de->d_name, r);
+        while ((de = readdir(d))) {
+            char *end;
+            long pid = strtol(de->d_name, &end, 10);
+            int key = (int)pid;
+            if (end == de->d_name || *end != ':' || pid <= 0 ||
+                pid > INT_MAX ||
+                !bsearch(&key, gone, (size_t)ngone, sizeof(int), cmp_int))
+                continue;
+            if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+                LOG_DEBUG("FABRIC", "removed /dev/shm/%s of exited pid %d",
+                          de->d_name, key);
+        }
         closedir(d);
     }
+    free(gone);
 }
 
 static void beat(struct fccl_tp *tp, uint64_t now)

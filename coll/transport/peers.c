@@ -153,16 +153,19 @@ int tp_set_peers(struct fccl_tp *tp, int nranks, int my_rank, int local_ranks,
     return rc;
 }
 
-/* The heartbeat address of every rank whose record is known (hb.c needs
- * its ring neighbours', and everyone's to spread the news of a death):
- * parsing only, nothing is resolved. */
+/* The heartbeat addresses of my two ring neighbours, the ranks hb.c
+ * watches (parsing only, nothing is resolved).  Everyone else's is looked
+ * up only if a death has to be announced to all (hb.c), so this stays
+ * O(1) per rank whatever the world size. */
 static void hb_fill_locked(struct fccl_tp *tp)
 {
-    for (int r = 0; r < tp->nranks; r++) {
+    int n = tp->nranks, me = tp->my_rank;
+    int nb[2] = {(me + n - 1) % n, (me + 1) % n};
+    for (int i = 0; i < 2; i++) {
         const void *blob = NULL;
         size_t len = 0;
-        int local = 0;
-        if (r == tp->my_rank || tp->peers[r].has_hb ||
+        int local = 0, r = nb[i];
+        if (r == me || tp->peers[r].has_hb ||
             tp->lookup(tp->lookup_arg, r, &blob, &len, &local) < 0)
             continue;
         tp_hb_add(tp, &tp->peers[r], blob, len, local);
@@ -180,12 +183,11 @@ void tp_set_machine(struct fccl_tp *tp, int ranks)
 
 void tp_set_local(struct fccl_tp *tp, const int *ranks, int n)
 {
+    (void)ranks; /* their pidfds are opened on first need (live.c) */
     if (!tp || !tp->peers)
         return;
     pthread_mutex_lock(&tp->lock);
     set_spin(tp, n);
-    for (int i = 0; ranks && i < n; i++)
-        tp_watch_locked(tp, ranks[i]);
     hb_fill_locked(tp);
     tp_hb_start(tp);
     pthread_mutex_unlock(&tp->lock);

@@ -102,7 +102,7 @@ static int insert(struct fccl_tp *tp, int r)
     struct tp_peer *p = &tp->peers[r];
     p->ep = epi;
     p->addr = fa;
-    if (!p->live_pid && p->pidfd < 0)
+    if (!atomic_load(&p->live_tried))
         tp_live_add(tp, p, blob, len, local);
     LOG_DEBUG("FABRIC", "rank %d resolved on %s", r, e->prov);
     return FCCL_OK;
@@ -139,7 +139,7 @@ void tp_watch_locked(struct fccl_tp *tp, int r)
     size_t len = 0;
     int local = 0;
     struct tp_peer *p = &tp->peers[r];
-    if (r == tp->my_rank || p->live_pid || p->pidfd >= 0)
+    if (r == tp->my_rank || atomic_load(&p->live_tried))
         return;
     if (tp->lookup(tp->lookup_arg, r, &blob, &len, &local) < 0)
         return; /* no record: the deadline still bounds the wait */

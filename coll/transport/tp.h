@@ -171,9 +171,11 @@ int tp_set_peers(struct fccl_tp *tp, int nranks, int my_rank, int local_ranks,
                  tp_lookup_fn lookup, void *lookup_arg);
 
 /* The ranks on this host, once the topology is known: sets how waiters
- * spin (n ranks here) and opens each one's liveness handle (a pidfd, see
- * tp_dead_peer) without resolving it, so that a local rank that dies is
- * reported by name even by ranks that never talked to it.  O(n). */
+ * spin (n ranks here) and starts the heartbeats (my ring neighbours).
+ * Local ranks' liveness handles (pidfds, see tp_dead_peer) are opened on
+ * the first liveness check that asks about them, so a local rank that
+ * dies is still reported by name by ranks that never talked to it.  O(1)
+ * work per call; `ranks` may be NULL. */
 void tp_set_local(struct fccl_tp *tp, const int *ranks, int n);
 
 /* How many ranks of the job share this machine's CPUs (hosts simulated by

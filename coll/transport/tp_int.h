@@ -160,6 +160,11 @@ struct tp_peer {
     int cma;                     /* TP_CMA_*: do we send to it by CMA */
     int pid;                     /* its pid, once it may read us */
     int pidfd, live_pid;         /* local peer's process (or -1, 0) */
+    /* live.c: the pidfd is opened on the first liveness check that needs
+     * it (or when the peer is resolved), once: live_tried; live_gone: the
+     * process was already gone then (pidfd_open said ESRCH). */
+    _Atomic int live_tried;
+    int live_gone;
     /* live.c heartbeats: where its heartbeat socket listens (has_hb),
      * its pid as the blob says (datagrams must carry it), when we last
      * heard from it (ns; written by the heartbeat thread only), and

@@ -4,12 +4,13 @@
  * Waiting.  Tight polling while completions flow (the 8-byte latency
  * path), sched_yield() after TP_SPIN_NS without a completion, and sleeps
  * growing to TP_SLEEP_MAX_NS after TP_YIELD_NS, so oversubscribed ranks
- * (8 on 2 cores) leave the CPU to the ones that have work.  With more
- * ranks on this host than CPUs we may run on, a waiter yields after every
- * empty poll instead (peers.c sets tp->spin_ns): the rank it waits for may
- * be the one it keeps off the CPU (4 ranks on 2 cores: 8-byte all_reduce
- * 112 -> 15 us; with spare cores spinning is 2.5x faster, 0.6 against
- * 1.6 us).  FCCL_SPIN_US overrides the spin time.
+ * (8 on 2 cores) leave the CPU to the ones that have work; a wait idle
+ * for longer than 32 ms sleeps 1/64 of its idle time (at most 20 ms).
+ * With more ranks on this host than CPUs we may run on, a waiter yields
+ * after every empty poll instead (peers.c sets tp->spin_ns): the rank it
+ * waits for may be the one it keeps off the CPU (4 ranks on 2 cores:
+ * 8-byte all_reduce 112 -> 15 us; with spare cores spinning is 2.5x
+ * faster, 0.6 against 1.6 us).  FCCL_SPIN_US overrides the spin time.
  */
 #include <errno.h>
 #include <limits.h>
@@ -27,6 +28,8 @@
 #define TP_YIELD_NS 1000000ull  /* then sched_yield() until this */
 #define TP_SLEEP_MIN_NS 20000L  /* then sleep, doubling up to the max */
 #define TP_SLEEP_MAX_NS 500000L
+#define TP_SLEEP_IDLE_DIV 64     /* long waits: sleep idle/64 ... */
+#define TP_SLEEP_LONG_NS 20000000L /* ... up to 20 ms */
 #define TP_DRAIN_MS 200         /* bound on draining cancelled ops */
 #define TP_LIVE_NS 200000000ull /* idle this long: are the peers alive? */
 #define TP_CLOCK_POLLS 16       /* polls per clock reading while spinning */
@@ -278,6 +281,15 @@ static void backoff(const struct fccl_tp *tp, uint64_t idle_ns)
         ns *= 2;
     if (ns > TP_SLEEP_MAX_NS)
         ns = TP_SLEEP_MAX_NS;
+    /* A long wait (a peer not started yet, or busy outside fccl) sleeps
+     * 1/TP_SLEEP_IDLE_DIV of its idle time, up to TP_SLEEP_LONG_NS: the
+     * wake-up comes at most that fraction late, and 256 ranks waiting
+     * seconds on 2 cores no longer wake 2000 times a second each (their
+     * init CPU grew with the wait, i.e. with N). */
+    if ((uint64_t)ns < idle_ns / TP_SLEEP_IDLE_DIV)
+        ns = idle_ns / TP_SLEEP_IDLE_DIV < TP_SLEEP_LONG_NS
+                 ? (long)(idle_ns / TP_SLEEP_IDLE_DIV)
+                 : TP_SLEEP_LONG_NS;
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
 }
