@@ -11,6 +11,12 @@
 # Both report per size the median over ITERS (200) of { barrier; op }, slowest
 # rank.  Prints per cell each system's median over the rounds and its
 # min..max, and the median of the per-round ratios to Open MPI.
+# Then PINGS (5) interleaved pairs of 8-byte ping-pongs on the shm provider:
+# fi_pingpong -p shm -e rdm -S 8 -I 10000 (libfabric alone; its usec/xfer)
+# and tests/tp_pingpong -p shm -S 8 -I 10000 (the same through fccl's
+# transport: tp_isend/tp_irecv/tp_waitall, half round trip), and the
+# difference of the medians: our transport's per-message software cost.
+# TP_PINGPONG names the tp_pingpong binary (build/tests/tp_pingpong).
 # PREFIX goes before every launch (e.g. "chrt -f 10"); wrap the whole script
 # in `flock /tmp/fccl-bench.lock` on a shared machine.
 set -u
@@ -23,6 +29,8 @@ OP=${OP:-all_reduce}
 ITERS=${ITERS:-200}
 WARMUP=${WARMUP:-20}
 PREFIX=${PREFIX:-}
+PINGS=${PINGS:-5}
+TP_PINGPONG=${TP_PINGPONG:-build/tests/tp_pingpong}
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
 ROOTFLAG=""
@@ -59,6 +67,28 @@ for r in $(seq "$ROUNDS"); do
     echo "round $r done" >&2
 done
 
+fi_pp() { # -> usec/xfer of 8-byte messages
+    local port
+    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    timeout 60 $PREFIX fi_pingpong -B "$port" -p shm -e rdm -S 8 -I 10000 \
+        >/dev/null 2>&1 &
+    local spid=$!
+    sleep 0.3
+    timeout 60 $PREFIX fi_pingpong -P "$port" -p shm -e rdm -S 8 -I 10000 \
+        localhost 2>/dev/null | awk '$1 == 8 {print $7}'
+    wait "$spid"
+}
+
+tp_pp() { # -> half round trip of 8-byte messages, us
+    timeout 60 $PREFIX "$TP_PINGPONG" -p shm -S 8 -I 10000 -B 8 -r 1 |
+        sed -n 's/.*8 B half-RTT \([0-9.]*\) us.*/\1/p'
+}
+
+for r in $(seq "$PINGS"); do
+    echo "$(fi_pp)" >>"$OUT/pp-fi"
+    echo "$(tp_pp)" >>"$OUT/pp-tp"
+done
+
 /usr/bin/python3 - "$OUT" "$NPS" "$SIZES" "$@" <<'PYEOF'
 import statistics, sys
 out, nps, sizes, bins = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4:]
@@ -83,5 +113,11 @@ for n in nps:
             rat = [a / b for a, b in zip(f, o) if b > 0]
             row.append(cell(rat))
         print("| %s | %s | " % (n, s) + " | ".join(row) + " |")
+fi, tp = vals("pp-fi"), vals("pp-tp")
+if fi and tp:
+    print("\n8-byte ping-pong on shm, one way, us, median (min..max) of %d runs: "
+          "fi_pingpong %s, fccl transport (tp_pingpong) %s; difference of the "
+          "medians %.2f us" % (len(fi), cell(fi), cell(tp),
+                               statistics.median(tp) - statistics.median(fi)))
 PYEOF
 echo "raw values: $OUT" >&2
