@@ -41,10 +41,10 @@ mpicc.openmpi -O2 -o "$MPI_BIN" "$HERE/mpi_coll.c" || exit 1
 bytes() { numfmt --from=iec "$1"; }
 
 # one size per launch keeps the sizes independent of each other's order
-fccl_one() { # bin n size -> us
+fccl_one() { # bin n size -> us (the run's output is kept in $OUT/log)
     timeout -k 5 120 $PREFIX "$1/fccl-run" -n "$2" --provider shm --no-prefix \
         "$1/fccl-bench" -o "$OP" -d float32 -r sum -b "$3" -e "$3" \
-        -n "$ITERS" -w "$WARMUP" --csv 2>/dev/null |
+        -n "$ITERS" -w "$WARMUP" --csv 2>&1 | tee -a "$OUT/log" |
         awk -F, '/^[a-z_]+,[0-9]/ {print $8; exit}'
 }
 
@@ -59,10 +59,16 @@ for r in $(seq "$ROUNDS"); do
     for n in $NPS; do for s in $SIZES; do
         i=0
         for bin in "$@"; do
-            echo "$(fccl_one "$bin" "$n" "$s")" >>"$OUT/fccl$i-$n-$s"
+            v=$(fccl_one "$bin" "$n" "$s")
+            echo "$v" >>"$OUT/fccl$i-$n-$s"
+            [ -n "$v" ] || echo "fccl $bin, $n ranks, $s, round $r: no result" |
+                tee -a "$OUT/failed" >&2
             i=$((i + 1))
         done
-        echo "$(ompi_one "$n" "$s")" >>"$OUT/ompi-$n-$s"
+        v=$(ompi_one "$n" "$s")
+        echo "$v" >>"$OUT/ompi-$n-$s"
+        [ -n "$v" ] || echo "ompi, $n ranks, $s, round $r: no result" |
+            tee -a "$OUT/failed" >&2
     done; done
     echo "round $r done" >&2
 done
@@ -120,4 +126,5 @@ if fi and tp:
           "medians %.2f us" % (len(fi), cell(fi), cell(tp),
                                statistics.median(tp) - statistics.median(fi)))
 PYEOF
+[ -s "$OUT/failed" ] && { echo; echo "Runs without a result:"; sed 's/^/- /' "$OUT/failed"; }
 echo "raw values: $OUT" >&2

@@ -3,22 +3,24 @@
  * one host (a reduce is the same with only the root copying out).
  *
  * Algorithm, per chunk of up to half a slot per rank: every rank copies
- * into its slot the portions of its chunk that the others reduce; barrier;
- * rank p reduces portion p across its own input (read in place) and the
- * others' slots (its own first, then the others in rank order) into
- * portion p of its own slot, which no one else writes, and copies that to
- * its output; barrier; every rank copies the other portions out.  Every
- * element is combined by one rank in one fixed order and copied by the
- * others, so all ranks get the same bits, run after run.  The chunks
- * alternate between the slots' halves like the one-barrier calls below, so
- * no third barrier is needed before the slots can be written again.
+ * its chunk into its slot; barrier; rank p reduces portion p of the chunk
+ * across all slots (its own first, then the others in rank order) into
+ * portion p of its own slot, which only it writes; barrier; every rank
+ * copies all portions out.  Every element is combined by one rank in one
+ * fixed order and copied by the others, so all ranks get the same bits,
+ * run after run.  The chunks alternate between the slots' halves like the
+ * one-barrier calls below: the next chunk or call writes the other half,
+ * and the one after writes this half only once every member has passed
+ * the next one's first barrier, i.e. finished reading this one, so no
+ * third barrier is needed before the slots are written again.
  *
- * Cost per rank for N bytes: (n-1)/n N copied in, a reduction that reads N
- * and writes N/n, N copied out, 2 barriers per chunk; no kernel copy.
- * Before (whole vector copied in, three barriers a chunk) 1 MiB took 5.5 N
- * of memory traffic a rank instead of 4 N at 2 ranks.  Against the ring's
- * 2 (n-1)/n N of process_vm_readv (about half memcpy's speed here), it
- * wins with three or more ranks; bench/RESULTS.md has the figures.
+ * Cost per rank for N bytes: two memcpys of N and a reduction that reads N
+ * and writes N/n, plus 2 barriers per chunk; no kernel copy.  Against the
+ * ring's 2 (n-1)/n N of process_vm_readv (about half memcpy's speed here),
+ * it wins with three or more ranks; bench/RESULTS.md has the figures.
+ * (Copying in only the portions the others reduce and reducing from src
+ * in place moves less, but was slower here: 2 ranks, 64 KiB 18 against
+ * 14 us, and 1 MiB slower whenever the host was in its slow phase.)
  *
  * Tiny vectors (up to COLL_SHM_TINY, 448 bytes) travel in the lines that
  * signal them (seg.c), one barrier's worth of waiting and no slot.
@@ -49,26 +51,6 @@ static void portion(size_t cnt, int n, int p, size_t *first, size_t *k)
     *k = base + ((size_t)p < extra);
 }
 
-/* Reduce portion `me` of a chunk (its first element at byte offset off):
- * my own elements first, then the other members' copies in rank order, into
- * my slot, where the others read the result. */
-static void reduce_portion(const struct coll_run *run, struct coll_seg *s,
-                           size_t half, const unsigned char *src, size_t off,
-                           size_t k)
-{
-    const struct coll_args *a = run->a;
-    int n = coll_seg_size(s), me = coll_seg_rank(s);
-    unsigned char *mine = coll_seg_slot(s, me) + half + off;
-    const unsigned char *acc = src + off;
-    for (int q = 0; q < n; q++) {
-        if (q == me)
-            continue;
-        coll_reduce(mine, acc, coll_seg_slot(s, q) + half + off, k, a->dtype,
-                    a->op);
-        acc = mine;
-    }
-}
-
 /* root < 0: every rank gets the result (all-reduce); else only root.  The
  * chunk goes into one half of the slots (coll_seg_small), so two barriers
  * do: the next chunk or call writes the other half, and the one after
@@ -77,34 +59,26 @@ static void reduce_portion(const struct coll_run *run, struct coll_seg *s,
 static int chunk(struct coll_run *run, struct coll_seg *s, int root,
                  const unsigned char *src, unsigned char *dst, size_t cnt)
 {
-    size_t es = fccl_dtype_size(run->a->dtype), first, k;
+    const struct coll_args *a = run->a;
+    size_t es = fccl_dtype_size(a->dtype), half = coll_seg_small(s);
     int n = coll_seg_size(s), me = coll_seg_rank(s);
-    size_t half = coll_seg_small(s);
-    unsigned char *slot = coll_seg_slot(s, me) + half;
-    /* the portions the others reduce; mine is read from src in place */
-    for (int q = 0; q < n; q++) {
-        portion(cnt, n, q, &first, &k);
-        if (q != me && k)
-            memcpy(slot + first * es, src + first * es, k * es);
-    }
+    memcpy(coll_seg_slot(s, me) + half, src, cnt * es);
     int rc = coll_seg_barrier(run, s);
     if (rc < 0)
         return rc;
+    size_t first, k;
     portion(cnt, n, me, &first, &k);
-    if (k)
-        reduce_portion(run, s, half, src, first * es, k);
-    int out = root < 0 || root == me;
-    /* my own result now (src is read: dst may be src), the others' after
-     * they have written theirs */
-    if (out && k)
-        memcpy(dst + first * es, slot + first * es, k * es);
-    if ((rc = coll_seg_barrier(run, s)) < 0 || !out)
+    unsigned char *mine = coll_seg_slot(s, me) + half + first * es;
+    for (int q = 0; q < n && k; q++)
+        if (q != me)
+            coll_reduce(mine, mine, coll_seg_slot(s, q) + half + first * es,
+                        k, a->dtype, a->op);
+    if ((rc = coll_seg_barrier(run, s)) < 0)
         return rc;
-    for (int q = 0; q < n; q++) {
+    for (int q = 0; q < n && (root < 0 || root == me); q++) {
         portion(cnt, n, q, &first, &k);
-        if (q != me && k)
-            memcpy(dst + first * es, coll_seg_slot(s, q) + half + first * es,
-                   k * es);
+        memcpy(dst + first * es, coll_seg_slot(s, q) + half + first * es,
+               k * es);
     }
     return FCCL_OK;
 }

@@ -315,8 +315,12 @@ static int seg_wait(struct coll_run *run, const struct coll_seg *s,
     for (unsigned polls = 1;; polls++) {
         if (ready(s, target))
             return FCCL_OK;
-        if (polls % 16)
+        if (polls % 16) {
+            /* with more ranks here than CPUs this yields at once (the
+             * member we wait for may need our CPU); else it returns */
+            tp_idle(g->tp, 0);
             continue;
+        }
         uint64_t now = fccl_now_ns();
         if (atomic_load(&g->aborted))
             return fccl_err(FCCL_ERR_ABORTED, "%s: group aborted in a "
