@@ -19,12 +19,23 @@
  * in /dev/shm even if a rank dies later, and every member takes the same
  * decision; if any failed, the group never tries again.
  *
- * Layout: one 64-byte line per rank holding its barrier count, then one
+ * Layout: one 64-byte line per rank holding its barrier count, then per
+ * rank two sets of COLL_SHM_TINY_LINES "tiny" lines (below), then one
  * slot per rank (8 MiB in all, at most 2 MiB a slot), allocated at
  * creation.  The barrier: a rank publishes its count (release) and
  * waits until every count has reached it (acquire), backing off like the
  * transport's waits and checking the deadline, the group's abort flag and
  * whether a member's process has exited.
+ *
+ * Tiny calls (up to COLL_SHM_TINY bytes a rank) carry their data in the
+ * lines that signal it: each 64-byte line holds 56 bytes of payload and
+ * the call's number, stored (release) after the payload.  A reader that
+ * sees the number (acquire) has the payload in the same line, so a peer's
+ * contribution costs one cache-line transfer instead of two (the barrier
+ * line, then the slot), which is most of an 8-byte all_reduce here.  The
+ * sets alternate from tiny call to tiny call, and every member waits for
+ * all lines of a call, so a set is written again only after everyone has
+ * read it (as the slot halves of coll_seg_small).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,11 +58,18 @@
 #define SEG_STEP_GO 2
 #define SEG_CHECK_NS 200000000ull /* liveness check while waiting */
 
+#define TINY_PAYLOAD (SEG_LINE - sizeof(uint64_t))
+#define TINY_SET_BYTES (COLL_SHM_TINY_LINES * SEG_LINE)
+_Static_assert(COLL_SHM_TINY == COLL_SHM_TINY_LINES * TINY_PAYLOAD,
+               "COLL_SHM_TINY is the payload of a set");
+
 struct coll_seg {
     unsigned char *base;
     size_t len, slot;
     int n, me;
     uint64_t count; /* barriers I have entered */
+    uint64_t tiny;  /* tiny calls so far (coll_seg_tiny_put) */
+    size_t tiny_lines; /* lines of the current tiny call */
     uint64_t small; /* one-barrier calls so far (coll_seg_small) */
     int last_small; /* was the last call one of them */
 };
@@ -66,10 +84,16 @@ static size_t slot_bytes(int n)
     return s & ~(size_t)4095;
 }
 
+/* Barrier lines and tiny sets, rounded to whole pages. */
+static size_t head_len(int n)
+{
+    size_t b = (size_t)n * (SEG_LINE + 2 * TINY_SET_BYTES);
+    return (b + 4095) & ~(size_t)4095;
+}
+
 static size_t seg_len(int n, size_t slot)
 {
-    size_t head = ((size_t)n * SEG_LINE + 4095) & ~(size_t)4095;
-    return head + (size_t)n * slot;
+    return head_len(n) + (size_t)n * slot;
 }
 
 static struct coll_seg *seg_map(const char *name, int n, int me, int create)
@@ -126,13 +150,26 @@ int coll_seg_large(struct coll_run *run, struct coll_seg *s)
 
 unsigned char *coll_seg_slot(const struct coll_seg *s, int q)
 {
-    size_t head = ((size_t)s->n * SEG_LINE + 4095) & ~(size_t)4095;
-    return s->base + head + (size_t)q * s->slot;
+    return s->base + head_len(s->n) + (size_t)q * s->slot;
 }
 
 static _Atomic uint64_t *arrive(const struct coll_seg *s, int q)
 {
     return (_Atomic uint64_t *)(void *)(s->base + (size_t)q * SEG_LINE);
+}
+
+/* Line i of member q's tiny set for call number t. */
+static unsigned char *tiny_line(const struct coll_seg *s, int q, uint64_t t,
+                                size_t i)
+{
+    size_t set = (size_t)q * 2 + (size_t)(t & 1);
+    return s->base + (size_t)s->n * SEG_LINE + set * TINY_SET_BYTES +
+           i * SEG_LINE;
+}
+
+static _Atomic uint64_t *tiny_seq(unsigned char *line)
+{
+    return (_Atomic uint64_t *)(void *)(line + TINY_PAYLOAD);
 }
 
 /* ---- setup ---- */
@@ -256,36 +293,90 @@ static int all_arrived(const struct coll_seg *s, uint64_t target)
     return 1;
 }
 
-int coll_seg_barrier(struct coll_run *run, struct coll_seg *s)
+/* Every line of every member's set of tiny call t is stamped. */
+static int tiny_ready(const struct coll_seg *s, uint64_t t)
 {
-    uint64_t target = ++s->count;
-    atomic_store_explicit(arrive(s, s->me), target, memory_order_release);
-    if (all_arrived(s, target))
+    for (int q = 0; q < s->n; q++)
+        for (size_t i = 0; i < s->tiny_lines; i++)
+            if (atomic_load_explicit(tiny_seq(tiny_line(s, q, t, i)),
+                                     memory_order_acquire) < t)
+                return 0;
+    return 1;
+}
+
+/* Poll ready(s, target) until it holds: backs off like the transport's
+ * waits and fails on the call's deadline, an abort or a member that has
+ * exited.  `what` names the wait in the error. */
+static int seg_wait(struct coll_run *run, const struct coll_seg *s,
+                    int (*ready)(const struct coll_seg *, uint64_t),
+                    uint64_t target, const char *what)
+{
+    if (ready(s, target))
         return FCCL_OK;
     struct fccl_group *g = run->g;
     uint64_t t0 = fccl_now_ns(), checked = t0;
     for (unsigned polls = 1;; polls++) {
-        if (all_arrived(s, target))
+        if (ready(s, target))
             return FCCL_OK;
-        if (polls % 16)
+        if (polls % 16) {
+            /* with more ranks here than CPUs this yields at once (the
+             * member we wait for may need our CPU); else it returns */
+            tp_idle(g->tp, 0);
             continue;
+        }
         uint64_t now = fccl_now_ns();
         if (atomic_load(&g->aborted))
             return fccl_err(FCCL_ERR_ABORTED, "%s: group aborted in a "
-                            "shared-memory barrier", g->name);
+                            "shared-memory %s", g->name, what);
         if (now >= run->deadline)
             return fccl_err(FCCL_ERR_TIMEOUT, "%s: timed out after %llu ms "
-                            "in a shared-memory barrier", g->name,
-                            (unsigned long long)((now - t0) / 1000000));
+                            "in a shared-memory %s", g->name,
+                            (unsigned long long)((now - t0) / 1000000), what);
         if (now - checked >= SEG_CHECK_NS) {
             checked = now;
             int dead = tp_dead_peer(g->tp, g->world, (size_t)g->size);
             if (dead >= 0)
                 return fccl_err(FCCL_ERR_PEER, "%s: world rank %d: %s "
-                                "(shared-memory barrier)", g->name, dead,
-                                tp_dead_why(g->tp, dead));
+                                "(shared-memory %s)", g->name, dead,
+                                tp_dead_why(g->tp, dead), what);
         }
         tp_idle(g->tp, now - t0);
+    }
+}
+
+int coll_seg_barrier(struct coll_run *run, struct coll_seg *s)
+{
+    uint64_t target = ++s->count;
+    atomic_store_explicit(arrive(s, s->me), target, memory_order_release);
+    return seg_wait(run, s, all_arrived, target, "barrier");
+}
+
+void coll_seg_tiny_put(struct coll_seg *s, const void *src, size_t bytes)
+{
+    uint64_t t = ++s->tiny;
+    const unsigned char *in = src;
+    s->tiny_lines = bytes ? (bytes + TINY_PAYLOAD - 1) / TINY_PAYLOAD : 1;
+    for (size_t i = 0; i < s->tiny_lines; i++) {
+        unsigned char *line = tiny_line(s, s->me, t, i);
+        size_t k = bytes - i * TINY_PAYLOAD;
+        memcpy(line, in + i * TINY_PAYLOAD, k < TINY_PAYLOAD ? k : TINY_PAYLOAD);
+        atomic_store_explicit(tiny_seq(line), t, memory_order_release);
+    }
+}
+
+int coll_seg_tiny_wait(struct coll_run *run, struct coll_seg *s)
+{
+    return seg_wait(run, s, tiny_ready, s->tiny, "exchange");
+}
+
+void coll_seg_tiny_get(const struct coll_seg *s, int q, void *dst,
+                       size_t bytes)
+{
+    unsigned char *out = dst;
+    for (size_t i = 0; i * TINY_PAYLOAD < bytes; i++) {
+        size_t k = bytes - i * TINY_PAYLOAD;
+        memcpy(out + i * TINY_PAYLOAD, tiny_line(s, q, s->tiny, i),
+               k < TINY_PAYLOAD ? k : TINY_PAYLOAD);
     }
 }
 

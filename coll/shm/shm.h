@@ -40,6 +40,17 @@ int coll_seg_barrier(struct coll_run *run, struct coll_seg *s);
 size_t coll_seg_small(struct coll_seg *s);
 int coll_seg_large(struct coll_run *run, struct coll_seg *s);
 void coll_seg_free(struct coll_seg *s);
+/* Tiny calls (seg.c): up to COLL_SHM_TINY bytes a member, carried in the
+ * lines that signal them.  Every member calls coll_seg_tiny_put with its
+ * bytes (all the same length), then coll_seg_tiny_wait (until all have
+ * put theirs: errors as the barrier), then reads any member's bytes with
+ * coll_seg_tiny_get, until its next tiny call. */
+#define COLL_SHM_TINY_LINES 8
+#define COLL_SHM_TINY (COLL_SHM_TINY_LINES * 56u)
+void coll_seg_tiny_put(struct coll_seg *s, const void *src, size_t bytes);
+int coll_seg_tiny_wait(struct coll_run *run, struct coll_seg *s);
+void coll_seg_tiny_get(const struct coll_seg *s, int q, void *dst,
+                       size_t bytes);
 /* The segment and the offset of this call's half for a one-barrier call
  * in which each rank puts `per_rank` bytes into a slot (and the root up
  * to n of them): NULL (with *rc FCCL_OK) when the segment is missing or
