@@ -109,6 +109,10 @@ typedef struct fccl_moe_opts {
     fccl_dtype_t dtype;         /* FCCL_FLOAT32 or FCCL_BFLOAT16 */
     float norm_eps;             /* RMSNorm epsilon, finite and >= 0 */
     fccl_moe_token_nums_t token_nums_type;
+    int expert_buffer;          /* 1: fccl_moe_new also makes an expert
+                                   buffer shared with the EP group's ranks
+                                   on this host (fccl_moe_get_expert_buffer);
+                                   0 (default): none */
 } fccl_moe_opts_t;
 
 /* Defaults: no groups, 0 experts, bs 0, k 0, hidden 0, bfloat16, eps 1e-6,
@@ -127,6 +131,24 @@ FCCL_API void fccl_moe_opts_init(fccl_moe_opts_t *opts);
  * with a message saying which and why); FCCL_ERR_NOMEM; FCCL_ERR_TIMEOUT,
  * FCCL_ERR_PEER, FCCL_ERR_ABORTED from the group (then *out is NULL). */
 FCCL_API int fccl_moe_new(const fccl_moe_opts_t *opts, fccl_moe_t **out);
+
+/* The expert buffer (opts.expert_buffer = 1): [expand_rows][H] dtype,
+ * owned by the config, valid until fccl_moe_destroy.  Write the experts'
+ * outputs into it (or use it as dispatch's expand_x and run the experts in
+ * place) and pass it to a combine as expand_x: when every rank of the EP
+ * group does so, there is no TP group and the ranks share a host (memfd
+ * mappings, checked by fccl_moe_new on every rank), the combine reads the
+ * other ranks' rows straight out of their buffers instead of receiving
+ * copies, so each row crosses memory once, in the weighted sum.  The
+ * combine then returns only after every rank has read this rank's rows,
+ * so the buffer may be written again as soon as it returns.  Otherwise
+ * (another host, FCCL_MOE_SHARED=0, a rank passing another buffer) the
+ * buffer is an ordinary one and the combine sends rows as messages.
+ * *shared (may be NULL) is set to 1 when the in-place path is available.
+ * Never blocks.  Returns FCCL_OK; FCCL_ERR_INVALID if moe or buf is NULL
+ * or the config was made without opts.expert_buffer. */
+FCCL_API int fccl_moe_get_expert_buffer(fccl_moe_t *moe, void **buf,
+                                        int *shared);
 
 /* Free the config and its workspaces (not the groups).  NULL is a no-op.
  * Not collective, except that a combine still running is first waited for

@@ -117,7 +117,7 @@ static int pass(struct fccl_moe *m, int blocking, int *progress)
         m->req_piece[i] = m->req_piece[op->nr - 1];
         op->nr--;
         *progress = 1;
-        if (rc == FCCL_OK)
+        if (rc == FCCL_OK && p >= 0) /* p < 0: a "done" (moe_shared.c) */
             moe_arrived(m, off[p], (size_t)(off[p + 1] - off[p]),
                         m->recv_rows + (size_t)off[p] * m->rowb);
     }

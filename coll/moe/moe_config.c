@@ -120,11 +120,12 @@ static int check_shape(struct fccl_moe *m, const fccl_moe_opts_t *o)
 /* ---- the cross-rank check ---- */
 
 enum { V_BAD, V_H, V_K, V_E, V_N, V_S, V_GBS, V_DT, V_EPS, V_TP, V_NUMS,
-       V_EPSIZE, V_EPRANK, V_BS, NV };
+       V_EPSIZE, V_EPRANK, V_XBUF, V_BS, NV };
 static const char *const vname[NV] = {
     "", "hidden", "k", "moe_expert_num", "shared_expert_num",
     "shared_expert_rank_num", "global_bs", "dtype", "norm_eps",
-    "TP group or none", "token_nums_type", "EP size", "EP rank", "bs"};
+    "TP group or none", "token_nums_type", "EP size", "EP rank",
+    "expert_buffer", "bs"};
 
 static void fill(int64_t *v, const struct fccl_moe *m, const fccl_moe_opts_t *o,
                  int bad)
@@ -134,7 +135,8 @@ static void fill(int64_t *v, const struct fccl_moe *m, const fccl_moe_opts_t *o,
     int64_t x[NV] = {bad, (int64_t)o->hidden, o->k, o->moe_expert_num,
                      o->shared_expert_num, o->shared_expert_rank_num,
                      o->global_bs, o->dtype, eb, o->tp != NULL,
-                     o->token_nums_type, m->ep_size, m->ep_rank, o->bs};
+                     o->token_nums_type, m->ep_size, m->ep_rank,
+                     o->expert_buffer != 0, o->bs};
     for (int i = 0; i < NV; i++) {
         v[2 * i] = x[i];
         v[2 * i + 1] = -x[i];
@@ -317,6 +319,7 @@ void fccl_moe_destroy(fccl_moe_t *m)
     free(m->acc);
     free(m->wrows);
     free(m->wts);
+    moe_shared_free(m);
     free(m);
 }
 
@@ -355,6 +358,10 @@ int fccl_moe_new(const fccl_moe_opts_t *o, fccl_moe_t **out)
     int rc = cross_check(m, o, bad);
     if (rc == FCCL_OK) {
         derive_caps(m);
+        if (o->expert_buffer) /* collective over EP; same choice on all */
+            rc = moe_shared_new(m);
+    }
+    if (rc == FCCL_OK) {
         int f = 0;
         m->rs_rows = o->tp ? zalloc(m->block_cap * m->rowb, &f) : NULL;
         if (f)

@@ -27,6 +27,7 @@
 #define MOE_TAG_DISPATCH_ROWS 0x4d4f0000
 #define MOE_TAG_DISPATCH_SCALES 0x4d4f0400
 #define MOE_TAG_COMBINE_ROWS 0x4d4f0800
+#define MOE_TAG_COMBINE_DONE 0x4d4f0c00 /* in place: "read your rows" */
 
 /* What a combine call finishes each token into. */
 struct moe_finish {
@@ -44,6 +45,8 @@ struct moe_op {
     struct moe_finish f;
     size_t nr;              /* receives still pending (m->reqs[0..nr)) */
     fccl_request_t *sreq;   /* the sends, or NULL */
+    int shared;             /* rows read in place from the peers' expert
+                               buffers (moe_shared.c) */
     uint64_t t0, last, math0; /* start, last progress, math before it */
 };
 
@@ -85,6 +88,18 @@ struct fccl_moe {
     float *acc;               /* H: one row of float32 scratch */
     const void **wrows;       /* slots + 1: one token's rows ... */
     float *wts;               /* ... and their weights */
+    /* the expert buffer (moe_shared.c) */
+    unsigned char *xbuf;      /* [expand_rows][H], NULL without one */
+    void *xmap;               /* its mapping (header page + rows) */
+    size_t xmap_len;
+    int xplain;               /* 1: plain memory, not a mapping */
+    int shared_ok;            /* every EP rank mapped every other's */
+    const unsigned char **peer_rows; /* ep_size: their rows, read-only */
+    size_t *peer_cap;         /* ep_size: rows in each */
+    void **peer_map;          /* ep_size: their mappings ... */
+    size_t *peer_len;         /* ... and lengths */
+    int64_t *done_sink;       /* ep_size: "done" words received */
+    int64_t done_word;        /* the one sent */
     fccl_moe_times_t times;
     struct moe_op op;
     struct fccl_moe_request req; /* handed out by the *_start calls */
@@ -125,6 +140,21 @@ static inline int32_t *moe_assist_pos2slot(const struct fccl_moe *m, int32_t *a)
  * `flags` (stride `stride`), or FCCL_OK.  `who` names the operation. */
 int moe_verdict(struct fccl_moe *m, const int64_t *flags, size_t stride,
                 int n, const char *group, const char *who);
+
+/* ---- the expert buffer (moe_shared.c) ---- */
+
+/* Collective over EP (after the cross check): make the expert buffer and,
+ * without TP, map every other rank's.  Falls back to a plain buffer
+ * (shared_ok 0 on every rank) when any rank cannot.  Group errors only. */
+int moe_shared_new(struct fccl_moe *m);
+void moe_shared_free(struct fccl_moe *m);
+/* In-place combine after the count check: post the "done" receives from
+ * the ranks that read this rank's rows and note every peer's pieces where
+ * they lie (finishing tokens).  Then, once this rank's own pieces are
+ * noted too (every token finished), moe_shared_end tells each peer read
+ * from that we are done (m->op.sreq). */
+int moe_shared_begin(struct fccl_moe *m);
+int moe_shared_end(struct fccl_moe *m);
 
 /* ---- combine (moe_combine.c, moe_arrive.c) ---- */
 
