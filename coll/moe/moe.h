@@ -49,9 +49,9 @@
  * group (and of the TP groups) returns FCCL_ERR_INVALID together, the
  * offending rank with the precise message, the others naming that rank.
  *
- * Asynchronous combine: fccl_moe_combine_start and
- * fccl_moe_combine_add_rms_norm_start return a handle to test or wait on
- * while the caller works on something else (below).
+ * Asynchronous variants: fccl_moe_dispatch_start, fccl_moe_combine_start
+ * and fccl_moe_combine_add_rms_norm_start return a handle to test or wait
+ * on while the caller works on something else (below).
  *
  * Groups: the EP group (and the TP group) must carry no other traffic
  * between the first and the last rank entering an operation here (they
@@ -255,9 +255,27 @@ FCCL_API int fccl_moe_combine_add_rms_norm(fccl_moe_t *moe,
                                            const void *gamma, void *y_out,
                                            float *rstd_out, void *x_out);
 
-/* ---- asynchronous combine ---- */
+/* ---- asynchronous dispatch and combine ---- */
 
 typedef struct fccl_moe_request fccl_moe_request_t;
+
+/* Start fccl_moe_dispatch and return with *req: the argument checks with
+ * every rank (the count exchange), the routing, posting the row transfers
+ * and copying this rank's rows for itself happen before the return (they
+ * block); the transfers finish in fccl_moe_test / fccl_moe_wait, and with
+ * TP the AllGatherV with the partner runs there too (blocking that call).
+ * out's arrays (and out itself) are complete only when the handle
+ * reports done; until then the call borrows out and its buffers.  x,
+ * expert_ids, expert_scales and x_active_mask are free again when this
+ * returns (their rows and weights are packed or copied by then).  Same
+ * config rules, statuses and handle ownership as fccl_moe_combine_start
+ * below. */
+FCCL_API int fccl_moe_dispatch_start(fccl_moe_t *moe, const void *x,
+                                     const int32_t *expert_ids,
+                                     const float *expert_scales,
+                                     const uint8_t *x_active_mask, size_t bs,
+                                     fccl_moe_dispatch_out_t *out,
+                                     fccl_moe_request_t **req);
 
 /* Start fccl_moe_combine / fccl_moe_combine_add_rms_norm and return at
  * once with *req: the argument checks with every rank, the TP
@@ -265,8 +283,8 @@ typedef struct fccl_moe_request fccl_moe_request_t;
  * block), the transfers and the math continue in fccl_moe_test and
  * fccl_moe_wait.  Until then the call borrows every buffer it was given
  * (the fccl_moe_combine_in_t struct itself is copied); the config runs one
- * combine at a time (dispatch and another combine on it return
- * FCCL_ERR_STATE until the handle is finished).  *req belongs to the
+ * operation at a time (a dispatch or combine on it returns FCCL_ERR_STATE
+ * until the handle is finished).  *req belongs to the
  * config: it needs no freeing and ends with the wait or the test that
  * reports done.  Statuses as the blocking calls (argument errors come from
  * the start, with *req NULL); FCCL_ERR_INVALID if req is NULL. */

@@ -146,6 +146,8 @@ int moe_poll(struct fccl_moe *m, int block)
     struct moe_op *op = &m->op;
     if (!op->active)
         return 1;
+    if (op->kind == MOE_OP_DISPATCH)
+        return moe_dispatch_poll(m, block);
     for (;;) {
         int progress = 0;
         uint64_t idle = fccl_now_ns() - op->last;

@@ -236,9 +236,11 @@ int moe_idle_check(const struct fccl_moe *m, const char *who)
     if (!m)
         return fccl_err(FCCL_ERR_INVALID, "%s: moe is NULL", who);
     if (m->op.active)
-        return fccl_err(FCCL_ERR_STATE, "%s: a combine started with "
+        return fccl_err(FCCL_ERR_STATE, "%s: a %s started with "
                         "fccl_moe_*_start is still running on this config "
-                        "(fccl_moe_wait for it first)", who);
+                        "(fccl_moe_wait for it first)", who,
+                        m->op.kind == MOE_OP_DISPATCH ? "dispatch"
+                                                      : "combine");
     return FCCL_OK;
 }
 
@@ -261,6 +263,7 @@ int moe_combine_begin(struct fccl_moe *m)
         return rc;
     const unsigned char *data = m->tp ? m->rs_rows : op->f.in.expand_x;
     op->active = 1;
+    op->kind = MOE_OP_COMBINE;
     op->nr = 0;
     op->sreq = NULL;
     op->last = fccl_now_ns();

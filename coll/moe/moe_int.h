@@ -39,9 +39,15 @@ struct moe_finish {
     float *rstd;
 };
 
-/* The combine in flight (one per config). */
+/* The operation in flight (one per config): a combine, or a dispatch
+ * started by fccl_moe_dispatch_start. */
+enum { MOE_OP_COMBINE, MOE_OP_DISPATCH };
 struct moe_op {
     int active;
+    int kind;               /* MOE_OP_* */
+    fccl_request_t *dreq;   /* dispatch: the row exchange, or NULL */
+    fccl_moe_dispatch_out_t *dout; /* dispatch: the caller's outputs */
+    size_t drows;           /* dispatch: rows of the own TP block */
     struct moe_finish f;
     size_t nr;              /* receives still pending (m->reqs[0..nr)) */
     fccl_request_t *sreq;   /* the sends, or NULL */
@@ -155,6 +161,18 @@ void moe_shared_free(struct fccl_moe *m);
  * from that we are done (m->op.sreq). */
 int moe_shared_begin(struct fccl_moe *m);
 int moe_shared_end(struct fccl_moe *m);
+
+/* ---- dispatch (moe_dispatch.c) ---- */
+
+/* Checks with every rank, routing, posting the exchange and copying this
+ * rank's own rows: afterwards m->op is an active dispatch that
+ * moe_dispatch_poll finishes (the TP gather, the counts).  Fails (with
+ * every rank, for argument errors) without leaving anything pending. */
+int moe_dispatch_begin(struct fccl_moe *m, const void *x, const int32_t *ids,
+                       const float *scales, const uint8_t *mask, size_t bs,
+                       fccl_moe_dispatch_out_t *o);
+/* As moe_poll, for an active dispatch. */
+int moe_dispatch_poll(struct fccl_moe *m, int block);
 
 /* ---- combine (moe_combine.c, moe_arrive.c) ---- */
 
