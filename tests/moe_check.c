@@ -756,6 +756,60 @@ static void bad_call(struct mc c, enum tamper tm, int who, const char *needle)
     fccl_moe_destroy(m);
 }
 
+/* TP partners that disagree about the TP group: every rank of both EP
+ * groups must fail fast (no waiting for the group timeout). */
+static void tp_bad_new(struct mc t, int who, int kind, const char *what,
+                       const char *needle)
+{
+    cases++;
+    describe(&t);
+    fccl_moe_opts_t o;
+    fill_opts(&t, &o);
+    fccl_group_t *own = NULL;
+    if (kind == 2) { /* every rank of who's EP group makes that group
+                      * again (group_new is collective over its members) */
+        int mem[1024], n = 0;
+        for (int r = W % 2; r < NW && n < 1024; r += 2)
+            mem[n++] = r;
+        if (W % 2 == who % 2 && fccl_group_new(mem, (size_t)n, &own) < 0) {
+            FAILF("%s: group_new: %s", what, fccl_last_error());
+            return;
+        }
+    }
+    if (W == who)
+        o.tp = kind == 0 ? NULL : kind == 1 ? world : own;
+    fccl_moe_t *m = NULL;
+    double t0 = now_s();
+    int rc = fccl_moe_new(&o, &m);
+    expect_invalid(rc, now_s() - t0, what, W == who, needle);
+    if (m) {
+        FAILF("%s: moe_new returned a config on failure", what);
+        fccl_moe_destroy(m);
+    }
+    if (own)
+        fccl_group_destroy(own);
+}
+
+static void tp_mismatch(struct mc c)
+{
+    struct mc t = c;
+    t.tp = 1;
+    t.L = 1;
+    t.k = 1;
+    int last = NW - 1;
+    tp_bad_new(t, last, 0, "no TP group on one rank, its partner has one",
+               "TP group or none differs");
+    tp_bad_new(t, 0, 0, "no TP group on rank 0, its partner has one",
+               "TP group or none differs");
+    if (NW > 2)
+        tp_bad_new(t, last, 1, "a TP group of the world size on one rank",
+                   "TP group has");
+    /* a group of 2 that is not a TP pair: the two ranks of the EP group
+     * (4 ranks) or more (then the size is wrong anyway) */
+    tp_bad_new(t, last, 2, "the own EP group passed as the TP group",
+               NW == 4 ? "own EP group" : "TP group has");
+}
+
 static void args_mode(void)
 {
     struct mc c = {.L = 2, .k = 2, .bf16 = 1, .H = 16, .bs = 5};
@@ -803,6 +857,8 @@ static void args_mode(void)
                 "one expert per rank");
         bad_new(t, last, "hidden differs on one TP rank", sp_H, "differs");
     }
+    if (NW >= 4 && NW % 2 == 0)
+        tp_mismatch(c);
     /* calls */
     for (int who = -1; who <= last; who += last + 1) {
         bad_call(c, T_ID_RANGE, who, "out of range");

@@ -28,6 +28,10 @@
 #define MOE_TAG_DISPATCH_SCALES 0x4d4f0400
 #define MOE_TAG_COMBINE_ROWS 0x4d4f0800
 #define MOE_TAG_COMBINE_DONE 0x4d4f0c00 /* in place: "read your rows" */
+/* fccl_moe_new's TP check: hello to the partner over the world group,
+ * status words over the EP group (moe_tpcheck.c). */
+#define MOE_TAG_TP_HELLO 0x4d4f1000
+#define MOE_TAG_TP_STATUS 0x4d4f1001
 
 /* What a combine call finishes each token into. */
 struct moe_finish {
@@ -63,6 +67,8 @@ struct fccl_moe_request {
 struct fccl_moe {
     fccl_group_t *ep, *tp;
     int ep_rank, ep_size, tp_rank, tp_size;
+    int tp_world_me;  /* world rank (the TP check) */
+    int64_t new_epoch; /* this process's fccl_moe_new calls so far */
     int experts, shared_num, shared_ranks, k, slots;
     int L;            /* routed experts per routed rank = pieces per rank */
     int my_L;         /* experts on this rank */
@@ -146,6 +152,23 @@ static inline int32_t *moe_assist_pos2slot(const struct fccl_moe *m, int32_t *a)
  * `flags` (stride `stride`), or FCCL_OK.  `who` names the operation. */
 int moe_verdict(struct fccl_moe *m, const int64_t *flags, size_t stride,
                 int n, const char *group, const char *who);
+
+/* ---- the TP check of fccl_moe_new (moe_tpcheck.c) ---- */
+
+/* Is world_rank a member of g?  (No message, unlike the public call.) */
+int moe_in_group(const fccl_group_t *g, int world_rank);
+
+/* Compares the element-wise max of the two partners' option vectors;
+ * FCCL_OK or FCCL_ERR_INVALID with its message. */
+typedef int (*moe_tp_judge_fn)(struct fccl_moe *m, const int64_t *vmax);
+/* Collective over the EP group and the TP partner, run when any rank of
+ * the EP group has a TP group: hello (nv option values) with the partner
+ * over the world group, a good/bad word with every EP rank, so partners
+ * that disagree about the TP group fail at once on every rank that can
+ * know (see the file).  verdict: this rank's EP check.  vmax gets the
+ * judged max.  Returns FCCL_OK, FCCL_ERR_INVALID, or a group error. */
+int moe_tp_check(struct fccl_moe *m, const int64_t *hello, size_t nv,
+                 int verdict, int64_t *vmax, moe_tp_judge_fn judge);
 
 /* ---- the expert buffer (moe_shared.c) ---- */
 
