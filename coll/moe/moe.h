@@ -55,7 +55,8 @@
  *
  * Groups: the EP group (and the TP group) must carry no other traffic
  * between the first and the last rank entering an operation here (they
- * use the groups' point-to-point tags 0x4d4f0000 and up).  Every rank of
+ * use the groups' point-to-point tags 0x4d4f0000 and up; fccl_moe_new
+ * with TP also tag 0x4d4f1000 of the world group).  Every rank of
  * the EP group calls the same operations in the same order.
  * Thread safety: a config is used by one thread at a time (like its groups);
  * different configs on different groups may run in parallel.
@@ -121,10 +122,19 @@ FCCL_API void fccl_moe_opts_init(fccl_moe_opts_t *opts);
 
 /* Create a config.  Collective over opts->ep and then opts->tp: every rank
  * of both calls it (blocks until they have; the groups' timeout applies).
- * Checks the options on this rank, then compares them across the groups
- * (one small all_reduce on each, and with TP one more on EP), so a rank
- * with a different H, K, expert layout, dtype, eps or global_bs makes
- * every rank fail together.  Allocates the workspaces (about
+ * Checks the options on this rank, then compares them across the EP group
+ * (one small all_reduce), so a rank with a different H, K, expert layout,
+ * dtype, eps, global_bs or TP-or-not makes every rank fail together.
+ * With TP, each rank then sends its options to its TP partner over the
+ * world group (fccl_world(), tag 0x4d4f1000) and one word to every rank
+ * of its EP group: partners that disagree (options, or the TP group
+ * itself: one passing none, a group of another size, a group pairing a
+ * rank with its own EP group) fail at once on every rank that can learn
+ * of it.  Undetectable, and left to the group timeout (whose message
+ * names the silent partner): a whole EP group passing no TP group while
+ * the other passes one.  Partners must create their configs in the same
+ * order.  With opts.expert_buffer, one more all_gather and all_reduce
+ * over EP share the buffers.  Allocates the workspaces (about
  * 2 * bs * (k + shared_expert_num) * H elements, plus the TP block).
  * *out is owned by the caller (fccl_moe_destroy).
  * Returns FCCL_OK; FCCL_ERR_INVALID (this rank's options or another rank's,
