@@ -291,7 +291,10 @@ FCCL_API int fccl_moe_dispatch_start(fccl_moe_t *moe, const void *x,
  * once with *req: the argument checks with every rank, the TP
  * reduce-scatter and posting the transfers happen before the return (they
  * block), the transfers and the math continue in fccl_moe_test and
- * fccl_moe_wait.  Until then the call borrows every buffer it was given
+ * fccl_moe_wait.  (When the rows are read in place from the expert
+ * buffers, every row is there at the start, so the start also does the
+ * math; test and wait then wait for the other ranks to finish reading
+ * this rank's rows.)  Until then the call borrows every buffer it was given
  * (the fccl_moe_combine_in_t struct itself is copied); the config runs one
  * operation at a time (a dispatch or combine on it returns FCCL_ERR_STATE
  * until the handle is finished).  *req belongs to the

@@ -13,7 +13,10 @@
  *     ReduceScatterV of the two partial results (sum);
  *  4. each owner posts one receive per piece (expert rank, local expert)
  *     into its arrival workspace, the expert ranks send, and a rank's own
- *     pieces are used in place, without a copy.
+ *     pieces are used in place, without a copy;
+ *  4'. or, when every rank passed its shared expert buffer (the exchange
+ *     of step 2 says so), each owner reads the peers' pieces where they
+ *     lie and sends them "done" (moe_shared.c): no message carries rows.
  * Memory: the arrival workspace (bs * slots rows, allocated once) and one
  * float32 row; nothing of the size of the combined tensor.
  */
