@@ -11,7 +11,11 @@
 # then one fccl-moe-bench -c 1 pass (every output checked) and the
 # single-core memcpy bandwidth (bench/memcpy_bw.c) for the floor.
 # Environment: ROUNDS, ITERS (20), GLOO_ITERS (5), NP (4), ARGS (the layer
-# options, default "-b 256 -H 4096 -k 8 -E 16 -d bfloat16").
+# options, default "-b 256 -H 4096 -k 8 -E 16 -d bfloat16"), FCCL_PREFIX
+# (prefixes the fccl runs only, e.g. "chrt -f 10": real-time priority on a
+# shared machine.  Not for the Gloo runs: torch's spinning worker threads
+# at SCHED_FIFO keep the threads they wait for off the CPU, and the run
+# never ends).
 set -u
 BUILD=${1:-build}
 ROUNDS=${ROUNDS:-3}
@@ -26,8 +30,8 @@ GARGS=$(echo "$ARGS" | sed 's/-d bfloat16//')
 echo "# $(date -u +%FT%TZ) $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
     echo "## round $r"
-    FCCL_PROVIDER=shm timeout 600 "$BUILD/bin/fccl-run" -n "$NP" \
-        "$BUILD/bin/fccl-moe-bench" $ARGS -n "$ITERS" -w 3
+    FCCL_PROVIDER=shm timeout 600 ${FCCL_PREFIX:-} "$BUILD/bin/fccl-run" \
+        -n "$NP" "$BUILD/bin/fccl-moe-bench" $ARGS -n "$ITERS" -w 3
     timeout 900 $PY "$HERE/moe_gloo.py" --spawn "$NP" $GARGS -n "$GLOO_ITERS" -w 1
 done
 echo "## checked pass"

@@ -41,11 +41,15 @@ static struct {
     int bs, k, E, S, tp, iters, warmup, check, csv;
     size_t H;
     fccl_dtype_t dt;
-} O = {64, -1, -1, 0, 0, 20, 5, 0, 0, 1024, FCCL_BFLOAT16};
+    unsigned paths; /* bit p: run path p (-p) */
+    int xbuf;       /* -x: experts write into the config's expert buffer */
+} O = {64, -1, -1, 0, 0, 20, 5, 0, 0, 1024, FCCL_BFLOAT16, 7, 1};
 
 static int W, NW, EP, L, NS, SLOTS;
 static fccl_group_t *world, *ep, *tp;
 static fccl_moe_info_t info;
+static void *XBUF; /* the config's expert buffer (-x 1), else NULL */
+static int XSHARED; /* combine reads it in place */
 static size_t ES, ROWB;
 
 static void usage(int code)
@@ -64,6 +68,12 @@ static void usage(int code)
             "  -n N        timed iterations per path, default 20\n"
             "  -w N        warm-up iterations per path, default 5\n"
             "  -c 0|1      check every output against a reference, default 0\n"
+            "  -p PATHS    comma-separated paths to run: fused, unfused,\n"
+            "              combine (default all three, interleaved)\n"
+            "  -x 0|1      fused and combine: the experts write into the\n"
+            "              config's expert buffer, which combine reads in\n"
+            "              place on one host (default 1); the unfused path\n"
+            "              always uses its own buffer\n"
             "  --csv       comma-separated output\n");
     exit(code);
 }
@@ -80,13 +90,38 @@ static int num(const char *s, int lo, int hi)
     return (int)v;
 }
 
+static const char *const pname[] = {"fused", "unfused", "combine"};
+
+/* -p fused,combine -> a bit per path */
+static unsigned parse_paths(const char *arg)
+{
+    unsigned bits = 0;
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%s", arg);
+    for (char *sv, *w = strtok_r(buf, ",", &sv); w;
+         w = strtok_r(NULL, ",", &sv)) {
+        unsigned b = 0;
+        for (int p = 0; p < 3; p++)
+            b |= strcmp(w, pname[p]) == 0 ? 1u << p : 0;
+        if (!b) {
+            fprintf(stderr, "fccl-moe-bench: -p: unknown path '%s' (fused, "
+                            "unfused, combine)\n", w);
+            exit(2);
+        }
+        bits |= b;
+    }
+    if (!bits)
+        usage(2);
+    return bits;
+}
+
 static void parse(int argc, char **argv)
 {
     static const struct option lo[] = {{"csv", no_argument, NULL, 'C'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "b:H:k:E:S:t:d:n:w:c:h", lo, NULL)) !=
+    while ((c = getopt_long(argc, argv, "b:H:k:E:S:t:d:n:w:c:p:x:h", lo, NULL)) !=
            -1) {
         switch (c) {
         case 'b': O.bs = num(optarg, 1, 1 << 20); break;
@@ -99,6 +134,8 @@ static void parse(int argc, char **argv)
         case 'w': O.warmup = num(optarg, 0, 1 << 24); break;
         case 'c': O.check = num(optarg, 0, 1); break;
         case 'C': O.csv = 1; break;
+        case 'p': O.paths = parse_paths(optarg); break;
+        case 'x': O.xbuf = num(optarg, 0, 1); break;
         case 'h': usage(0); break;
         case 'd': {
             int d = fccl_dtype_parse(optarg);
@@ -359,11 +396,10 @@ static long verify(const struct data *D)
 /* ---- the layer ---- */
 
 enum path { P_FUSED, P_UNFUSED, P_COMBINE, NPATHS };
-static const char *const pname[NPATHS] = {"fused", "unfused", "combine"};
 enum { T_DISP, T_DCOMM, T_DMATH, T_EXPERT, T_COMB, T_CCHECK, T_CCOMM,
        T_CMATH, T_LAYER, NT };
 
-static void experts(struct data *D)
+static void experts(struct data *D, unsigned char *out)
 {
     size_t row = 0;
     float *acc = xalloc(O.H * 4);
@@ -378,7 +414,7 @@ static void experts(struct data *D)
             moe_row_axpy(acc, src, mul, O.H, O.dt, 1);
             for (size_t h = 0; h < O.H; h++)
                 acc[h] += add;
-            moe_row_store((unsigned char *)D->eo + r * ROWB, acc, O.H, O.dt);
+            moe_row_store(out + r * ROWB, acc, O.H, O.dt);
         }
         row += n;
     }
@@ -476,9 +512,10 @@ static int unfused(struct data *D, double *t)
     return FCCL_OK;
 }
 
-static int combine_path(fccl_moe_t *m, struct data *D, enum path p, double *t)
+static int combine_path(fccl_moe_t *m, struct data *D, enum path p,
+                        const void *eo, double *t)
 {
-    fccl_moe_combine_in_t in = {D->eo, D->d.assist_info, D->d.ep_recv_counts,
+    fccl_moe_combine_in_t in = {eo, D->d.assist_info, D->d.ep_recv_counts,
                                 D->d.tp_recv_counts, D->scales, NULL,
                                 (size_t)O.bs};
     if (p == P_UNFUSED)
@@ -519,9 +556,10 @@ static long layer(fccl_moe_t *m, struct data *D, enum path p, double *t)
     uint64_t t1 = fccl_now_ns();
     fccl_moe_times_t mt;
     fccl_moe_last_times(m, &mt);
-    experts(D);
+    unsigned char *eo = p != P_UNFUSED && XBUF ? XBUF : D->eo;
+    experts(D, eo);
     uint64_t t2 = fccl_now_ns();
-    if ((rc = combine_path(m, D, p, t)) < 0)
+    if ((rc = combine_path(m, D, p, eo, t)) < 0)
         die(rc, pname[p]);
     uint64_t t3 = fccl_now_ns();
     t[T_DISP] += (double)(t1 - t0) / 1e3;
@@ -535,24 +573,41 @@ static long layer(fccl_moe_t *m, struct data *D, enum path p, double *t)
 
 /* ---- output ---- */
 
-static void report(enum path p, const double *t, long wrong, size_t moved)
+/* Median of n values (sorts them). */
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* med: the median over iterations of the slowest rank's layer and
+ * combine times (less sensitive to one preempted iteration than the
+ * mean). */
+static void report(enum path p, const double *t, const double *med,
+                   long wrong, size_t moved)
 {
     double tokens = (double)O.bs * NW;
     double tps = tokens / (t[T_LAYER] / 1e6);
     double ctps = tokens / (t[T_COMB] / 1e6);
     if (O.csv) {
         printf("%s,%d,%d,%d,%d,%zu,%d,%d,%d,%s,%.0f,%.0f,%.1f,%.1f,%.1f,%.1f,"
-               "%.1f,%.1f,%.1f,%.1f,%.1f,%zu,%ld\n",
+               "%.1f,%.1f,%.1f,%.1f,%.1f,%zu,%ld,%.1f,%.1f\n",
                pname[p], NW, EP, O.tp, O.bs, O.H, O.k, O.E, O.S,
                fccl_dtype_name(O.dt), tps, ctps, t[T_LAYER], t[T_DISP],
                t[T_DCOMM], t[T_DMATH], t[T_EXPERT], t[T_COMB], t[T_CCHECK],
-               t[T_CCOMM], t[T_CMATH], moved, wrong);
+               t[T_CCOMM], t[T_CMATH], moved, wrong, med[0], med[1]);
         return;
     }
     printf("  %-8s %11.0f %10.1f %10.1f %8.1f %8.1f %10.1f %10.1f %8.1f %8.1f "
-           "%8.1f %11.0f\n",
+           "%8.1f %11.0f %10.1f %10.1f\n",
            pname[p], tps, t[T_LAYER], t[T_DISP], t[T_DCOMM], t[T_DMATH],
-           t[T_EXPERT], t[T_COMB], t[T_CCHECK], t[T_CCOMM], t[T_CMATH], ctps);
+           t[T_EXPERT], t[T_COMB], t[T_CCHECK], t[T_CCOMM], t[T_CMATH], ctps,
+           med[0], med[1]);
 }
 
 static void header(size_t moved)
@@ -562,7 +617,8 @@ static void header(size_t moved)
                "tokens_per_s,combine_tokens_per_s,layer_us,dispatch_us,"
                "dispatch_comm_us,dispatch_math_us,expert_us,combine_us,"
                "combine_check_us,combine_comm_us,combine_math_us,"
-               "bytes_moved_per_layer,wrong\n");
+               "bytes_moved_per_layer,wrong,median_layer_us,"
+               "median_combine_us\n");
         return;
     }
     printf("# fccl-moe-bench %s: %d ranks (EP %d, TP %d), bs %d per rank, "
@@ -573,10 +629,18 @@ static void header(size_t moved)
            fccl_dtype_name(O.dt), O.iters, O.warmup, O.check ? "on" : "off");
     printf("# rows moved between ranks per layer (dispatch + combine, all "
            "ranks): %.1f MB\n", (double)moved / 1e6);
-    printf("# mean us on the slowest rank; comm includes waiting for peers\n");
-    printf("# %-8s %11s %10s %10s %8s %8s %10s %10s %8s %8s %8s %11s\n",
+    printf("# fused and combine paths: experts write into %s\n",
+           !XBUF ? "a buffer of their own (-x 0), rows sent as messages"
+           : XSHARED ? "the expert buffer, which combine reads in place"
+                     : "the expert buffer, not shared here (rows sent as "
+                       "messages)");
+    printf("# mean us on the slowest rank; comm includes waiting for peers; "
+           "med.*: median over iterations of the slowest rank's time\n");
+    printf("# %-8s %11s %10s %10s %8s %8s %10s %10s %8s %8s %8s %11s %10s "
+           "%10s\n",
            "path", "tokens/s", "layer", "dispatch", "comm", "math", "expert",
-           "combine", "check", "comm", "math", "comb.tok/s");
+           "combine", "check", "comm", "math", "comb.tok/s", "med.layer",
+           "med.comb");
 }
 
 /* Bytes of rows that cross between ranks in one layer (both ways). */
@@ -636,10 +700,13 @@ static fccl_moe_t *make_moe(void)
     o.hidden = O.H;
     o.dtype = O.dt;
     o.token_nums_type = FCCL_MOE_TOKEN_NUMS_COUNT;
+    o.expert_buffer = O.xbuf;
     fccl_moe_t *m = NULL;
     int rc = fccl_moe_new(&o, &m);
     if (rc < 0)
         die(rc, "fccl_moe_new");
+    if (O.xbuf && (rc = fccl_moe_get_expert_buffer(m, &XBUF, &XSHARED)) < 0)
+        die(rc, "fccl_moe_get_expert_buffer");
     fccl_moe_get_info(m, &info);
     L = info.routed_local_expert_num;
     SLOTS = info.slots;
@@ -681,12 +748,37 @@ int main(int argc, char **argv)
     long wrong = 0;
     for (int i = 0; i < O.warmup; i++)
         for (int p = 0; p < NPATHS; p++)
-            wrong += layer(m, &D, (enum path)p, NULL);
+            if (O.paths & (1u << p))
+                wrong += layer(m, &D, (enum path)p, NULL);
     double t[NPATHS][NT];
     memset(t, 0, sizeof(t));
+    /* per iteration: layer and combine time of each path */
+    size_t nit = (size_t)O.iters * NPATHS * 2;
+    double *it = xalloc(nit * sizeof(double));
     for (int i = 0; i < O.iters; i++)
-        for (int p = 0; p < NPATHS; p++)
-            wrong += layer(m, &D, (enum path)p, t[p]);
+        for (int p = 0; p < NPATHS; p++) {
+            if (!(O.paths & (1u << p)))
+                continue;
+            double one[NT] = {0};
+            wrong += layer(m, &D, (enum path)p, one);
+            for (int j = 0; j < NT; j++)
+                t[p][j] += one[j];
+            it[((size_t)p * O.iters + i) * 2] = one[T_LAYER];
+            it[((size_t)p * O.iters + i) * 2 + 1] = one[T_COMB];
+        }
+    if ((rc = fccl_all_reduce(it, it, nit, FCCL_FLOAT64, FCCL_MAX, world,
+                              NULL)) < 0)
+        die(rc, "all_reduce");
+    double med[NPATHS][2];
+    for (int p = 0; p < NPATHS; p++)
+        for (int c = 0; c < 2; c++) {
+            double *v = xalloc((size_t)O.iters * sizeof(double));
+            for (int i = 0; i < O.iters; i++)
+                v[i] = it[((size_t)p * O.iters + i) * 2 + c];
+            med[p][c] = median(v, O.iters);
+            free(v);
+        }
+    free(it);
     for (int p = 0; p < NPATHS; p++)
         for (int j = 0; j < NT; j++)
             t[p][j] /= O.iters;
@@ -699,7 +791,8 @@ int main(int argc, char **argv)
         die(rc, "all_reduce");
     if (W == 0)
         for (int p = 0; p < NPATHS; p++)
-            report((enum path)p, t[p], (long)w, moved);
+            if (O.paths & (1u << p))
+                report((enum path)p, t[p], med[p], (long)w, moved);
     fccl_moe_destroy(m);
     free_data(&D);
     if (tp) {

@@ -82,6 +82,10 @@ struct mc {
     int tp, S, NS, L, k, bf16, skew, masked, uneven, fused, shx, nums_count;
     int inplace; /* fused: x_out is the residual buffer */
     int async;   /* 1: *_start + fccl_moe_wait, 2: *_start + fccl_moe_test */
+    int dasync;  /* the same for dispatch */
+    int xbuf;    /* experts write into the config's expert buffer: 1 on
+                    every rank (combine reads it in place), 2 on world
+                    rank 0 only (rows go as messages) */
     size_t H;
     int bs;
     uint64_t seed;
@@ -107,14 +111,17 @@ static void describe(const struct mc *c)
 {
     snprintf(cname, sizeof(cname),
              "tp=%d ep=%d shared_ranks=%d shared=%d E=%d k=%d %s %s%s%s%s%s "
-             "H=%zu bs=%d%s%s%s",
+             "H=%zu bs=%d%s%s%s%s%s",
              c->tp ? 2 : 0, ep_size(c), c->S, c->NS, experts(c), c->k,
              c->bf16 ? "bf16" : "f32", c->skew ? "skewed" : "random",
              c->masked ? " mask" : "", c->uneven ? " uneven" : "",
              c->fused ? " fused" : " combine", c->shx ? " shared_x" : "",
              c->H, c->bs, c->nums_count ? " counts" : "",
              c->inplace ? " in-place" : "",
-             c->async == 1 ? " start+wait" : c->async == 2 ? " start+test" : "");
+             c->async == 1 ? " start+wait" : c->async == 2 ? " start+test" : "",
+             c->dasync == 1 ? " dispatch_start+wait"
+             : c->dasync == 2 ? " dispatch_start+test" : "",
+             c->xbuf == 1 ? " expert-buffer" : c->xbuf == 2 ? " expert-buffer(rank 0)" : "");
 }
 
 static void fill_opts(const struct mc *c, fccl_moe_opts_t *o)
@@ -133,6 +140,7 @@ static void fill_opts(const struct mc *c, fccl_moe_opts_t *o)
     o->norm_eps = 1e-6f;
     o->token_nums_type = c->nums_count ? FCCL_MOE_TOKEN_NUMS_COUNT
                                        : FCCL_MOE_TOKEN_NUMS_CUMSUM;
+    o->expert_buffer = c->xbuf != 0;
 }
 
 /* Inputs of one rank for one case. */
@@ -460,6 +468,66 @@ static int combine_async(const struct mc *c, fccl_moe_t *m,
     }
 }
 
+/* fccl_moe_dispatch_start, a refused combine meanwhile, then wait or
+ * poll. */
+static int dispatch_async(const struct mc *c, fccl_moe_t *m, const void *x,
+                          const int32_t *ids, const float *scales,
+                          const uint8_t *mask, size_t bs,
+                          fccl_moe_dispatch_out_t *d)
+{
+    fccl_moe_request_t *req = NULL;
+    int rc = fccl_moe_dispatch_start(m, x, ids, scales, mask, bs, d, &req);
+    if (rc < 0)
+        return rc;
+    if (!req) {
+        FAILF("dispatch_start: OK but no handle");
+        return FCCL_ERR_INVALID;
+    }
+    fccl_moe_combine_in_t ci = {0};
+    int st = fccl_moe_combine(m, &ci, NULL);
+    if (st != FCCL_ERR_STATE)
+        FAILF("combine during an async dispatch: %s, want FCCL_ERR_STATE",
+              fccl_strerror(st));
+    if (c->dasync == 1)
+        return fccl_moe_wait(req);
+    double t0 = now_s();
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        rc = fccl_moe_test(req, &done);
+        if (done) {
+            if (fccl_moe_test(req, &done) != FCCL_ERR_INVALID)
+                FAILF("fccl_moe_test on a finished handle is not refused");
+            return rc;
+        }
+        if (now_s() - t0 > 60) {
+            FAILF("fccl_moe_test: dispatch not done after 60 s (%ld polls)",
+                  polls);
+            return fccl_moe_wait(req);
+        }
+    }
+}
+
+/* The expert buffer of the config when this rank should use it, else
+ * NULL; checks that it is shared when it should be. */
+static void *expert_buffer(const struct mc *c, fccl_moe_t *m)
+{
+    if (!c->xbuf || (c->xbuf == 2 && W != 0))
+        return NULL;
+    void *buf = NULL;
+    int shared = -1;
+    int rc = fccl_moe_get_expert_buffer(m, &buf, &shared);
+    if (rc < 0 || !buf) {
+        FAILF("get_expert_buffer: %s", fccl_last_error());
+        return NULL;
+    }
+    const char *env = getenv("FCCL_MOE_SHARED");
+    int want = !c->tp && !(env && strcmp(env, "0") == 0);
+    if (shared != want)
+        FAILF("get_expert_buffer: shared = %d, want %d (one host, %s)",
+              shared, want, c->tp ? "TP" : "no TP");
+    return buf;
+}
+
 /* One layer on an existing config; checks results when untampered. */
 static struct verdict layer(const struct mc *c, fccl_moe_t *m,
                             enum tamper tm, int who)
@@ -484,14 +552,19 @@ static struct verdict layer(const struct mc *c, fccl_moe_t *m,
     void *ex = o.d.expand_x;
     if (me && tm == T_DNULL)
         o.d.expand_x = NULL;
-    v.drc = fccl_moe_dispatch(m, in.x, in.ids, in.scales,
-                              c->masked || tm == T_MASK ? in.mask : NULL, bs,
-                              &o.d);
+    const uint8_t *mask = c->masked || tm == T_MASK ? in.mask : NULL;
+    v.drc = c->dasync ? dispatch_async(c, m, in.x, in.ids, in.scales, mask,
+                                       bs, &o.d)
+                      : fccl_moe_dispatch(m, in.x, in.ids, in.scales, mask,
+                                          bs, &o.d);
     o.d.expand_x = ex;
     if (v.drc < 0)
         goto out;
     if (tm == T_NONE)
         check_dispatch(c, &info, &o);
+    void *own_eo = o.eo, *xb = expert_buffer(c, m);
+    if (xb) /* the experts' rows go to the expert buffer instead */
+        o.eo = xb;
     run_experts(c, &info, &o);
     if (me && tm == T_COUNTS)
         o.d.ep_recv_counts[0] += 1;
@@ -515,6 +588,7 @@ static struct verdict layer(const struct mc *c, fccl_moe_t *m,
         v.crc = fccl_moe_combine(m, &ci, o.x);
     if (v.crc == FCCL_OK && tm == T_NONE)
         check_combine(c, &in, &o);
+    o.eo = own_eo;
 out:
     free_outs(&o);
     free_inp(&in);
@@ -574,6 +648,8 @@ static void layer_mode(void)
                             .shx = idx % 5 == 3, .nums_count = idx % 2,
                             .inplace = fused && idx % 3 == 2,
                             .async = idx % 5 == 1 ? 1 : idx % 5 == 4 ? 2 : 0,
+                            .dasync = idx % 4 == 3 ? 1 : idx % 6 == 1 ? 2 : 0,
+                            .xbuf = idx % 3 == 0 ? 1 : idx % 7 == 2 ? 2 : 0,
                             .H = idx % 4 == 1 ? 1031
                                  : bf ? 40 + (size_t)(idx % 3) * 13 : 33,
                             .bs = 6 + idx % 7};
@@ -586,7 +662,7 @@ static void layer_mode(void)
             int L = tp ? 1 : 2, E = L * ep;
             struct mc c = {.tp = tp, .L = L, .k = E < 3 ? E : 3, .bf16 = bf,
                            .skew = 1, .fused = bf, .H = bf ? 8200 : 4100,
-                           .bs = 48, .masked = 1};
+                           .bs = 48, .masked = 1, .xbuf = bf};
             run_case(&c);
         }
     }
@@ -680,6 +756,60 @@ static void bad_call(struct mc c, enum tamper tm, int who, const char *needle)
     fccl_moe_destroy(m);
 }
 
+/* TP partners that disagree about the TP group: every rank of both EP
+ * groups must fail fast (no waiting for the group timeout). */
+static void tp_bad_new(struct mc t, int who, int kind, const char *what,
+                       const char *needle)
+{
+    cases++;
+    describe(&t);
+    fccl_moe_opts_t o;
+    fill_opts(&t, &o);
+    fccl_group_t *own = NULL;
+    if (kind == 2) { /* every rank of who's EP group makes that group
+                      * again (group_new is collective over its members) */
+        int mem[1024], n = 0;
+        for (int r = W % 2; r < NW && n < 1024; r += 2)
+            mem[n++] = r;
+        if (W % 2 == who % 2 && fccl_group_new(mem, (size_t)n, &own) < 0) {
+            FAILF("%s: group_new: %s", what, fccl_last_error());
+            return;
+        }
+    }
+    if (W == who)
+        o.tp = kind == 0 ? NULL : kind == 1 ? world : own;
+    fccl_moe_t *m = NULL;
+    double t0 = now_s();
+    int rc = fccl_moe_new(&o, &m);
+    expect_invalid(rc, now_s() - t0, what, W == who, needle);
+    if (m) {
+        FAILF("%s: moe_new returned a config on failure", what);
+        fccl_moe_destroy(m);
+    }
+    if (own)
+        fccl_group_destroy(own);
+}
+
+static void tp_mismatch(struct mc c)
+{
+    struct mc t = c;
+    t.tp = 1;
+    t.L = 1;
+    t.k = 1;
+    int last = NW - 1;
+    tp_bad_new(t, last, 0, "no TP group on one rank, its partner has one",
+               "TP group or none differs");
+    tp_bad_new(t, 0, 0, "no TP group on rank 0, its partner has one",
+               "TP group or none differs");
+    if (NW > 2)
+        tp_bad_new(t, last, 1, "a TP group of the world size on one rank",
+                   "TP group has");
+    /* a group of 2 that is not a TP pair: the two ranks of the EP group
+     * (4 ranks) or more (then the size is wrong anyway) */
+    tp_bad_new(t, last, 2, "the own EP group passed as the TP group",
+               NW == 4 ? "own EP group" : "TP group has");
+}
+
 static void args_mode(void)
 {
     struct mc c = {.L = 2, .k = 2, .bf16 = 1, .H = 16, .bs = 5};
@@ -727,6 +857,8 @@ static void args_mode(void)
                 "one expert per rank");
         bad_new(t, last, "hidden differs on one TP rank", sp_H, "differs");
     }
+    if (NW >= 4 && NW % 2 == 0)
+        tp_mismatch(c);
     /* calls */
     for (int who = -1; who <= last; who += last + 1) {
         bad_call(c, T_ID_RANGE, who, "out of range");
@@ -742,6 +874,13 @@ static void args_mode(void)
         f.async = 2; /* the same errors from the asynchronous start */
         bad_call(f, T_GAMMA, who, "NULL");
         bad_call(f, T_COUNTS, who, NULL);
+        f.xbuf = 1; /* and with the rows read in place */
+        bad_call(f, T_COUNTS, who, NULL);
+        bad_call(f, T_ASSIST, who, "assist_info");
+        struct mc da = c; /* dispatch errors from dispatch_start */
+        da.dasync = 2;
+        bad_call(da, T_ID_RANGE, who, "out of range");
+        bad_call(da, T_DNULL, who, "NULL");
         if (NW >= 4 && NW % 2 == 0) {
             struct mc t = c;
             t.tp = 1;

@@ -288,6 +288,14 @@ int coll_p2p_wait(fccl_request_t *r, int64_t timeout_ms)
     }
 }
 
+void coll_p2p_cancel(fccl_request_t *r)
+{
+    if (!r || r->kind != REQ_P2P)
+        return;
+    cancel_pending(r->g, r->tp, r->ntp);
+    p2p_free(r);
+}
+
 int coll_p2p_test(fccl_request_t *r, int *done)
 {
     int t = poll_all(r);

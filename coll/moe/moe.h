@@ -49,13 +49,14 @@
  * group (and of the TP groups) returns FCCL_ERR_INVALID together, the
  * offending rank with the precise message, the others naming that rank.
  *
- * Asynchronous combine: fccl_moe_combine_start and
- * fccl_moe_combine_add_rms_norm_start return a handle to test or wait on
- * while the caller works on something else (below).
+ * Asynchronous variants: fccl_moe_dispatch_start, fccl_moe_combine_start
+ * and fccl_moe_combine_add_rms_norm_start return a handle to test or wait
+ * on while the caller works on something else (below).
  *
  * Groups: the EP group (and the TP group) must carry no other traffic
  * between the first and the last rank entering an operation here (they
- * use the groups' point-to-point tags 0x4d4f0000 and up).  Every rank of
+ * use the groups' point-to-point tags 0x4d4f0000 and up; fccl_moe_new
+ * with TP also tag 0x4d4f1000 of the world group).  Every rank of
  * the EP group calls the same operations in the same order.
  * Thread safety: a config is used by one thread at a time (like its groups);
  * different configs on different groups may run in parallel.
@@ -109,6 +110,10 @@ typedef struct fccl_moe_opts {
     fccl_dtype_t dtype;         /* FCCL_FLOAT32 or FCCL_BFLOAT16 */
     float norm_eps;             /* RMSNorm epsilon, finite and >= 0 */
     fccl_moe_token_nums_t token_nums_type;
+    int expert_buffer;          /* 1: fccl_moe_new also makes an expert
+                                   buffer shared with the EP group's ranks
+                                   on this host (fccl_moe_get_expert_buffer);
+                                   0 (default): none */
 } fccl_moe_opts_t;
 
 /* Defaults: no groups, 0 experts, bs 0, k 0, hidden 0, bfloat16, eps 1e-6,
@@ -117,16 +122,43 @@ FCCL_API void fccl_moe_opts_init(fccl_moe_opts_t *opts);
 
 /* Create a config.  Collective over opts->ep and then opts->tp: every rank
  * of both calls it (blocks until they have; the groups' timeout applies).
- * Checks the options on this rank, then compares them across the groups
- * (one small all_reduce on each, and with TP one more on EP), so a rank
- * with a different H, K, expert layout, dtype, eps or global_bs makes
- * every rank fail together.  Allocates the workspaces (about
+ * Checks the options on this rank, then compares them across the EP group
+ * (one small all_reduce), so a rank with a different H, K, expert layout,
+ * dtype, eps, global_bs or TP-or-not makes every rank fail together.
+ * With TP, each rank then sends its options to its TP partner over the
+ * world group (fccl_world(), tag 0x4d4f1000) and one word to every rank
+ * of its EP group: partners that disagree (options, or the TP group
+ * itself: one passing none, a group of another size, a group pairing a
+ * rank with its own EP group) fail at once on every rank that can learn
+ * of it.  Undetectable, and left to the group timeout (whose message
+ * names the silent partner): a whole EP group passing no TP group while
+ * the other passes one.  Partners must create their configs in the same
+ * order.  With opts.expert_buffer, one more all_gather and all_reduce
+ * over EP share the buffers.  Allocates the workspaces (about
  * 2 * bs * (k + shared_expert_num) * H elements, plus the TP block).
  * *out is owned by the caller (fccl_moe_destroy).
  * Returns FCCL_OK; FCCL_ERR_INVALID (this rank's options or another rank's,
  * with a message saying which and why); FCCL_ERR_NOMEM; FCCL_ERR_TIMEOUT,
  * FCCL_ERR_PEER, FCCL_ERR_ABORTED from the group (then *out is NULL). */
 FCCL_API int fccl_moe_new(const fccl_moe_opts_t *opts, fccl_moe_t **out);
+
+/* The expert buffer (opts.expert_buffer = 1): [expand_rows][H] dtype,
+ * owned by the config, valid until fccl_moe_destroy.  Write the experts'
+ * outputs into it (or use it as dispatch's expand_x and run the experts in
+ * place) and pass it to a combine as expand_x: when every rank of the EP
+ * group does so, there is no TP group and the ranks share a host (memfd
+ * mappings, checked by fccl_moe_new on every rank), the combine reads the
+ * other ranks' rows straight out of their buffers instead of receiving
+ * copies, so each row crosses memory once, in the weighted sum.  The
+ * combine then returns only after every rank has read this rank's rows,
+ * so the buffer may be written again as soon as it returns.  Otherwise
+ * (another host, FCCL_MOE_SHARED=0, a rank passing another buffer) the
+ * buffer is an ordinary one and the combine sends rows as messages.
+ * *shared (may be NULL) is set to 1 when the in-place path is available.
+ * Never blocks.  Returns FCCL_OK; FCCL_ERR_INVALID if moe or buf is NULL
+ * or the config was made without opts.expert_buffer. */
+FCCL_API int fccl_moe_get_expert_buffer(fccl_moe_t *moe, void **buf,
+                                        int *shared);
 
 /* Free the config and its workspaces (not the groups).  NULL is a no-op.
  * Not collective, except that a combine still running is first waited for
@@ -233,18 +265,39 @@ FCCL_API int fccl_moe_combine_add_rms_norm(fccl_moe_t *moe,
                                            const void *gamma, void *y_out,
                                            float *rstd_out, void *x_out);
 
-/* ---- asynchronous combine ---- */
+/* ---- asynchronous dispatch and combine ---- */
 
 typedef struct fccl_moe_request fccl_moe_request_t;
+
+/* Start fccl_moe_dispatch and return with *req: the argument checks with
+ * every rank (the count exchange), the routing, posting the row transfers
+ * and copying this rank's rows for itself happen before the return (they
+ * block); the transfers finish in fccl_moe_test / fccl_moe_wait, and with
+ * TP the AllGatherV with the partner runs there too (blocking that call).
+ * out's arrays (and out itself) are complete only when the handle
+ * reports done; until then the call borrows out and its buffers.  x,
+ * expert_ids, expert_scales and x_active_mask are free again when this
+ * returns (their rows and weights are packed or copied by then).  Same
+ * config rules, statuses and handle ownership as fccl_moe_combine_start
+ * below. */
+FCCL_API int fccl_moe_dispatch_start(fccl_moe_t *moe, const void *x,
+                                     const int32_t *expert_ids,
+                                     const float *expert_scales,
+                                     const uint8_t *x_active_mask, size_t bs,
+                                     fccl_moe_dispatch_out_t *out,
+                                     fccl_moe_request_t **req);
 
 /* Start fccl_moe_combine / fccl_moe_combine_add_rms_norm and return at
  * once with *req: the argument checks with every rank, the TP
  * reduce-scatter and posting the transfers happen before the return (they
  * block), the transfers and the math continue in fccl_moe_test and
- * fccl_moe_wait.  Until then the call borrows every buffer it was given
+ * fccl_moe_wait.  (When the rows are read in place from the expert
+ * buffers, every row is there at the start, so the start also does the
+ * math; test and wait then wait for the other ranks to finish reading
+ * this rank's rows.)  Until then the call borrows every buffer it was given
  * (the fccl_moe_combine_in_t struct itself is copied); the config runs one
- * combine at a time (dispatch and another combine on it return
- * FCCL_ERR_STATE until the handle is finished).  *req belongs to the
+ * operation at a time (a dispatch or combine on it returns FCCL_ERR_STATE
+ * until the handle is finished).  *req belongs to the
  * config: it needs no freeing and ends with the wait or the test that
  * reports done.  Statuses as the blocking calls (argument errors come from
  * the start, with *req NULL); FCCL_ERR_INVALID if req is NULL. */

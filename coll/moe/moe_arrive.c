@@ -117,7 +117,7 @@ static int pass(struct fccl_moe *m, int blocking, int *progress)
         m->req_piece[i] = m->req_piece[op->nr - 1];
         op->nr--;
         *progress = 1;
-        if (rc == FCCL_OK)
+        if (rc == FCCL_OK && p >= 0) /* p < 0: a "done" (moe_shared.c) */
             moe_arrived(m, off[p], (size_t)(off[p + 1] - off[p]),
                         m->recv_rows + (size_t)off[p] * m->rowb);
     }
@@ -146,6 +146,8 @@ int moe_poll(struct fccl_moe *m, int block)
     struct moe_op *op = &m->op;
     if (!op->active)
         return 1;
+    if (op->kind == MOE_OP_DISPATCH)
+        return moe_dispatch_poll(m, block);
     for (;;) {
         int progress = 0;
         uint64_t idle = fccl_now_ns() - op->last;

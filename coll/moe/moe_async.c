@@ -1,10 +1,11 @@
 /*
- * MoE combine, asynchronous: start the combine (argument checks with every
- * rank, the TP reduce-scatter, posting the transfers: these block), get a
- * handle, and finish it with fccl_moe_wait, or drive it with fccl_moe_test
- * while doing other work (a shared expert, the next layer's attention);
- * each test finishes the tokens whose rows have landed.  The handle lives
- * in the config: one combine in flight per config.
+ * MoE dispatch and combine, asynchronous: start the operation (argument
+ * checks with every rank, routing, the TP reduce-scatter, posting the
+ * transfers: these block), get a handle, and finish it with fccl_moe_wait,
+ * or drive it with fccl_moe_test while doing other work (a shared expert,
+ * the next layer's attention); each combine test finishes the tokens whose
+ * rows have landed.  The handle lives in the config: one operation in
+ * flight per config.
  */
 #include "err.h"
 #include "moe_int.h"
@@ -16,6 +17,21 @@ static int started(struct fccl_moe *m, int rc, fccl_moe_request_t **req)
     m->req.m = m;
     *req = &m->req;
     return FCCL_OK;
+}
+
+int fccl_moe_dispatch_start(fccl_moe_t *m, const void *x,
+                            const int32_t *expert_ids,
+                            const float *expert_scales,
+                            const uint8_t *x_active_mask, size_t bs,
+                            fccl_moe_dispatch_out_t *out,
+                            fccl_moe_request_t **req)
+{
+    if (!req)
+        return fccl_err(FCCL_ERR_INVALID, "moe_dispatch_start: req is NULL");
+    *req = NULL;
+    return started(m, moe_dispatch_begin(m, x, expert_ids, expert_scales,
+                                         x_active_mask, bs, out),
+                   req);
 }
 
 int fccl_moe_combine_start(fccl_moe_t *m, const fccl_moe_combine_in_t *in,

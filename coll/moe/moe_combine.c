@@ -13,7 +13,10 @@
  *     ReduceScatterV of the two partial results (sum);
  *  4. each owner posts one receive per piece (expert rank, local expert)
  *     into its arrival workspace, the expert ranks send, and a rank's own
- *     pieces are used in place, without a copy.
+ *     pieces are used in place, without a copy;
+ *  4'. or, when every rank passed its shared expert buffer (the exchange
+ *     of step 2 says so), each owner reads the peers' pieces where they
+ *     lie and sends them "done" (moe_shared.c): no message carries rows.
  * Memory: the arrival workspace (bs * slots rows, allocated once) and one
  * float32 row; nothing of the size of the combined tensor.
  */
@@ -135,13 +138,20 @@ static int ep_check(struct fccl_moe *m, int bad,
                     in->ep_send_counts[(size_t)le * m->ep_size + s];
         for (size_t p = 0; p < P; p++)
             m->mine[1 + P + p] = off[p + 1] - off[p];
+        /* in place only if every rank passes its expert buffer */
+        m->mine[1 + 2 * P] = m->shared_ok && in->expand_x == m->xbuf;
     }
     int rc = fccl_all_gather(m->mine, m->meta, m->metalen, FCCL_INT64, m->ep,
                              NULL);
     if (rc == FCCL_OK)
         rc = moe_verdict(m, m->meta, m->metalen, m->ep_size, "EP",
                          "moe_combine");
-    return rc == FCCL_OK ? pair_check(m) : rc;
+    if (rc == FCCL_OK)
+        rc = pair_check(m);
+    m->op.shared = rc == FCCL_OK;
+    for (int r = 0; r < m->ep_size; r++)
+        m->op.shared &= meta_of(m, r)[1 + 2 * P] == 1;
+    return rc;
 }
 
 /* Step 3 (TP only): verdicts and block rows, then the partial sums. */
@@ -189,19 +199,28 @@ static int post(struct fccl_moe *m, const unsigned char *data, size_t *nrecv,
     if (rc < 0)
         return rc;
     fccl_p2p_op_t *ops = m->ops;
-    size_t row = 0;
     for (int le = 0; le < m->my_L; le++)
         for (int s = 0; s < m->ep_size; s++) {
             size_t n =
                 (size_t)in->ep_send_counts[(size_t)le * m->ep_size + s];
-            m->recv_off[(size_t)le * m->ep_size + s] = row;
+            size_t row = m->recv_off[(size_t)le * m->ep_size + s];
             if (n > 0 && s != m->ep_rank)
                 ops[ns++] = (fccl_p2p_op_t){1, (void *)(data + row * m->rowb),
                                             n * m->H, m->dt, s,
                                             MOE_TAG_COMBINE_ROWS + le};
-            row += n;
         }
     return ns ? fccl_batch_isend_irecv(ops, ns, m->ep, sreq) : FCCL_OK;
+}
+
+/* The expert side's layout: row of (local expert, owner) in the data. */
+static void expert_layout(struct fccl_moe *m)
+{
+    const int64_t *c = m->op.f.in.ep_send_counts;
+    size_t row = 0;
+    for (size_t i = 0; i < (size_t)m->my_L * m->ep_size; i++) {
+        m->recv_off[i] = row;
+        row += (size_t)c[i];
+    }
 }
 
 static void self_pieces(struct fccl_moe *m, const unsigned char *data)
@@ -220,9 +239,11 @@ int moe_idle_check(const struct fccl_moe *m, const char *who)
     if (!m)
         return fccl_err(FCCL_ERR_INVALID, "%s: moe is NULL", who);
     if (m->op.active)
-        return fccl_err(FCCL_ERR_STATE, "%s: a combine started with "
+        return fccl_err(FCCL_ERR_STATE, "%s: a %s started with "
                         "fccl_moe_*_start is still running on this config "
-                        "(fccl_moe_wait for it first)", who);
+                        "(fccl_moe_wait for it first)", who,
+                        m->op.kind == MOE_OP_DISPATCH ? "dispatch"
+                                                      : "combine");
     return FCCL_OK;
 }
 
@@ -245,16 +266,27 @@ int moe_combine_begin(struct fccl_moe *m)
         return rc;
     const unsigned char *data = m->tp ? m->rs_rows : op->f.in.expand_x;
     op->active = 1;
+    op->kind = MOE_OP_COMBINE;
     op->nr = 0;
     op->sreq = NULL;
     op->last = fccl_now_ns();
     moe_start_tokens(m);
-    rc = post(m, data, &op->nr, &op->sreq);
+    expert_layout(m);
+    if (op->shared) { /* peers' rows in place, ours, then "done" */
+        rc = moe_shared_begin(m);
+        if (rc == FCCL_OK)
+            self_pieces(m, data);
+        if (rc == FCCL_OK)
+            rc = moe_shared_end(m);
+    } else {
+        rc = post(m, data, &op->nr, &op->sreq);
+        if (rc == FCCL_OK)
+            self_pieces(m, data);
+    }
     if (rc < 0) {
         moe_poll(m, 1); /* collect what was posted (the group has failed) */
         return rc;
     }
-    self_pieces(m, data);
     return FCCL_OK;
 }
 

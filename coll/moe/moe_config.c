@@ -15,6 +15,7 @@
 
 #include "err.h"
 #include "fccl/pg.h"
+#include "group.h"
 #include "moe_int.h"
 
 void fccl_moe_opts_init(fccl_moe_opts_t *o)
@@ -54,6 +55,14 @@ int moe_verdict(struct fccl_moe *m, const int64_t *flags, size_t stride,
 
 /* ---- local checks ---- */
 
+int moe_in_group(const fccl_group_t *g, int world_rank)
+{
+    for (int i = 0; i < g->size; i++)
+        if (g->world[i] == world_rank)
+            return 1;
+    return 0;
+}
+
 static int check_groups(struct fccl_moe *m, const fccl_moe_opts_t *o)
 {
     int n = fccl_group_size(o->ep);
@@ -63,6 +72,13 @@ static int check_groups(struct fccl_moe *m, const fccl_moe_opts_t *o)
     if (o->tp && fccl_group_size(o->tp) != 2)
         return moe_bad(m, "the TP group has %d ranks (needs exactly 2, or "
                        "no TP group)", fccl_group_size(o->tp));
+    int w = -1;
+    if (o->tp && fccl_group_to_world(o->tp, 1 - fccl_group_rank(o->tp),
+                                     &w) == FCCL_OK &&
+        moe_in_group(o->ep, w))
+        return moe_bad(m, "the TP group pairs this rank with world rank %d, "
+                       "which is in its own EP group (TP partners sit in "
+                       "different EP groups)", w);
     return 0;
 }
 
@@ -120,11 +136,12 @@ static int check_shape(struct fccl_moe *m, const fccl_moe_opts_t *o)
 /* ---- the cross-rank check ---- */
 
 enum { V_BAD, V_H, V_K, V_E, V_N, V_S, V_GBS, V_DT, V_EPS, V_TP, V_NUMS,
-       V_EPSIZE, V_EPRANK, V_BS, NV };
+       V_EPSIZE, V_EPRANK, V_XBUF, V_BS, NV };
 static const char *const vname[NV] = {
     "", "hidden", "k", "moe_expert_num", "shared_expert_num",
     "shared_expert_rank_num", "global_bs", "dtype", "norm_eps",
-    "TP group or none", "token_nums_type", "EP size", "EP rank", "bs"};
+    "TP group or none", "token_nums_type", "EP size", "EP rank",
+    "expert_buffer", "bs"};
 
 static void fill(int64_t *v, const struct fccl_moe *m, const fccl_moe_opts_t *o,
                  int bad)
@@ -134,7 +151,8 @@ static void fill(int64_t *v, const struct fccl_moe *m, const fccl_moe_opts_t *o,
     int64_t x[NV] = {bad, (int64_t)o->hidden, o->k, o->moe_expert_num,
                      o->shared_expert_num, o->shared_expert_rank_num,
                      o->global_bs, o->dtype, eb, o->tp != NULL,
-                     o->token_nums_type, m->ep_size, m->ep_rank, o->bs};
+                     o->token_nums_type, m->ep_size, m->ep_rank,
+                     o->expert_buffer != 0, o->bs};
     for (int i = 0; i < NV; i++) {
         v[2 * i] = x[i];
         v[2 * i + 1] = -x[i];
@@ -175,6 +193,12 @@ static int compare(struct fccl_moe *m, const int64_t *v, const char *group,
     return FCCL_OK;
 }
 
+static int tp_judge(struct fccl_moe *m, const int64_t *vmax)
+{
+    m->max_bs = (int)vmax[2 * V_BS];
+    return compare(m, vmax, "TP", 1, 0);
+}
+
 static int cross_check(struct fccl_moe *m, const fccl_moe_opts_t *o, int bad)
 {
     int64_t v[2 * NV];
@@ -183,6 +207,7 @@ static int cross_check(struct fccl_moe *m, const fccl_moe_opts_t *o, int bad)
     if (rc < 0)
         return rc;
     int64_t max_bs = v[2 * V_BS];
+    int any_tp = v[2 * V_TP] != 0;
     int verdict = compare(m, v, "EP", o->global_bs != 0, 1);
     if (verdict == FCCL_OK && o->global_bs != 0 &&
         o->global_bs < max_bs * m->ep_size)
@@ -191,28 +216,16 @@ static int cross_check(struct fccl_moe *m, const fccl_moe_opts_t *o, int bad)
                            "bs %lld times the EP size %d", o->global_bs,
                            (long long)max_bs, m->ep_size);
     m->max_bs = (int)max_bs;
-    if (!o->tp)
+    if (!any_tp) /* no rank of the EP group has a TP group */
         return verdict;
-    /* TP partners: same everything (including the EP rank), and the bad
-     * flag of either EP group, so both EP groups fail together. */
+    /* TP partners: same everything (including the EP rank), the larger
+     * max bs of the two EP groups; moe_tpcheck.c makes a disagreement
+     * about the TP group itself fail fast too. */
+    int64_t vmax[2 * NV];
     fill(v, m, o, verdict < 0);
     v[2 * V_BS] = max_bs;
     v[2 * V_BS + 1] = -max_bs;
-    rc = fccl_all_reduce(v, v, 2 * NV, FCCL_INT64, FCCL_MAX, o->tp, NULL);
-    if (rc < 0)
-        return rc;
-    if (verdict < 0)
-        return verdict;
-    m->max_bs = (int)v[2 * V_BS];
-    verdict = compare(m, v, "TP", 1, 0);
-    /* A mismatch found only between TP partners: tell both EP groups. */
-    int64_t f = verdict < 0;
-    rc = fccl_all_reduce(&f, &f, 1, FCCL_INT64, FCCL_MAX, o->ep, NULL);
-    if (rc < 0 || verdict < 0)
-        return rc < 0 ? rc : verdict;
-    return f ? fccl_err(FCCL_ERR_INVALID, "moe_new: two TP partners in this "
-                        "EP group disagree (their own error says how)")
-             : FCCL_OK;
+    return moe_tp_check(m, v, 2 * NV, verdict, vmax, tp_judge);
 }
 
 /* ---- sizes and workspaces ---- */
@@ -317,6 +330,7 @@ void fccl_moe_destroy(fccl_moe_t *m)
     free(m->acc);
     free(m->wrows);
     free(m->wts);
+    moe_shared_free(m);
     free(m);
 }
 
@@ -335,9 +349,12 @@ int fccl_moe_new(const fccl_moe_opts_t *o, fccl_moe_t **out)
     if (!o || !out || !o->ep)
         return fccl_err(FCCL_ERR_INVALID, "moe_new: %s is NULL",
                         !o ? "opts" : !out ? "out" : "opts->ep");
+    static _Atomic int64_t calls; /* the TP check's hello epoch */
+    int64_t epoch = ++calls;
     struct fccl_moe *m = calloc(1, sizeof(*m));
     if (!m)
         return fccl_err(FCCL_ERR_NOMEM, "moe_new: no memory");
+    m->new_epoch = epoch;
     m->ep = o->ep;
     m->tp = o->tp;
     m->ep_rank = fccl_group_rank(o->ep);
@@ -355,6 +372,10 @@ int fccl_moe_new(const fccl_moe_opts_t *o, fccl_moe_t **out)
     int rc = cross_check(m, o, bad);
     if (rc == FCCL_OK) {
         derive_caps(m);
+        if (o->expert_buffer) /* collective over EP; same choice on all */
+            rc = moe_shared_new(m);
+    }
+    if (rc == FCCL_OK) {
         int f = 0;
         m->rs_rows = o->tp ? zalloc(m->block_cap * m->rowb, &f) : NULL;
         if (f)

@@ -115,7 +115,8 @@ static size_t layout(struct fccl_moe *m)
     return row;
 }
 
-/* Step 4. */
+/* Step 4: post the exchange (m->op.dreq), then copy this rank's rows for
+ * itself while the messages fly. */
 static int exchange(struct fccl_moe *m, const void *x, const int32_t *assist,
                     fccl_moe_dispatch_out_t *o)
 {
@@ -148,11 +149,11 @@ static int exchange(struct fccl_moe *m, const void *x, const int32_t *assist,
                                           FCCL_FLOAT32, r,
                                           MOE_TAG_DISPATCH_SCALES + le};
         }
-    fccl_request_t *req = NULL;
-    int rc = nops ? fccl_batch_isend_irecv(ops, nops, m->ep, &req) : FCCL_OK;
+    m->op.dreq = NULL;
+    int rc = nops ? fccl_batch_isend_irecv(ops, nops, m->ep, &m->op.dreq)
+                  : FCCL_OK;
     if (rc < 0)
         return rc;
-    /* rows for myself, while the messages fly */
     uint64_t t0 = fccl_now_ns();
     const int32_t *p2s = moe_assist_pos2slot(m, (int32_t *)assist);
     for (int le = 0; le < m->my_L; le++) {
@@ -166,7 +167,7 @@ static int exchange(struct fccl_moe *m, const void *x, const int32_t *assist,
         }
     }
     m->times.math_ns += fccl_now_ns() - t0;
-    return req ? fccl_wait(req, -1) : FCCL_OK;
+    return FCCL_OK;
 }
 
 static void counts_out(struct fccl_moe *m, fccl_moe_dispatch_out_t *o,
@@ -218,8 +219,8 @@ static int tp_gather(struct fccl_moe *m, int bad, size_t rows,
     return rc;
 }
 
-static int ep_phase(struct fccl_moe *m, int bad, const void *x, size_t bs,
-                    fccl_moe_dispatch_out_t *o, size_t *rows)
+/* Step 3: counts and verdicts of every rank, then the layout. */
+static int ep_phase(struct fccl_moe *m, int bad, size_t bs, size_t *rows)
 {
     m->mine[0] = bad;
     m->mine[1] = (int64_t)bs;
@@ -234,23 +235,42 @@ static int ep_phase(struct fccl_moe *m, int bad, const void *x, size_t bs,
         rc = fccl_err(FCCL_ERR_INVALID, "moe_dispatch: EP rank %d would "
                       "receive %zu rows, more than its capacity %zu",
                       m->ep_rank, *rows, m->block_cap);
-    uint64_t t1 = fccl_now_ns();
-    m->times.check_ns += t1 - t0;
-    if (rc < 0)
-        return rc;
-    uint64_t math0 = m->times.math_ns;
-    rc = exchange(m, x, o->assist_info, o);
-    m->times.comm_ns += fccl_now_ns() - t1 - (m->times.math_ns - math0);
+    m->times.check_ns += fccl_now_ns() - t0;
     return rc;
 }
 
-int fccl_moe_dispatch(fccl_moe_t *m, const void *x, const int32_t *ids,
-                      const float *scales, const uint8_t *mask, size_t bs,
-                      fccl_moe_dispatch_out_t *o)
+/* The end of a dispatch, good or bad (rc: the exchange's status): the TP
+ * gather (the partner learns our verdict even on failure), the counts. */
+static int dispatch_end(struct fccl_moe *m, int rc)
+{
+    struct moe_op *op = &m->op;
+    fccl_moe_dispatch_out_t *o = op->dout;
+    size_t tp_rows[2] = {0, 0};
+    if (m->tp) {
+        int trc = tp_gather(m, rc < 0, op->drows, o, tp_rows);
+        if (rc == FCCL_OK)
+            rc = trc;
+    }
+    if (rc == FCCL_OK) {
+        counts_out(m, o, tp_rows);
+        o->rows = m->tp ? tp_rows[0] + tp_rows[1] : op->drows;
+    }
+    op->active = 0;
+    op->dreq = NULL;
+    m->times.total_ns = fccl_now_ns() - op->t0;
+    m->times.comm_ns = m->times.total_ns - m->times.check_ns -
+                       m->times.math_ns;
+    return rc;
+}
+
+int moe_dispatch_begin(struct fccl_moe *m, const void *x, const int32_t *ids,
+                       const float *scales, const uint8_t *mask, size_t bs,
+                       fccl_moe_dispatch_out_t *o)
 {
     int rc0 = moe_idle_check(m, "moe_dispatch");
     if (rc0 < 0)
         return rc0;
+    struct moe_op *op = &m->op;
     uint64_t t0 = fccl_now_ns();
     memset(&m->times, 0, sizeof(m->times));
     m->msg[0] = '\0';
@@ -263,18 +283,43 @@ int fccl_moe_dispatch(fccl_moe_t *m, const void *x, const int32_t *ids,
     uint64_t t2 = fccl_now_ns();
     m->times.check_ns += t1 - t0;
     m->times.math_ns += t2 - t1;
-    size_t rows = 0, tp_rows[2] = {0, 0};
-    int rc = ep_phase(m, bad, x, bs, o, &rows);
-    if (m->tp) {
-        /* the TP partner learns our verdict even when the EP phase failed */
-        int trc = tp_gather(m, rc < 0, rows, o, tp_rows);
-        if (rc == FCCL_OK)
-            rc = trc;
+    op->kind = MOE_OP_DISPATCH;
+    op->t0 = t0;
+    op->dout = o;
+    op->drows = 0;
+    op->dreq = NULL;
+    int rc = ep_phase(m, bad, bs, &op->drows);
+    if (rc == FCCL_OK)
+        rc = exchange(m, x, o->assist_info, o);
+    op->active = 1;
+    if (rc < 0) { /* nothing is pending; the TP partner hears of it */
+        int erc = dispatch_end(m, rc);
+        return erc < 0 ? erc : rc;
     }
-    if (rc == FCCL_OK) {
-        counts_out(m, o, tp_rows);
-        o->rows = m->tp ? tp_rows[0] + tp_rows[1] : rows;
+    return FCCL_OK;
+}
+
+int moe_dispatch_poll(struct fccl_moe *m, int block)
+{
+    struct moe_op *op = &m->op;
+    int rc = FCCL_OK;
+    if (op->dreq) {
+        int done = 1;
+        rc = block ? fccl_wait(op->dreq, -1) : fccl_test(op->dreq, &done);
+        if (!done)
+            return rc < 0 ? rc : 0;
+        op->dreq = NULL;
     }
-    m->times.total_ns = fccl_now_ns() - t0;
-    return rc;
+    rc = dispatch_end(m, rc);
+    return rc < 0 ? rc : 1;
+}
+
+int fccl_moe_dispatch(fccl_moe_t *m, const void *x, const int32_t *ids,
+                      const float *scales, const uint8_t *mask, size_t bs,
+                      fccl_moe_dispatch_out_t *o)
+{
+    int rc = moe_dispatch_begin(m, x, ids, scales, mask, bs, o);
+    if (rc == FCCL_OK)
+        rc = moe_dispatch_poll(m, 1);
+    return rc < 0 ? rc : FCCL_OK;
 }

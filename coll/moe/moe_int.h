@@ -27,6 +27,11 @@
 #define MOE_TAG_DISPATCH_ROWS 0x4d4f0000
 #define MOE_TAG_DISPATCH_SCALES 0x4d4f0400
 #define MOE_TAG_COMBINE_ROWS 0x4d4f0800
+#define MOE_TAG_COMBINE_DONE 0x4d4f0c00 /* in place: "read your rows" */
+/* fccl_moe_new's TP check: hello to the partner over the world group,
+ * status words over the EP group (moe_tpcheck.c). */
+#define MOE_TAG_TP_HELLO 0x4d4f1000
+#define MOE_TAG_TP_STATUS 0x4d4f1001
 
 /* What a combine call finishes each token into. */
 struct moe_finish {
@@ -38,12 +43,20 @@ struct moe_finish {
     float *rstd;
 };
 
-/* The combine in flight (one per config). */
+/* The operation in flight (one per config): a combine, or a dispatch
+ * started by fccl_moe_dispatch_start. */
+enum { MOE_OP_COMBINE, MOE_OP_DISPATCH };
 struct moe_op {
     int active;
+    int kind;               /* MOE_OP_* */
+    fccl_request_t *dreq;   /* dispatch: the row exchange, or NULL */
+    fccl_moe_dispatch_out_t *dout; /* dispatch: the caller's outputs */
+    size_t drows;           /* dispatch: rows of the own TP block */
     struct moe_finish f;
     size_t nr;              /* receives still pending (m->reqs[0..nr)) */
     fccl_request_t *sreq;   /* the sends, or NULL */
+    int shared;             /* rows read in place from the peers' expert
+                               buffers (moe_shared.c) */
     uint64_t t0, last, math0; /* start, last progress, math before it */
 };
 
@@ -54,6 +67,8 @@ struct fccl_moe_request {
 struct fccl_moe {
     fccl_group_t *ep, *tp;
     int ep_rank, ep_size, tp_rank, tp_size;
+    int tp_world_me;  /* world rank (the TP check) */
+    int64_t new_epoch; /* this process's fccl_moe_new calls so far */
     int experts, shared_num, shared_ranks, k, slots;
     int L;            /* routed experts per routed rank = pieces per rank */
     int my_L;         /* experts on this rank */
@@ -85,6 +100,18 @@ struct fccl_moe {
     float *acc;               /* H: one row of float32 scratch */
     const void **wrows;       /* slots + 1: one token's rows ... */
     float *wts;               /* ... and their weights */
+    /* the expert buffer (moe_shared.c) */
+    unsigned char *xbuf;      /* [expand_rows][H], NULL without one */
+    void *xmap;               /* its mapping (header page + rows) */
+    size_t xmap_len;
+    int xplain;               /* 1: plain memory, not a mapping */
+    int shared_ok;            /* every EP rank mapped every other's */
+    const unsigned char **peer_rows; /* ep_size: their rows, read-only */
+    size_t *peer_cap;         /* ep_size: rows in each */
+    void **peer_map;          /* ep_size: their mappings ... */
+    size_t *peer_len;         /* ... and lengths */
+    int64_t *done_sink;       /* ep_size: "done" words received */
+    int64_t done_word;        /* the one sent */
     fccl_moe_times_t times;
     struct moe_op op;
     struct fccl_moe_request req; /* handed out by the *_start calls */
@@ -125,6 +152,50 @@ static inline int32_t *moe_assist_pos2slot(const struct fccl_moe *m, int32_t *a)
  * `flags` (stride `stride`), or FCCL_OK.  `who` names the operation. */
 int moe_verdict(struct fccl_moe *m, const int64_t *flags, size_t stride,
                 int n, const char *group, const char *who);
+
+/* ---- the TP check of fccl_moe_new (moe_tpcheck.c) ---- */
+
+/* Is world_rank a member of g?  (No message, unlike the public call.) */
+int moe_in_group(const fccl_group_t *g, int world_rank);
+
+/* Compares the element-wise max of the two partners' option vectors;
+ * FCCL_OK or FCCL_ERR_INVALID with its message. */
+typedef int (*moe_tp_judge_fn)(struct fccl_moe *m, const int64_t *vmax);
+/* Collective over the EP group and the TP partner, run when any rank of
+ * the EP group has a TP group: hello (nv option values) with the partner
+ * over the world group, a good/bad word with every EP rank, so partners
+ * that disagree about the TP group fail at once on every rank that can
+ * know (see the file).  verdict: this rank's EP check.  vmax gets the
+ * judged max.  Returns FCCL_OK, FCCL_ERR_INVALID, or a group error. */
+int moe_tp_check(struct fccl_moe *m, const int64_t *hello, size_t nv,
+                 int verdict, int64_t *vmax, moe_tp_judge_fn judge);
+
+/* ---- the expert buffer (moe_shared.c) ---- */
+
+/* Collective over EP (after the cross check): make the expert buffer and,
+ * without TP, map every other rank's.  Falls back to a plain buffer
+ * (shared_ok 0 on every rank) when any rank cannot.  Group errors only. */
+int moe_shared_new(struct fccl_moe *m);
+void moe_shared_free(struct fccl_moe *m);
+/* In-place combine after the count check: post the "done" receives from
+ * the ranks that read this rank's rows and note every peer's pieces where
+ * they lie (finishing tokens).  Then, once this rank's own pieces are
+ * noted too (every token finished), moe_shared_end tells each peer read
+ * from that we are done (m->op.sreq). */
+int moe_shared_begin(struct fccl_moe *m);
+int moe_shared_end(struct fccl_moe *m);
+
+/* ---- dispatch (moe_dispatch.c) ---- */
+
+/* Checks with every rank, routing, posting the exchange and copying this
+ * rank's own rows: afterwards m->op is an active dispatch that
+ * moe_dispatch_poll finishes (the TP gather, the counts).  Fails (with
+ * every rank, for argument errors) without leaving anything pending. */
+int moe_dispatch_begin(struct fccl_moe *m, const void *x, const int32_t *ids,
+                       const float *scales, const uint8_t *mask, size_t bs,
+                       fccl_moe_dispatch_out_t *o);
+/* As moe_poll, for an active dispatch. */
+int moe_dispatch_poll(struct fccl_moe *m, int block);
 
 /* ---- combine (moe_combine.c, moe_arrive.c) ---- */
 
