@@ -29,9 +29,13 @@
 #              one rank per host (elsewhere no hierarchy to compare)
 #   ompi       Open MPI, --mca pml ob1 --mca btl self,vader,tcp, TCP and
 #              its out-of-band channel on 10.231.0.0/24, --bind-to none,
-#              started from host 1 with bench/netns-rsh.sh as rsh agent
+#              mpi_yield_when_idle when the layout has more ranks than the
+#              machine has cores, started from host 1 with
+#              bench/netns-rsh.sh as rsh agent
 #   mpich      MPICH (ch4:ucx) through hydra, -launcher rsh -launcher-exec
-#              bench/netns-rsh.sh, -iface eth0, UCX_NET_DEVICES=eth0
+#              bench/netns-rsh.sh, -iface eth0, UCX_NET_DEVICES=eth0 (its
+#              ranks poll without yielding: with more ranks than cores,
+#              2x2 and 4x1 here, every step waits for a time slice)
 # With BUILDS of several dirs, fccl and fccl-ring become fccl-A, fccl-A-ring,
 # fccl-B, ... (A = first dir), interleaved with the others.
 # MPI runs bench/mpi_coll.c (built here with mpicc.openmpi / mpicc.mpich):
@@ -52,11 +56,14 @@
 #
 # Environment: LAYOUTS, OPS, SYSTEMS, BUILDS, MINB, MAXB, FACTOR, ROUNDS,
 # ITERS (20), WARMUP (5), BIG, BIG_ITERS, BIG_WARMUP, IPERF_T, PATHCHECK (1),
-# TIMEOUT (seconds per launch, 300), SHOW (sizes in the tables, default
+# TIMEOUT (seconds per launch, 300), GRACE (10), RANK_PRIO (auto: under
+# chrt the measured processes run at SCHED_OTHER nice -20, see below;
+# inherit), SHOW (sizes in the tables, "all" or
 # "8 64 512 4K 32K 256K 1M 4M 16M 64M"), OUT (raw logs; default
 # BUILD/bench/net-results, emptied first).  Prints markdown to stdout
 # (also OUT/report.md); every launch's log, CPU time and veth byte counts
-# are in OUT (sweeps.tsv, all.tsv, raw/).
+# are in OUT (sweeps.tsv, all.tsv, raw/).  A launch killed by its timeout
+# (or ended after a hang) has no CPU figure: /usr/bin/time did not finish.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -364,10 +371,11 @@ sweep() {
     secs=$(echo "$t0 $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }')
     cat "$base".*.cpu 2>/dev/null | awk -v l="$layout" -v o="$op" -v s="$sys" \
         -v r="$round" -v rc="$rc" -v w="$secs" -v v0="$v0" -v v1="$v1" '
-        { u += $2; y += $3 }
+        { u += $2; y += $3; n++ }
         END { split(v0, a, " "); split(v1, b, " ");
-              printf "%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%d\t%d\n", l, o, s, r, rc, w,
-                     u, y, b[1] - a[1], b[2] - a[2] }' >>"$OUT/sweeps.tsv"
+              cu = n ? sprintf("%.2f", u) : "nan"; cy = n ? sprintf("%.2f", y) : "nan"
+              printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\n", l, o, s, r, rc, w,
+                     cu, cy, b[1] - a[1], b[2] - a[2] }' >>"$OUT/sweeps.tsv"
     echo "  round $round $layout $op $sys: exit $rc, ${secs} s" >&2
     local f
     for f in "$base".*.node0; do
@@ -394,7 +402,7 @@ path_check() {
     DONE_SIZE=
     v1=$(veth_bytes)
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$layout" "$sys" "$RC" "$pc" "$m" \
-        "$(echo "$v0 $v1" | awk '{ print $3 - $1 }')" >>"$OUT/path.tsv"
+        "$(echo "$v0 $v1" | awk '{ printf "%.0f", $3 - $1 }')" >>"$OUT/path.tsv"
     echo "  path check $layout $sys: exit $RC" >&2
 }
 

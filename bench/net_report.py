@@ -121,7 +121,8 @@ def report(out, systems):
         f = line.split("\t")
         if len(f) == 3:
             C[f[1]].append(float(f[2]))
-    show = [size_val(x) for x in os.environ.get("SHOW", "").split()] or None
+    show = os.environ.get("SHOW") or "8 64 512 4K 32K 256K 1M 4M 16M 64M"
+    show = None if show == "all" else [size_val(x) for x in show.split()]
 
     def vals(lay, op, s, size, i):
         return [x[i] for x in R.get((lay, op, s), {}).get(size, [])]
@@ -236,11 +237,13 @@ def report(out, systems):
                         if not v:
                             row.append("-")
                         elif i == 0:
-                            row.append("%.0f" % med([c / (w * ncpu) * 100 for w, c, _ in v]))
+                            c = [c / (w * ncpu) * 100 for w, c, _ in v if c == c and w > 0]
+                            row.append("%.0f" % med(c) if c else "-")
                         elif i == 1:
                             row.append("%.1f" % med([w for w, _, _ in v]))
-                        else:
-                            row.append("%.0f" % med([x / 1e6 for _, _, x in v]))
+                        else:  # 2147483647: mawk's %d clamped it (older runs)
+                            x = med([x / 1e6 for _, _, x in v])
+                            row.append(">= 2147" if x >= 2147.48 else "%.0f" % x)
                 print("| " + " | ".join(row) + " |")
         print()
 
