@@ -37,7 +37,9 @@
 #              ranks poll without yielding: with more ranks than cores,
 #              2x2 and 4x1 here, every step waits for a time slice)
 # With BUILDS of several dirs, fccl and fccl-ring become fccl-A, fccl-A-ring,
-# fccl-B, ... (A = first dir), interleaved with the others.
+# fccl-B, ... (A = first dir), interleaved with the others; FCCL_ENV_A,
+# FCCL_ENV_B, ... add VAR=VALUE words to that build's ranks (one dir twice
+# with FCCL_ENV_B="FCCL_SPIN_US=0" compares a setting).
 # MPI runs bench/mpi_coll.c (built here with mpicc.openmpi / mpicc.mpich):
 # per size a warm-up, ITERS x { barrier; op }, slowest rank, median;
 # fewer iterations from 16 MiB (256 MiB moved per size, at least 5).
@@ -119,7 +121,7 @@ BIG=$(bytes_of "$BIG")
 read -r -a BDIRS <<<"$BUILDS"
 FIRST_BUILD=$(abs "${BDIRS[0]}")
 OUT=${OUT:-$FIRST_BUILD/bench/net-results}
-declare -A BUILD_OF RING_OF KIND_OF
+declare -A BUILD_OF RING_OF KIND_OF EXTRA_OF
 SYS=()
 labels=(A B C D E F)
 for s in $SYSTEMS; do
@@ -136,6 +138,8 @@ for s in $SYSTEMS; do
                 die "no $b/bin/fccl-bench or fccl-run: build it first (make BUILD=... lib progs)"
             SYS+=("$name")
             BUILD_OF[$name]=$b
+            EXTRA_OF[$name]=
+            [ ${#BDIRS[@]} -gt 1 ] && eval "EXTRA_OF[\$name]=\${FCCL_ENV_${labels[$j]}:-}"
             RING_OF[$name]=$ring
             KIND_OF[$name]=fccl
         done
@@ -267,6 +271,8 @@ launch() {
     fccl)
         local b=${BUILD_OF[$sys]} envs=(FCCL_NET_IFACE=eth0)
         [ "${RING_OF[$sys]}" = 1 ] && envs+=(FCCL_ALGO_ALL_REDUCE=ring)
+        # shellcheck disable=SC2206
+        [ -n "${EXTRA_OF[$sys]}" ] && envs+=(${EXTRA_OF[$sys]})
         next_port
         for k in $(seq 0 $((m - 1))); do
             local hs=()
@@ -450,7 +456,7 @@ build_mpi
         "BIG_ITERS=$BIG_ITERS BIG_WARMUP=$BIG_WARMUP; script: $(chrt -p $$ | head -n 1 | sed 's/.*: //')," \
         "measured processes: ${PRIO[*]:-the same}"
     for s in "${SYS[@]}"; do
-        [ "${KIND_OF[$s]}" = fccl ] && echo "$s: ${BUILD_OF[$s]}$([ "${RING_OF[$s]}" = 1 ] && echo ", FCCL_ALGO_ALL_REDUCE=ring")"
+        [ "${KIND_OF[$s]}" = fccl ] && echo "$s: ${BUILD_OF[$s]}$([ "${RING_OF[$s]}" = 1 ] && echo ", FCCL_ALGO_ALL_REDUCE=ring")${EXTRA_OF[$s]:+, ${EXTRA_OF[$s]}}"
     done
 } >"$OUT/run.txt"
 cat "$OUT/run.txt" >&2
