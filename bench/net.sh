@@ -179,6 +179,7 @@ mkdir -p "$OUT/raw" "$OUT/boot" || die "cannot create $OUT"
 unset FCCL_PROVIDER FI_PROVIDER FCCL_ALGO_ALL_REDUCE
 export FCCL_TIMEOUT=${FCCL_TIMEOUT:-120}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck disable=SC2034 # read by netns.sh
 MH_PREFIX=fcclnb
 . "$ROOT/tests/multihost/netns.sh"
 mh_reap_stale
@@ -399,7 +400,8 @@ sweep() {
 # Path check: one all_gather of PC bytes, -n 5 -w 1 (11 operations), and
 # the bytes host 1 received.
 path_check() {
-    local sys=$1 layout=$2 m=${layout%x*} pc=$((4 << 20)) v0 v1
+    local sys=$1 layout=$2 pc=$((4 << 20)) v0 v1 m
+    m=${layout%x*}
     [ "$pc" -gt "$MAXB" ] && pc=$MAXB
     v0=$(veth_bytes)
     DONE_SIZE=$pc
@@ -414,7 +416,8 @@ path_check() {
 
 # ---- ceilings ----
 ceilings() {
-    local round=$1 log="$OUT/raw/ceil-r$round"
+    local round=$1 log
+    log="$OUT/raw/ceil-r$round"
     next_port
     nb_exec 2 timeout -k 5 $((IPERF_T + 30)) "${PRIO[@]}" iperf3 -s -1 -p "$PORT" \
         >"$log.iperf3-server" 2>&1 &
