@@ -11,6 +11,7 @@
 #include "algo/layout.h"
 #include "algo/run.h"
 #include "algo/tag.h"
+#include "reduce/reduce.h"
 #include "clock.h"
 #include "log.h"
 
