@@ -10,8 +10,9 @@
 # tests/multihost/netns.sh (prefix fcclnb): host I is "nodeI", 10.231.0.I
 # on its eth0; everything is removed on exit, also on failure or ^C.  No
 # traffic leaves these namespaces.  Each host also gets its own hostname
-# and its own boot id (bound over /proc/sys/kernel/random/boot_id in the
-# mount namespace of its processes), as separate machines have: UCX, under
+# and, for the MPI processes, its own boot id (bound over
+# /proc/sys/kernel/random/boot_id in the mount namespace of its processes),
+# as separate machines have (fccl's ranks see the real one: see nb_exec): UCX, under
 # MPICH, takes one boot id for one machine and would otherwise move
 # "inter-host" messages through shared memory (checked: the path check
 # below counts the bytes that cross host 1's veth).
@@ -207,10 +208,19 @@ if [ "$RANK_PRIO" = auto ] && chrt -p $$ | grep -q 'SCHED_\(FIFO\|RR\)'; then
     PRIO=(chrt -o 0 nice -n -20)
 fi
 
-# nb_exec I CMD...: CMD on host I (as mh_exec, plus the host's boot id).
+# nb_exec I CMD...: CMD on host I (as mh_exec, plus the host's boot id;
+# NB_REAL_BOOT=1 keeps the machine's: fccl's ranks count the ranks that
+# share their kernel to decide whether waiting may spin, and these hosts
+# do share the machine's 2 cores, as Open MPI is told with
+# mpi_yield_when_idle).
 nb_exec() {
     local i=$1
     shift
+    if [ "${NB_REAL_BOOT:-0}" = 1 ]; then
+        ip netns exec "$(mh_ns "$i")" unshare --uts sh -c \
+            'hostname "$0" && exec "$@"' "node$i" "$@"
+        return
+    fi
     ip netns exec "$(mh_ns "$i")" unshare --uts sh -c \
         'hostname "$0" && mount --bind "$1" /proc/sys/kernel/random/boot_id &&
          shift && exec "$@"' "node$i" "$OUT/boot/$i" "$@"
@@ -278,7 +288,7 @@ launch() {
         for k in $(seq 0 $((m - 1))); do
             local hs=()
             [ "$k" -eq 0 ] && hs=(--host-store)
-            nb_exec $((k + 1)) timeout -k 5 "$TIMEOUT" \
+            NB_REAL_BOOT=1 nb_exec $((k + 1)) timeout -k 5 "$TIMEOUT" \
                 /usr/bin/time -a -o "$log.cpu" -f "$tfmt" \
                 "${PRIO[@]}" env "${envs[@]}" "$b/bin/fccl-run" -n "$r" --nnodes "$m" \
                 --node-rank "$k" --store "node1:$PORT" "${hs[@]}" \
