@@ -232,17 +232,6 @@ veth_bytes() {
         awk '/RX:/ { getline; rx = $1 } /TX:/ { getline; tx = $1 } END { print rx, tx }'
 }
 
-# Whatever a launch left on our hosts goes, with its libfabric shm files.
-reap_hosts() {
-    local i p
-    for i in "${MH_HOSTS[@]}"; do
-        for p in $(mh_pids_on "$i"); do
-            kill -9 "$p" 2>/dev/null
-            rm -f /dev/shm/"$p":*
-        done
-    done
-}
-
 # Waits until TCP port $2 listens on host $1 (at most 10 s).
 wait_listen() {
     local k
@@ -339,7 +328,7 @@ launch() {
             fi
             if [ -n "$since" ] && [ $((SECONDS - since)) -ge "$GRACE" ]; then
                 hung=" (output complete, still running ${GRACE} s later: ended)"
-                reap_hosts
+                mh_kill_all
                 break
             fi
             sleep 0.2
@@ -352,7 +341,7 @@ launch() {
     RC=$rcs
     echo "exit $RC after $(echo "$t0 $(date +%s.%N)" | awk '{ printf "%.1f", $2 - $1 }') s$hung" \
         >"$log.status"
-    reap_hosts
+    mh_kill_all
 }
 
 # One sweep: system $1, layout $2, op $3, round $4.
@@ -449,7 +438,7 @@ ceilings() {
             -I "$it" -P "$PORT" 10.231.0.2 >"$log.pingpong-$sz" 2>&1
         wait "$spid"
     done
-    reap_hosts
+    mh_kill_all
     $PY "$HERE/net_report.py" ceil "$round" "$log" >>"$OUT/ceil.tsv"
     echo "  round $round ceilings: $(tail -n 3 "$OUT/ceil.tsv" | cut -f2,3 | tr '\t\n' '= ')" >&2
 }

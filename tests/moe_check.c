@@ -427,6 +427,31 @@ struct verdict {
     int drc, crc;
 };
 
+/* Finish an asynchronous MoE request: fccl_moe_wait, or poll
+ * fccl_moe_test for up to 60 s (then wait); check_done also checks that a
+ * finished handle is refused. */
+static int finish(fccl_moe_request_t *req, int wait, const char *what,
+                  int check_done)
+{
+    if (wait)
+        return fccl_moe_wait(req);
+    double t0 = now_s();
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        int rc = fccl_moe_test(req, &done);
+        if (done) {
+            if (check_done && fccl_moe_test(req, &done) != FCCL_ERR_INVALID)
+                FAILF("fccl_moe_test on a finished handle is not refused");
+            return rc;
+        }
+        if (now_s() - t0 > 60) {
+            FAILF("fccl_moe_test: %s not done after 60 s (%ld polls)", what,
+                  polls);
+            return fccl_moe_wait(req);
+        }
+    }
+}
+
 /* The asynchronous forms: start (its struct copied, so ours goes out of
  * scope at once), check that the config refuses another operation
  * meanwhile, then wait or poll. */
@@ -453,19 +478,7 @@ static int combine_async(const struct mc *c, fccl_moe_t *m,
     if (st != FCCL_ERR_STATE)
         FAILF("dispatch during an async combine: %s, want FCCL_ERR_STATE",
               fccl_strerror(st));
-    if (c->async == 1)
-        return fccl_moe_wait(req);
-    double t0 = now_s();
-    for (long polls = 0;; polls++) {
-        int done = 0;
-        rc = fccl_moe_test(req, &done);
-        if (done)
-            return rc;
-        if (now_s() - t0 > 60) {
-            FAILF("fccl_moe_test: not done after 60 s (%ld polls)", polls);
-            return fccl_moe_wait(req);
-        }
-    }
+    return finish(req, c->async == 1, "combine", 0);
 }
 
 /* fccl_moe_dispatch_start, a refused combine meanwhile, then wait or
@@ -488,23 +501,7 @@ static int dispatch_async(const struct mc *c, fccl_moe_t *m, const void *x,
     if (st != FCCL_ERR_STATE)
         FAILF("combine during an async dispatch: %s, want FCCL_ERR_STATE",
               fccl_strerror(st));
-    if (c->dasync == 1)
-        return fccl_moe_wait(req);
-    double t0 = now_s();
-    for (long polls = 0;; polls++) {
-        int done = 0;
-        rc = fccl_moe_test(req, &done);
-        if (done) {
-            if (fccl_moe_test(req, &done) != FCCL_ERR_INVALID)
-                FAILF("fccl_moe_test on a finished handle is not refused");
-            return rc;
-        }
-        if (now_s() - t0 > 60) {
-            FAILF("fccl_moe_test: dispatch not done after 60 s (%ld polls)",
-                  polls);
-            return fccl_moe_wait(req);
-        }
-    }
+    return finish(req, c->dasync == 1, "dispatch", 1);
 }
 
 /* The expert buffer of the config when this rank should use it, else

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "fccl/core.h"
+#include "fccl/store.h"
 #include "clock.h"
 #include "codec.h"
 #include "net.h"
@@ -203,6 +204,23 @@ static inline void journal_dir_remove(const char *dir, const char *path)
 }
 
 /* The server's stderr so far (malloc'd, NUL-terminated). */
+/* A client of the server on 127.0.0.1:port (10 s timeout, reconnecting
+ * if asked); the test fails if it cannot connect. */
+static inline fccl_store_t *h_store_open(int port, int reconnect)
+{
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = 10000;
+    o.reconnect = reconnect;
+    fccl_store_t *st = NULL;
+    cr_assert_eq(fccl_store_connect(&o, &st), FCCL_OK, "connect to %s: %s",
+                 addr, fccl_last_error());
+    return st;
+}
+
 static inline char *srv_log(const struct srv *s)
 {
     FILE *f = fopen(s->errpath, "r");

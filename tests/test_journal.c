@@ -33,20 +33,6 @@ static void start_with(struct srv *s, const char *fsync)
 
 static void kill_server(struct srv *s) { srv_kill_hard(s); }
 
-static fccl_store_t *open_at(int port)
-{
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 10000;
-    fccl_store_t *st = NULL;
-    int rc = fccl_store_connect(&o, &st);
-    cr_assert_eq(rc, FCCL_OK, "connect: %s", fccl_last_error());
-    return st;
-}
-
 static void expect_value(fccl_store_t *st, const char *key, const char *want)
 {
     void *v = NULL;
@@ -191,7 +177,7 @@ Test(journal, acked_writes_survive_sigkill, .timeout = 600)
         run_round(r, ack[r], &seed);
         struct srv s = {0};
         start_with(&s, "always");
-        fccl_store_t *st = open_at(s.port);
+        fccl_store_t *st = h_store_open(s.port, 0);
         check_round(st, r, ack[r]);
         if (r > 0)
             check_round(st, r - 1, ack[r - 1]); /* older rounds stay */
@@ -220,7 +206,7 @@ static off_t write_then_tail(const char *tail_val)
 {
     struct srv s = {0};
     start_with(&s, "always");
-    fccl_store_t *st = open_at(s.port);
+    fccl_store_t *st = h_store_open(s.port, 0);
     char key[16], val[32];
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "k%d", i);
@@ -232,7 +218,7 @@ static off_t write_then_tail(const char *tail_val)
     srv_cleanup(&s);
     off_t good = file_size(jpath);
     start_with(&s, "always");
-    st = open_at(s.port);
+    st = h_store_open(s.port, 0);
     cr_assert_eq(fccl_store_set(st, "tail", tail_val, strlen(tail_val)),
                  FCCL_OK);
     fccl_store_close(st);
@@ -249,7 +235,7 @@ static void expect_tail_dropped(off_t good, const char *why)
     cr_assert(srv_log_wait(&s, why, 5000), "no '%s' log line", why);
     cr_assert(srv_log_wait(&s, "dropping the last", 1000));
     cr_assert_eq(file_size(jpath), good, "file not truncated at the tear");
-    fccl_store_t *st = open_at(s.port);
+    fccl_store_t *st = h_store_open(s.port, 0);
     char key[16], val[32];
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "k%d", i);
@@ -263,7 +249,7 @@ static void expect_tail_dropped(off_t good, const char *why)
     kill_server(&s);
     srv_cleanup(&s);
     start_with(&s, "always");
-    st = open_at(s.port);
+    st = h_store_open(s.port, 0);
     expect_value(st, "after", "ok");
     expect_value(st, "k9", "v9");
     fccl_store_close(st);
@@ -307,7 +293,7 @@ Test(journal, counters_and_queues_survive)
     make_dir();
     struct srv s = {0};
     start_with(&s, "always");
-    fccl_store_t *st = open_at(s.port);
+    fccl_store_t *st = h_store_open(s.port, 0);
     int64_t c;
     for (int i = 1; i <= 50; i++)
         cr_assert_eq(fccl_store_add(st, "ctr", i, &c), FCCL_OK);
@@ -333,7 +319,7 @@ Test(journal, counters_and_queues_survive)
     srv_cleanup(&s);
 
     start_with(&s, "always");
-    st = open_at(s.port);
+    st = h_store_open(s.port, 0);
     cr_assert_eq(fccl_store_add(st, "ctr", 0, &c), FCCL_OK);
     cr_assert_eq(c, 50 * 51 / 2);
     cr_assert_eq(fccl_store_add(st, "neg", 0, &c), FCCL_OK);
@@ -362,7 +348,7 @@ Test(journal, compaction_under_load)
     make_dir();
     struct srv s = {0};
     start_with(&s, "interval");
-    fccl_store_t *st = open_at(s.port);
+    fccl_store_t *st = h_store_open(s.port, 0);
     enum { KEYS = 64, ROUNDS = 60, VLEN = 1000 };
     char key[32], val[VLEN + 1];
     for (int r = 0; r < ROUNDS; r++) {
@@ -400,7 +386,7 @@ Test(journal, compaction_under_load)
     cr_assert_eq(sb.st_mode & 0777, 0600, "journal mode %o", sb.st_mode & 0777);
 
     start_with(&s, "always");
-    st = open_at(s.port);
+    st = h_store_open(s.port, 0);
     int r = ROUNDS - 1;
     for (int k = 0; k < KEYS; k++) {
         snprintf(key, sizeof(key), "ck%d", k);
@@ -438,7 +424,7 @@ Test(journal, second_server_refused)
     cr_assert(strstr(log, "in use by another server"), "log: %s", log);
     free(log);
     srv_cleanup(&b);
-    fccl_store_t *s = open_at(a.port); /* the first one is undisturbed */
+    fccl_store_t *s = h_store_open(a.port, 0); /* the first one is undisturbed */
     cr_assert_eq(fccl_store_set(s, "k", "v", 1), FCCL_OK);
     fccl_store_close(s);
     srv_cleanup(&a);
@@ -471,7 +457,7 @@ Test(journal, waiters_woken_under_fsync_always)
                  qn == 3 && memcmp(q, "job", 3) == 0;
         _exit(ok ? 0 : 1);
     }
-    fccl_store_t *st = open_at(s.port);
+    fccl_store_t *st = h_store_open(s.port, 0);
     h_sleep_ms(200); /* the child is parked in its WAIT by now */
     cr_assert_eq(fccl_store_set(st, "late", "value", 5), FCCL_OK);
     h_sleep_ms(100);
@@ -484,7 +470,7 @@ Test(journal, waiters_woken_under_fsync_always)
     srv_cleanup(&s);
     /* The pop was journaled: the queue is empty after a restart. */
     start_with(&s, "always");
-    st = open_at(s.port);
+    st = h_store_open(s.port, 0);
     int64_t len = -1;
     cr_assert_eq(fccl_store_queue_len(st, "jobs", &len), FCCL_OK);
     cr_assert_eq(len, 0);
@@ -522,14 +508,14 @@ Test(journal, options_from_config_file_and_bad_values)
     const char *extra[] = {"--config", conf, NULL};
     struct srv s = {0};
     srv_start(&s, extra);
-    fccl_store_t *st = open_at(s.port);
+    fccl_store_t *st = h_store_open(s.port, 0);
     cr_assert_eq(fccl_store_set(st, "from-conf", "yes", 3), FCCL_OK);
     fccl_store_close(st);
     h_sleep_ms(100); /* a few 20 ms syncs */
     kill_server(&s);
     srv_cleanup(&s);
     start_with(&s, "never"); /* same file from the command line */
-    st = open_at(s.port);
+    st = h_store_open(s.port, 0);
     expect_value(st, "from-conf", "yes");
     fccl_store_close(st);
     srv_cleanup(&s);
@@ -593,7 +579,7 @@ Test(journal, tls_and_plain_clients_acked_writes_survive)
     o.addr = addr;
     o.tls = 1;
     o.tls_ca = cert;
-    fccl_store_t *t = NULL, *p = open_at(s.port);
+    fccl_store_t *t = NULL, *p = h_store_open(s.port, 0);
     cr_assert_eq(fccl_store_connect(&o, &t), FCCL_OK, "%s", fccl_last_error());
     char k[32], v[32];
     int64_t c;
@@ -611,7 +597,7 @@ Test(journal, tls_and_plain_clients_acked_writes_survive)
     fccl_store_close(p);
     srv_cleanup(&s);
     start_with(&s, "always");
-    p = open_at(s.port);
+    p = h_store_open(s.port, 0);
     for (int i = 0; i < 200; i++) {
         snprintf(v, sizeof(v), "t%d", i * 7);
         snprintf(k, sizeof(k), "tls%d", i);
@@ -641,7 +627,7 @@ struct pinger {
 static void *ping_loop(void *arg)
 {
     struct pinger *p = arg;
-    fccl_store_t *st = open_at(p->port);
+    fccl_store_t *st = h_store_open(p->port, 0);
     while (!p->stop) {
         double us = 0;
         uint64_t t0 = fccl_now_ns();
@@ -689,7 +675,7 @@ Test(journal, compaction_in_background_keeps_clients_served, .timeout = 180)
     make_dir();
     struct srv s = {0};
     start_with(&s, "always");
-    fccl_store_t *st = open_at(s.port);
+    fccl_store_t *st = h_store_open(s.port, 0);
     struct pinger pg = {.port = s.port};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, ping_loop, &pg), 0);
@@ -741,7 +727,7 @@ Test(journal, compaction_in_background_keeps_clients_served, .timeout = 180)
     free(log);
     fccl_store_close(st);
     for (int pass = 0; pass < 2; pass++) {
-        st = open_at(s.port);
+        st = h_store_open(s.port, 0);
         for (int k = 0; k < KEYS; k++) {
             snprintf(key, sizeof(key), "big%d", k);
             big_value(v, VLEN, ROUNDS - 1, k);

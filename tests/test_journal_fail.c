@@ -85,19 +85,6 @@ static int setup_disk(void)
     return 0;
 }
 
-static fccl_store_t *open_store(void)
-{
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", srv.port);
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 10000;
-    fccl_store_t *s = NULL;
-    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK, "%s", fccl_last_error());
-    return s;
-}
-
 static void start(void)
 {
     const char *extra[] = {"--host", "127.0.0.1", "--journal", jpath,
@@ -151,7 +138,7 @@ Test(journal_fail, fsync_failure_refuses_writes_until_rewritten,
     start();
     static char big[BIG];
     char key[32];
-    fccl_store_t *s = open_store();
+    fccl_store_t *s = h_store_open(srv.port, 0);
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "k%d", i);
         cr_assert_eq(fccl_store_set(s, key, key, strlen(key)), FCCL_OK, "%s",
@@ -175,7 +162,7 @@ Test(journal_fail, fsync_failure_refuses_writes_until_rewritten,
     cr_assert(log_count("fdatasync") >= 1, "no fdatasync failure logged");
 
     /* Reads go on; mutations are refused, one log line each. */
-    s = open_store();
+    s = h_store_open(srv.port, 0);
     expect_value(s, "k3", "k3", 2);
     cr_assert_eq(stat_value(s, "journal_failed"), 1);
     int before = log_count("closing client");
@@ -187,7 +174,7 @@ Test(journal_fail, fsync_failure_refuses_writes_until_rewritten,
     h_sleep_ms(100); /* the log line is written before the close */
     cr_assert_eq(log_count("closing client") - before, 1,
                  "a refused ADD logs one line");
-    s = open_store();
+    s = h_store_open(srv.port, 0);
     cr_assert_neq(fccl_store_set(s, "refused", "x", 1), FCCL_OK);
     fccl_store_close(s);
 
@@ -195,7 +182,7 @@ Test(journal_fail, fsync_failure_refuses_writes_until_rewritten,
     cr_assert_eq(sh("rm -f %s/filler", root), 0);
     int ok = 0;
     for (int i = 0; i < 100 && !ok; i++) {
-        s = open_store();
+        s = h_store_open(srv.port, 0);
         ok = fccl_store_set(s, "after", "yes", 3) == FCCL_OK;
         if (!ok) {
             fccl_store_close(s);
@@ -211,7 +198,7 @@ Test(journal_fail, fsync_failure_refuses_writes_until_rewritten,
     srv_kill_hard(&srv);
     srv_cleanup(&srv);
     start();
-    s = open_store();
+    s = h_store_open(srv.port, 0);
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "k%d", i);
         expect_value(s, key, key, strlen(key));

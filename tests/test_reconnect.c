@@ -42,21 +42,6 @@ static void restart(struct srv *s)
     start_on(s, port);
 }
 
-static fccl_store_t *open_at(int port, int reconnect)
-{
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 10000;
-    o.reconnect = reconnect;
-    fccl_store_t *s = NULL;
-    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK, "%s",
-                 fccl_last_error());
-    return s;
-}
-
 static void expect_value(fccl_store_t *s, const char *key, const char *want)
 {
     void *v = NULL;
@@ -73,7 +58,7 @@ Test(reconnect, survives_restart_between_calls, .timeout = 60)
     make_dir();
     struct srv srv = {0};
     start_on(&srv, 0);
-    fccl_store_t *s = open_at(srv.port, 1), *view = NULL;
+    fccl_store_t *s = h_store_open(srv.port, 1), *view = NULL;
     cr_assert_eq(fccl_store_prefixed(s, "job", &view), FCCL_OK);
     cr_assert_eq(fccl_store_set(s, "a", "1", 1), FCCL_OK);
     cr_assert_eq(fccl_store_set(view, "b", "2", 1), FCCL_OK);
@@ -118,13 +103,13 @@ Test(reconnect, pending_wait_reissued, .timeout = 60)
     make_dir();
     struct srv srv = {0};
     start_on(&srv, 0);
-    struct waiter w = {.s = open_at(srv.port, 1), .rc = 99};
+    struct waiter w = {.s = h_store_open(srv.port, 1), .rc = 99};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, wait_thread, &w), 0);
     h_sleep_ms(300); /* the WAIT is at the server */
     restart(&srv);
     h_sleep_ms(300);
-    fccl_store_t *other = open_at(srv.port, 0);
+    fccl_store_t *other = h_store_open(srv.port, 0);
     cr_assert_eq(fccl_store_set(other, "late", "v", 1), FCCL_OK);
     pthread_join(t, NULL);
     cr_assert_eq(w.rc, FCCL_OK, "WAIT: %s", w.msg);
@@ -153,7 +138,7 @@ Test(reconnect, lost_add_reply_is_an_error_not_repeated, .timeout = 60)
     make_dir();
     struct srv srv = {0};
     start_on(&srv, 0);
-    struct adder a = {.s = open_at(srv.port, 1), .rc = 99};
+    struct adder a = {.s = h_store_open(srv.port, 1), .rc = 99};
     int64_t v = 0;
     cr_assert_eq(fccl_store_add(a.s, "ctr", 10, &v), FCCL_OK);
     /* A stopped server takes the ADD into its socket buffer and never
@@ -181,7 +166,7 @@ Test(reconnect, off_keeps_closed, .timeout = 60)
     make_dir();
     struct srv srv = {0};
     start_on(&srv, 0);
-    fccl_store_t *s = open_at(srv.port, 0);
+    fccl_store_t *s = h_store_open(srv.port, 0);
     cr_assert_eq(fccl_store_set(s, "a", "1", 1), FCCL_OK);
     restart(&srv);
     void *v = NULL;
@@ -381,7 +366,7 @@ Test(reconnect, refused_request_not_retried_forever, .timeout = 60)
     memcpy(more_args, args, sizeof(args));
     struct srv srv = {0};
     start_on(&srv, 0);
-    fccl_store_t *s = open_at(srv.port, 1); /* timeout 10 s */
+    fccl_store_t *s = h_store_open(srv.port, 1); /* timeout 10 s */
     static char big[4096];
     uint64_t t0 = fccl_now_ns();
     int rc = fccl_store_set(s, "big", big, sizeof(big));
@@ -491,7 +476,7 @@ static void churn_across_restarts(struct srv *srv, const char *reconnect,
 /* Keys of the bootstrap's group creation left on the store. */
 static int group_keys_left(int port)
 {
-    fccl_store_t *s = open_at(port, 0);
+    fccl_store_t *s = h_store_open(port, 0);
     char **keys = NULL;
     size_t n = 0;
     cr_assert_eq(fccl_store_list_keys(s, "", &keys, &n), FCCL_OK, "%s",
@@ -564,7 +549,7 @@ static int cli_get_across_restart(struct srv *srv, const char *flag,
     h_sleep_ms(300); /* its WAIT is at the server */
     restart(srv);
     h_sleep_ms(300);
-    fccl_store_t *other = open_at(srv->port, 0);
+    fccl_store_t *other = h_store_open(srv->port, 0);
     cr_assert_eq(fccl_store_set(other, "late", "v1", 2), FCCL_OK);
     int st = h_reap(run.pid, 30000);
     run.pid = 0;

@@ -359,32 +359,24 @@ Test(auth, add_reaching_target_releases_barrier)
     int b3 = cli_modern(s.port), b5 = cli_modern(s.port);
     struct codec_buf b;
     codec_buf_init(&b);
-    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
-    codec_put_str(&b, "/ab", 3);
+    f_key(&b, DIALECT_MODERN, OP_BARRIER, "/ab");
     codec_put_i64(&b, 3);
     cli_send(b3, &b); /* counter 1, parked for 3 */
-    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
-    codec_put_str(&b, "/ab", 3);
+    f_key(&b, DIALECT_MODERN, OP_BARRIER, "/ab");
     codec_put_i64(&b, 5);
     cli_send(b5, &b); /* counter 2, parked for 5 */
     cli_expect_silence(b3, 200);
     int fd = cli_modern(s.port);
-    codec_put_type(&b, DIALECT_MODERN, OP_ADD);
-    codec_put_str(&b, "/ab", 3);
-    codec_put_i64(&b, 0);
+    f_add(&b, DIALECT_MODERN, "/ab", 0);
     cli_send(fd, &b);
     cli_expect_i64(fd, 2);
     cli_expect_silence(b3, 200); /* short: still parked */
-    codec_put_type(&b, DIALECT_MODERN, OP_ADD);
-    codec_put_str(&b, "/ab", 3);
-    codec_put_i64(&b, 1);
+    f_add(&b, DIALECT_MODERN, "/ab", 1);
     cli_send(fd, &b);
     cli_expect_i64(fd, 3);
     cli_expect_u8(b3, REPLY_STOP_WAITING);
     cli_expect_silence(b5, 200);
-    codec_put_type(&b, DIALECT_MODERN, OP_ADD);
-    codec_put_str(&b, "/ab", 3);
-    codec_put_i64(&b, 7);
+    f_add(&b, DIALECT_MODERN, "/ab", 7);
     cli_send(fd, &b);
     cli_expect_i64(fd, 10);
     cli_expect_u8(b5, REPLY_STOP_WAITING);

@@ -22,7 +22,7 @@ int coll_allreduce_hier(struct coll_run *run);
 int coll_allreduce_hier_leaders(struct coll_run *run);
 /* Two-level all-reduce (allreduce_hier2d.c): lv is my host's ranks, xv
  * the ranks of my local index on every host (one per host, host order);
- * every host must have lv->n ranks. */
+ * every host must have lv->n >= 2 ranks. */
 int coll_hier_2d(struct coll_run *run, const struct coll_view *lv,
                  const struct coll_view *xv);
 int coll_bcast_binomial(struct coll_run *run);

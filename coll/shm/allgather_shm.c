@@ -72,16 +72,25 @@ int coll_allgather_shm(struct coll_run *run)
     size_t big = max_block(&l), slot = coll_seg_slot_bytes(s);
     if (big <= COLL_SHM_SMALL && big <= slot / 2)
         return small(run, s, &l, mine);
-    if ((rc = coll_seg_large(run, s)) < 0)
-        return rc;
-    size_t len = lay_bytes(&l, me);
+    return coll_seg_all_gather(run, s, &l, out);
+}
+
+int coll_seg_all_gather(struct coll_run *run, struct coll_seg *s,
+                        const struct coll_layout *l, void *buf)
+{
+    int me = coll_seg_rank(s);
+    unsigned char *out = buf;
+    const unsigned char *mine = out + lay_boff(l, me);
+    size_t big = max_block(l), slot = coll_seg_slot_bytes(s);
+    size_t len = lay_bytes(l, me);
+    int rc = coll_seg_large(run, s);
     for (size_t from = 0; from < big && rc >= 0; from += slot) {
         if (from < len)
             memcpy(coll_seg_slot(s, me), mine + from, min_sz(slot, len - from));
         rc = coll_seg_barrier(run, s);
         if (rc < 0)
             break;
-        copy_out(s, &l, me, out, from, slot, 0);
+        copy_out(s, l, me, out, from, slot, 0);
         rc = coll_seg_barrier(run, s);
     }
     return rc;

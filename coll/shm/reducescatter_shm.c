@@ -25,12 +25,12 @@
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
-/* out[0..k) = op over q of slot(q)[at..at+k), in rank order. */
+/* out[0..k) = op over q of slot(q)[at..at+k), in member order. */
 static void combine(struct coll_run *run, struct coll_seg *s, size_t at,
                     void *out, size_t k)
 {
     const struct coll_args *a = run->a;
-    int n = run->g->size;
+    int n = coll_seg_size(s);
     if (n == 1 || k == 0) {
         if (k)
             memcpy(out, coll_seg_slot(s, 0) + at, k * fccl_dtype_size(a->dtype));
@@ -61,7 +61,7 @@ int coll_reducescatter_shm(struct coll_run *run)
     const struct coll_args *a = run->a;
     struct fccl_group *g = run->g;
     struct coll_layout l = lay_of_args(a, g->size);
-    int n = g->size, me = g->rank;
+    int n = g->size;
     size_t es = l.esize;
     struct coll_seg *s = NULL;
     int rc = coll_seg_get(run, &s);
@@ -72,22 +72,31 @@ int coll_reducescatter_shm(struct coll_run *run)
     size_t cap = coll_seg_slot_bytes(s), big = lay_max_count(&l);
     if (big * es <= COLL_SHM_SMALL && lay_range_bytes(&l, 0, n) <= cap / 2)
         return small(run, s, &l);
-    if ((rc = coll_seg_large(run, s)) < 0)
-        return rc;
-    size_t per = cap / ((size_t)n * es); /* elements per block per round */
-    const unsigned char *in = a->sendbuf;
-    unsigned char *out = a->recvbuf, *slot = coll_seg_slot(s, me);
+    return coll_seg_reduce_scatter(run, s, &l, a->sendbuf, a->recvbuf);
+}
+
+int coll_seg_reduce_scatter(struct coll_run *run, struct coll_seg *s,
+                            const struct coll_layout *l, const void *src,
+                            void *dst)
+{
+    int n = coll_seg_size(s), me = coll_seg_rank(s);
+    size_t es = l->esize, big = lay_max_count(l);
+    int rc = coll_seg_large(run, s);
+    size_t per = coll_seg_slot_bytes(s) / ((size_t)n * es); /* elements per
+                                                    block per round */
+    const unsigned char *in = src;
+    unsigned char *out = dst, *slot = coll_seg_slot(s, me);
     for (size_t from = 0; from < big && rc >= 0; from += per) {
         for (int q = 0; q < n; q++) {
-            size_t c = lay_count(&l, q);
+            size_t c = lay_count(l, q);
             if (from < c)
                 memcpy(slot + (size_t)q * per * es,
-                       in + lay_boff(&l, q) + from * es,
+                       in + lay_boff(l, q) + from * es,
                        min_sz(per, c - from) * es);
         }
         if ((rc = coll_seg_barrier(run, s)) < 0)
             break;
-        size_t mine = lay_count(&l, me);
+        size_t mine = lay_count(l, me);
         if (from < mine)
             combine(run, s, (size_t)me * per * es, out + from * es,
                     min_sz(per, mine - from));

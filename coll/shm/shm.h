@@ -11,6 +11,7 @@
 #include "algo/run.h"
 
 struct coll_seg;
+struct coll_layout;
 /* The group's segment, set up with all members on first use: *out is NULL
  * for a group of one rank or spread over hosts, and (for good) when it
  * cannot be made.  Errors are those of the setup messages. */
@@ -77,6 +78,18 @@ int coll_shm_reduce(struct coll_run *run, int root);
  * member `root` (segment index), or of every member if root < 0. */
 int coll_seg_reduce(struct coll_run *run, struct coll_seg *s, int root,
                     const void *src, void *dst, size_t count);
+/* Reduce-scatter over the members of segment s (whatever group it belongs
+ * to; run->a's dtype and op): src holds every block of layout l (one per
+ * member), member i's reduced block i lands in dst (shm/reducescatter_shm.c).
+ * Whole-slot rounds (starts with coll_seg_large). */
+int coll_seg_reduce_scatter(struct coll_run *run, struct coll_seg *s,
+                            const struct coll_layout *l, const void *src,
+                            void *dst);
+/* All-gather over the members of s: buf is laid out by l with my block
+ * already in place; afterwards it holds every block (shm/allgather_shm.c).
+ * Whole-slot rounds (starts with coll_seg_large). */
+int coll_seg_all_gather(struct coll_run *run, struct coll_seg *s,
+                        const struct coll_layout *l, void *buf);
 /* Broadcast `bytes` of buf from segment member `root` (shm/bcast_shm.c). */
 int coll_seg_bcast(struct coll_run *run, struct coll_seg *s, int root,
                    void *buf, size_t bytes);

@@ -6,8 +6,9 @@
  * growing to TP_SLEEP_MAX_NS after TP_YIELD_NS, so oversubscribed ranks
  * (8 on 2 cores) leave the CPU to the ones that have work; a wait idle
  * for longer than 32 ms sleeps 1/64 of its idle time (at most 20 ms).
- * With more ranks on this host than CPUs we may run on, a waiter yields
- * after every empty poll instead (peers.c sets tp->spin_ns): the rank it
+ * With more of the job's ranks on this machine (every host sharing its
+ * kernel) than CPUs we may run on, a waiter yields after every empty poll
+ * instead (peers.c sets tp->spin_ns): the rank it
  * waits for may be the one it keeps off the CPU (4 ranks on 2 cores:
  * 8-byte all_reduce 112 -> 15 us; with spare cores spinning is 2.5x
  * faster, 0.6 against 1.6 us).  FCCL_SPIN_US overrides the spin time.

@@ -18,6 +18,7 @@
 #   mh_addr I [v4|v6]        host I's address
 #   mh_ns I                  host I's namespace name
 #   mh_pids_on I             pids of processes on host I
+#   mh_kill_all              kill everything running on our hosts
 #   mh_cleanup               kill everything on our hosts, delete all
 #   mh_trap                  mh_cleanup on exit, INT, TERM, HUP
 
@@ -139,6 +140,19 @@ mh_exec()
 }
 
 mh_pids_on() { ip netns pids "$(mh_ns "$1")" 2>/dev/null; }
+
+# Kill every process on our hosts (the hosts stay) and remove the libfabric
+# shm files ("/dev/shm/<pid>:...") the killed ones can no longer remove.
+mh_kill_all()
+{
+    local i p
+    for i in "${MH_HOSTS[@]}"; do
+        for p in $(mh_pids_on "$i"); do
+            kill -9 "$p" 2>/dev/null
+            rm -f /dev/shm/"$p":*
+        done
+    done
+}
 
 mh_cleanup()
 {

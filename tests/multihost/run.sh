@@ -85,14 +85,8 @@ run_test()
     wait "$pid"
     rc=$?
     [ "$waited" -ge $((TEST_TIMEOUT * 10)) ] && rc=124
-    # Whatever a test left running on our hosts goes now, with the
-    # libfabric shm files ("/dev/shm/<pid>:...") of what was killed.
-    for i in "${MH_HOSTS[@]}"; do
-        for p in $(mh_pids_on "$i"); do
-            kill -9 "$p" 2> /dev/null
-            rm -f /dev/shm/"$p":*
-        done
-    done
+    # Whatever a test left running on our hosts goes now.
+    mh_kill_all
     secs=$(( ($(date +%s%N) - start) / 100000000 ))
     secs="$((secs / 10)).$((secs % 10))"
     if [ "$rc" -eq 0 ]; then
