@@ -44,12 +44,18 @@
  *   buffer.  The copies cost more than the rendezvous's extra round trip
  *   from 64 KiB on: between two namespace hosts, a 128 KiB exchange takes
  *   166 us instead of 230-243 and a 256 KiB all_gather 164-183 instead of
- *   250-290 (bench/RESULTS.md, issue 11). */
+ *   250-290 (bench/RESULTS.md, issue 11).
+ * - net reads a message straight into its posted receive.  It keeps up to
+ *   FI_NET_MAX_SAVED (4) messages of at most 128 B per connection that
+ *   arrived before their receive; the next early one stops the connection
+ *   until a receive matches it (see net_score).  64 lets the small
+ *   messages of many-peer exchanges and barriers through. */
 void tp_env_defaults(void)
 {
     setenv("FI_OFI_RXM_MSG_RX_SIZE", "256", 0);
     setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);
     setenv("FI_OFI_RXM_SAR_LIMIT", "65536", 0);
+    setenv("FI_NET_MAX_SAVED", "64", 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -95,13 +101,17 @@ static int util_only(const char *name)
     return strncmp(name, "ofi_", 4) == 0 && !strchr(name, ';');
 }
 
-/* Network provider preference: real NICs, then tcp, then the slow ones. */
+/* Network provider preference: real NICs, then TCP, then the slow ones.
+ * Over TCP the native RDM provider (net; tcp from libfabric 1.18) before
+ * tcp;ofi_rxm, which copies messages through bounce buffers and moves
+ * large ones by a read round trip (bench/RESULTS.md, issue 11; see
+ * streams_into_recv for what net needs from us). */
 static int net_score(const char *name)
 {
     static const struct { const char *key; int score; } tab[] = {
-        {"cxi", 90},      {"efa", 90},  {"verbs", 80}, {"psm3", 70},
-        {"opx", 70},      {"psm2", 60}, {"tcp;ofi_rxm", 50},
-        {"tcp", 40},      {"net", 30},  {"udp", 20},   {"sockets", 10},
+        {"cxi", 90},  {"efa", 90},  {"verbs", 80},       {"psm3", 70},
+        {"opx", 70},  {"psm2", 60}, {"tcp;ofi_rxm", 50}, {"net", 55},
+        {"tcp", 55},  {"udp", 20},  {"sockets", 10},
     };
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++)
         if (strstr(name, tab[i].key))
@@ -204,6 +214,23 @@ static int get_info(int kind, const char *prov, const char *iface,
         }                                                                      \
     } while (0)
 
+/* Providers with a native RDM endpoint over TCP sockets (net in libfabric
+ * 1.17, named tcp from 1.18) read a message straight into its posted
+ * receive.  One above the inject size (128 B) that arrives before its
+ * receive stops the connection until it is matched, so every later
+ * message from that peer waits behind it: two groups driven from two
+ * threads deadlocked (coll_check -m groups).  One longer than its receive
+ * makes the provider drop the connection.  So above the inject size a
+ * send waits for the receiver's clear-to-send, as on shm, which also
+ * carries the receive's size (rndv.c).  Cost: about one one-way latency
+ * when sender and receiver post at the same moment (2 namespace hosts:
+ * 512 B all_gather 14 -> 29 us); nothing once the receive was posted
+ * first, and the large-message gain is kept (bench/RESULTS.md). */
+static int streams_into_recv(const char *prov)
+{
+    return strcmp(prov, "net") == 0 || strcmp(prov, "tcp") == 0;
+}
+
 static void note_info(struct tp_ep *e, int granted)
 {
     struct fi_info *i = e->info;
@@ -213,7 +240,9 @@ static void note_info(struct tp_ep *e, int granted)
     e->max_msg = i->ep_attr->max_msg_size ? i->ep_attr->max_msg_size
                                           : (size_t)1 << 30;
     e->inject_size = i->tx_attr->inject_size;
-    e->rndv = strcmp(e->prov, "shm") == 0;
+    e->is_shm = strcmp(e->prov, "shm") == 0;
+    e->rndv = e->is_shm || streams_into_recv(e->prov);
+    e->cts_min = e->inject_size;
     if (!(granted & HINT_SAS))
         LOG_WARN("FABRIC", "%s: no send-after-send ordering: messages with "
                  "the same peer and tag may be matched out of order", e->prov);

@@ -48,7 +48,12 @@ static int open_auto(struct fccl_tp *tp, const struct tp_opts *o,
                  "every peer", fccl_last_error());
     if (tp->nep && !o->need_network)
         return FCCL_OK;
-    rc = tp_ep_open(&tp->eps[tp->nep], TP_EP_NET, NULL, iface, 0);
+    /* FCCL_NET_PROVIDER picks the network provider (benchmarks compare
+     * them); shm stays for local peers */
+    const char *np = getenv("FCCL_NET_PROVIDER");
+    if (np && !*np)
+        np = NULL;
+    rc = tp_ep_open(&tp->eps[tp->nep], TP_EP_NET, np, iface, np != NULL);
     if (rc < 0)
         return rc;
     tp->nep++;

@@ -85,12 +85,13 @@ ssize_t tp_post_data(struct fccl_tp *tp, struct tp_req *r)
                     &p->ctx);
 }
 
-/* The receiver of r is ready: its rank, TP_CTL_CTS and the tag. */
+/* The receiver of r is ready: its rank, TP_CTL_CTS, the tag and the
+ * receive's size (the sender checks that its message fits). */
 ssize_t tp_post_cts(struct fccl_tp *tp, struct tp_req *r)
 {
     struct tp_ep *e = &tp->eps[P(r)->ep];
     uint64_t msg[TP_CTL_WORDS] = {(uint64_t)tp->my_rank, TP_CTL_CTS,
-                                  P(r)->tag};
+                                  P(r)->tag, P(r)->total};
     return fi_tinject(e->ep, msg, sizeof(msg), addr_of(tp, r), TP_CTS_BIT);
 }
 
@@ -104,6 +105,23 @@ ssize_t tp_post_desc(struct fccl_tp *tp, struct tp_req *r)
     p->chunk = p->total;
     return fi_tinjectdata(tp->eps[p->ep].ep, &d, sizeof(d), TP_CMA_RTS,
                           addr_of(tp, r), p->tag);
+}
+
+/* Instead of a message longer than its receive (P(r)->olen B, known from
+ * the clear-to-send): the message's size, marked by TP_TRUNC_DATA, on the
+ * tag the receive was posted with.  The receive fails naming both sizes
+ * and the connection carries on (told to deliver the message, a provider
+ * would report truncation, and net would drop the connection). */
+ssize_t tp_post_trunc(struct fccl_tp *tp, struct tp_req *r)
+{
+    struct tp_req_priv *p = P(r);
+    struct tp_ep *e = &tp->eps[p->ep];
+    uint64_t len = p->total;
+    uint64_t tag = p->tag | (p->olen > tp_chunk_limit(tp, e) ? TP_CHUNK_BIT
+                                                             : 0);
+    p->chunk = 0;
+    return fi_tinjectdata(e->ep, &len, sizeof(len), TP_TRUNC_DATA,
+                          addr_of(tp, r), tag);
 }
 
 /* ------------------------------------------------------------------ */

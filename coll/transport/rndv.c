@@ -93,7 +93,8 @@
 
 /* What step_post did: posted (the provider owns r now), completed inline
  * (an inject), a clear-to-send or a CMA descriptor went out. */
-enum { POSTED = 0, INLINE_DONE = 1, CTS_SENT = 2, DESC_SENT = 3 };
+enum { POSTED = 0, INLINE_DONE = 1, CTS_SENT = 2, DESC_SENT = 3,
+       TRUNC_SENT = 4 };
 
 static void rv_release(struct fccl_tp *tp, int peer, uint64_t tag);
 static void rv_remove(struct fccl_tp *tp, struct tp_req *r);
@@ -101,7 +102,18 @@ static void rv_remove(struct fccl_tp *tp, struct tp_req *r);
 /* Does a message of this length on e use the clear-to-send handshake? */
 static int needs_cts(const struct tp_ep *e, size_t len)
 {
-    return e->rndv && e->directed && len > e->inject_size;
+    return e->rndv && e->directed && len > e->cts_min;
+}
+
+/* The clear-to-send said the receive is `len` B: a longer send sends a
+ * notice instead of its data (not on shm, whose provider reports the
+ * truncation of an expected message itself and carries on). */
+static void check_fit(const struct tp_ep *e, struct tp_req *r, size_t len)
+{
+    if (!e->is_shm && len < P(r)->total) {
+        P(r)->trunc = 1;
+        P(r)->olen = len;
+    }
 }
 
 void tp_rv_finish(struct fccl_tp *tp, struct tp_req *r, int status)
@@ -126,7 +138,7 @@ void tp_rv_finish(struct fccl_tp *tp, struct tp_req *r, int status)
 static int cma_plan(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r)
 {
     struct tp_peer *p = &tp->peers[r->peer];
-    if (!tp->cma_ok || !e->rndv || !e->directed || P(r)->total < TP_CMA_MIN ||
+    if (!tp->cma_ok || !e->is_shm || !e->rndv || !e->directed || P(r)->total < TP_CMA_MIN ||
         P(r)->total <= e->inject_size)
         return TP_CMA_OFF;
     if (p->cma == TP_CMA_UNKNOWN) {
@@ -179,6 +191,10 @@ static ssize_t step_post(struct fccl_tp *tp, struct tp_req *r)
         }
         return tp_post_recv(tp, r);
     }
+    if (p->trunc) {
+        ssize_t rc = tp_post_trunc(tp, r);
+        return rc == 0 ? TRUNC_SENT : rc;
+    }
     if (p->mode == TP_MODE_SINGLE && p->cma) {
         ssize_t rc = tp_post_desc(tp, r);
         return rc == 0 ? DESC_SENT : rc;
@@ -216,6 +232,10 @@ static int posted(struct fccl_tp *tp, struct tp_req *r, ssize_t rc)
         return FCCL_OK;
     case DESC_SENT:
         fin_wait(tp, r);
+        return FCCL_OK;
+    case TRUNC_SENT:
+        r->len = 0;
+        tp_rv_finish(tp, r, FCCL_ERR_PROTOCOL);
         return FCCL_OK;
     }
     tp->outstanding++;
@@ -324,12 +344,13 @@ static void rv_remove(struct fccl_tp *tp, struct tp_req *r)
 }
 
 /* Claim a clear-to-send that arrived before its send. */
-static int early_take(struct tp_peer *p, uint64_t tag)
+static int early_take(struct tp_peer *p, uint64_t tag, size_t *len)
 {
     for (struct tp_early_cts **pp = &p->early; *pp; pp = &(*pp)->next) {
         if ((*pp)->tag == tag) {
             struct tp_early_cts *c = *pp;
             *pp = c->next;
+            *len = c->len;
             free(c);
             return 1;
         }
@@ -337,7 +358,8 @@ static int early_take(struct tp_peer *p, uint64_t tag)
     return 0;
 }
 
-static void early_keep(struct tp_peer *p, uint64_t tag, int peer)
+static void early_keep(struct tp_peer *p, uint64_t tag, size_t len,
+                       int peer)
 {
     struct tp_early_cts *n = malloc(sizeof(*n));
     if (!n) {
@@ -346,11 +368,26 @@ static void early_keep(struct tp_peer *p, uint64_t tag, int peer)
         return;
     }
     n->tag = tag;
+    n->len = len;
     n->next = NULL;
     struct tp_early_cts **pp = &p->early;
     while (*pp)
         pp = &(*pp)->next;
     *pp = n;
+}
+
+/* Does send r still wait for a clear-to-send?  One that came early is
+ * claimed (and its receive's size checked). */
+static int cts_owed(struct fccl_tp *tp, struct tp_req *r)
+{
+    struct tp_ep *e = &tp->eps[P(r)->ep];
+    size_t len;
+    if (!needs_cts(e, P(r)->total))
+        return 0;
+    if (!early_take(&tp->peers[r->peer], P(r)->tag, &len))
+        return 1;
+    check_fit(e, r, len);
+    return 0;
 }
 
 /* The first same-tag entry left the list: start the held ones in order,
@@ -366,8 +403,7 @@ static void rv_release(struct fccl_tp *tp, int peer, uint64_t tag)
         }
         if (P(q)->phase != TP_PH_HELD)
             return;
-        int owed = needs_cts(&tp->eps[P(q)->ep], P(q)->total) &&
-                   !early_take(&tp->peers[peer], tag);
+        int owed = cts_owed(tp, q);
         if (owed && P(q)->cma != TP_CMA_EAGER) {
             P(q)->phase = TP_PH_WAIT_CTS; /* stays first on the list */
             return;
@@ -389,7 +425,7 @@ static void rv_release(struct fccl_tp *tp, int peer, uint64_t tag)
 
 /* Clear-to-send: the receiver of (peer, tag) is ready; start the first
  * send waiting for it, or keep the news for the send still to come. */
-static void on_cts(struct fccl_tp *tp, int peer, uint64_t tag)
+static void on_cts(struct fccl_tp *tp, int peer, uint64_t tag, size_t len)
 {
     struct tp_peer *p = &tp->peers[peer];
     for (struct tp_req *r = p->rv_head; r; r = P(r)->rnext) {
@@ -399,13 +435,14 @@ static void on_cts(struct fccl_tp *tp, int peer, uint64_t tag)
             break;
         rv_remove(tp, r);
         if (P(r)->phase == TP_PH_WAIT_CTS) {
+            check_fit(&tp->eps[P(r)->ep], r, len);
             P(r)->phase = TP_PH_DATA;
             post_or_queue(tp, r);
         } /* else an eager CMA send already went: this was owed to it */
         rv_release(tp, peer, tag);
         return;
     }
-    early_keep(p, tag, peer);
+    early_keep(p, tag, len, peer);
 }
 
 static void on_probe(struct fccl_tp *tp, int peer, const uint64_t *m)
@@ -443,7 +480,7 @@ static void on_ctl(struct fccl_tp *tp, struct tp_ep *e,
     int peer = (int)msg[0];
     switch (msg[1]) {
     case TP_CTL_CTS:
-        on_cts(tp, peer, msg[2]);
+        on_cts(tp, peer, msg[2], (size_t)msg[3]);
         break;
     case TP_CTL_PROBE:
         on_probe(tp, peer, msg);
@@ -481,8 +518,10 @@ int tp_rv_start(struct fccl_tp *tp)
 void tp_rv_stop(struct fccl_tp *tp)
 {
     for (int p = 0; p < tp->nranks; p++)
-        while (tp->peers[p].early)
-            early_take(&tp->peers[p], tp->peers[p].early->tag);
+        while (tp->peers[p].early) {
+            size_t len;
+            early_take(&tp->peers[p], tp->peers[p].early->tag, &len);
+        }
     for (int i = 0; i < tp->nep; i++)
         tp_ctl_free(&tp->eps[i]);
 }
@@ -542,11 +581,24 @@ static void send_done(struct fccl_tp *tp, struct tp_req *r)
     tp_rv_finish(tp, r, FCCL_OK);
 }
 
-/* A receive completed by a CMA descriptor rather than data? */
-static int is_desc(const struct tp_req *r, const struct fi_cq_tagged_entry *ent)
+/* A receive completed by a notice (a CMA descriptor, a truncation) rather
+ * than data? */
+static int is_notice(const struct tp_req *r,
+                     const struct fi_cq_tagged_entry *ent, uint64_t kind)
 {
-    return (ent->flags & FI_REMOTE_CQ_DATA) && ent->data == TP_CMA_RTS &&
+    return (ent->flags & FI_REMOTE_CQ_DATA) && ent->data == kind &&
            PC(r)->off == 0;
+}
+
+/* The sender's message does not fit receive r; the notice holds its
+ * size.  Nothing else of that message comes. */
+static void on_trunc(struct fccl_tp *tp, struct tp_req *r)
+{
+    uint64_t len;
+    memcpy(&len, P(r)->buf, sizeof(len));
+    r->len = 0;
+    P(r)->olen = (size_t)len;
+    tp_rv_finish(tp, r, FCCL_ERR_PROTOCOL);
 }
 
 static void recv_done(struct fccl_tp *tp, struct tp_req *r, size_t len)
@@ -578,10 +630,13 @@ void tp_rv_on_cq(struct fccl_tp *tp, struct tp_ep *e,
         send_done(tp, r);
         return;
     }
-    if (is_desc(r, ent)) {
-        if (P(r)->queued)
+    if (is_notice(r, ent, TP_CMA_RTS) || is_notice(r, ent, TP_TRUNC_DATA)) {
+        if (P(r)->queued) /* its clear-to-send is moot */
             tp_q_pop(tp, r);
-        on_desc(tp, r);
+        if (ent->data == TP_CMA_RTS)
+            on_desc(tp, r);
+        else
+            on_trunc(tp, r);
         return;
     }
     recv_done(tp, r, ent->len);
@@ -625,7 +680,12 @@ void tp_rv_on_err(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
     LOG_DEBUG("FABRIC", "%s: rank %d %s failed: %s", tp->eps[p->ep].prov,
               r->peer, r->is_send ? "send" : "recv",
               tp_fi_strerror(p->fi_err));
-    tp_rv_finish(tp, r, status_of_fi_err(p->fi_err));
+    int status = status_of_fi_err(p->fi_err);
+    /* cancelled without our asking: the provider dropped its connection
+     * to the peer (net does, for everything in flight on it) */
+    if (status == FCCL_ERR_ABORTED && !p->cancelled)
+        status = FCCL_ERR_PEER;
+    tp_rv_finish(tp, r, status);
 }
 
 /* ------------------------------------------------------------------ */
@@ -648,7 +708,7 @@ static int plan_send(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r)
     /* held: must not overtake a same-tag send; owed: a clear-to-send is
      * due to it (an eager CMA send goes at once and stays listed) */
     int held = p->rv_head && rv_has_tag(p, rp->tag);
-    int owed = !held && needs_cts(e, rp->total) && !early_take(p, rp->tag);
+    int owed = !held && cts_owed(tp, r);
     rp->phase = held ? TP_PH_HELD
               : owed && rp->cma != TP_CMA_EAGER ? TP_PH_WAIT_CTS
                                                 : TP_PH_DATA;

@@ -23,7 +23,11 @@
 #define TP_CTS_SLOTS 8 /* receives kept posted for control messages */
 #define TP_CTL_WORDS 6  /* control message: rank, kind, 4 arguments */
 #define TP_CMA_RTS 0x434d41ull /* remote CQ data of a CMA descriptor */
-#define TP_CTS_BIT (1ull << 63)   /* tag of every control message */
+#define TP_TRUNC_DATA 0x5452554eull /* remote CQ data: "your receive is
+                                        too short" (8 B: the message size) */
+/* Tag of every control message.  Not bit 63: net (libfabric 1.17) keeps
+ * that one for itself (XNET_CLAIM_TAG_BIT) and never matches such a tag. */
+#define TP_CTS_BIT (1ull << 61)
 #define TP_CHUNK_BIT (1ull << 62) /* tag bit of a chunk */
 
 /* Control messages (tag TP_CTS_BIT, any source; rndv.c). */
@@ -74,6 +78,9 @@ struct tp_req_priv {
     unsigned char phase;     /* TP_PH_* */
     unsigned char in_rv;     /* on its peer's rendezvous-order list */
     unsigned char cma;       /* TP_CMA_OFF / _AFTER_CTS / _EAGER */
+    unsigned char cancelled; /* we asked the provider to cancel it */
+    unsigned char trunc;     /* send: the receive is shorter (olen = its
+                                size); a notice goes instead of data */
 };
 _Static_assert(sizeof(struct tp_req_priv) <= TP_REQ_PRIV_BYTES,
                "TP_REQ_PRIV_BYTES too small");
@@ -112,6 +119,7 @@ struct tp_ctl {
 /* A clear-to-send that came before its send was posted. */
 struct tp_early_cts {
     uint64_t tag;
+    size_t len; /* the receive's size */
     struct tp_early_cts *next;
 };
 
@@ -138,7 +146,10 @@ struct tp_ep {
                                              clear-to-send waits */
     size_t txq_count;            /* sends queued on this ep's peers */
     int rndv;                    /* large sends wait for clear-to-send
-                                    (shm): see rndv.c */
+                                    (shm, net): see rndv.c */
+    int is_shm;                  /* the shm provider (CMA; it reports
+                                    truncation of large messages itself) */
+    size_t cts_min;              /* sends above this wait for the CTS */
     struct tp_cts_slot cts[TP_CTS_SLOTS];
     int cts_unposted;            /* slots to post again (busy) */
     struct tp_ctl *ctlq_head, *ctlq_tail; /* control messages to retry */
@@ -288,6 +299,7 @@ ssize_t tp_post_data(struct fccl_tp *tp, struct tp_req *r); /* 1: inject,
 ssize_t tp_post_recv(struct fccl_tp *tp, struct tp_req *r);
 ssize_t tp_post_cts(struct fccl_tp *tp, struct tp_req *r);
 ssize_t tp_post_desc(struct fccl_tp *tp, struct tp_req *r); /* CMA */
+ssize_t tp_post_trunc(struct fccl_tp *tp, struct tp_req *r);
 /* Control messages: send (queued and retried in order when refused),
  * retry the queue, (re)post the receive slots, which slot a context is. */
 void tp_ctl_send(struct fccl_tp *tp, int peer, int kind, uint64_t a,

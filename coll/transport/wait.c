@@ -89,6 +89,7 @@ static int start(struct fccl_tp *tp, int peer, uint64_t tag, const void *buf,
     p->next = p->rnext = p->fnext = NULL;
     p->fi_err = 0;
     p->queued = p->mode = p->phase = p->in_rv = p->cma = 0;
+    p->cancelled = p->trunc = 0;
     atomic_store_explicit(&r->state, TP_REQ_PENDING, memory_order_relaxed);
     pthread_mutex_lock(&tp->lock);
     if (tp->nzombies) /* reused memory of an abandoned request */
@@ -149,6 +150,11 @@ static int req_error(const struct fccl_tp *tp, const struct tp_req *r)
     const char *prov = tp->eps[PC(r)->ep].prov;
     switch (r->status) {
     case FCCL_ERR_PROTOCOL:
+        if (r->is_send && PC(r)->trunc)
+            return fccl_err(r->status, "rank %d: its %zu B receive is shorter "
+                            "than the %zu B message (tag 0x%llx, %s)", r->peer,
+                            PC(r)->olen, PC(r)->total, (unsigned long long)
+                            (PC(r)->tag & ((1ull << TP_TAG_BITS) - 1)), prov);
         if (r->is_send)
             return fccl_err(r->status, "rank %d: its receive is shorter than "
                             "the %zu B message (tag 0x%llx, %s)", r->peer,
@@ -188,6 +194,7 @@ static void cancel_locked(struct fccl_tp *tp, struct tp_req *r)
     struct tp_ep *e = &tp->eps[PC(r)->ep];
     if (tp_rv_unqueue(tp, r))
         return;
+    P(r)->cancelled = 1;
     int rc = fi_cancel(&e->ep->fid, &P(r)->ctx);
     if (rc && rc != -FI_ENOENT)
         LOG_DEBUG("FABRIC", "%s: fi_cancel(rank %d): %s", e->prov, r->peer,
