@@ -4,10 +4,10 @@
  * case of that launch on real processes over the real provider and checks
  * every rank's result against an independent reference (see its header).
  *
- *   shm and tcp;ofi_rxm: the full matrix on 1, 2, 3, 4, 5 and 8 ranks;
- *   udp;ofi_rxd and sockets: the smoke matrix on 2 and 3 ranks;
+ *   shm, tcp;ofi_rxm and net: the full matrix on 1, 2, 3, 4, 5 and 8
+ *   ranks; udp;ofi_rxd and sockets: the smoke matrix on 2 and 3 ranks;
  *   argument errors, overlapping groups from two threads, a killed rank
- *   and fccl_group_abort, on shm and tcp.
+ *   and fccl_group_abort, on shm, tcp and net.
  *
  * FCCL_TEST_REDUCED=1 (the sanitized build) keeps shm with 1-3 ranks, no
  * multi-MiB sizes, and the special modes on shm.
@@ -20,6 +20,7 @@
 #include "proc_util.h"
 
 #define TCP "tcp;ofi_rxm"
+#define NET "net"
 
 static int reduced(void)
 {
@@ -75,6 +76,12 @@ Test(coll_matrix, tcp_3, .timeout = 420) { full(TCP, 3); }
 Test(coll_matrix, tcp_4, .timeout = 420) { full(TCP, 4); }
 Test(coll_matrix, tcp_5, .timeout = 420) { full(TCP, 5); }
 Test(coll_matrix, tcp_8, .timeout = 420) { full(TCP, 8); }
+Test(coll_matrix, net_1, .timeout = 420) { full(NET, 1); }
+Test(coll_matrix, net_2, .timeout = 420) { full(NET, 2); }
+Test(coll_matrix, net_3, .timeout = 420) { full(NET, 3); }
+Test(coll_matrix, net_4, .timeout = 420) { full(NET, 4); }
+Test(coll_matrix, net_5, .timeout = 420) { full(NET, 5); }
+Test(coll_matrix, net_8, .timeout = 420) { full(NET, 8); }
 
 static void smoke(const char *prov, int n)
 {
@@ -105,11 +112,19 @@ static void special(const char *prov, int n, const char *mode, int min_cases)
 
 Test(coll_args, shm_3, .timeout = 140) { special("shm", 3, "args", 2); }
 Test(coll_args, tcp_2, .timeout = 140) { special(TCP, 2, "args", 2); }
+Test(coll_args, net_2, .timeout = 140) { special(NET, 2, "args", 2); }
 Test(coll_groups, shm_3, .timeout = 140) { special("shm", 3, "groups", 120); }
 Test(coll_groups, shm_4, .timeout = 140) { special("shm", 4, "groups", 120); }
 Test(coll_groups, tcp_3, .timeout = 140) { special(TCP, 3, "groups", 120); }
+/* two groups from two threads: on net a message that came before its
+ * receive would hold back the other group's (deadlocked before the
+ * clear-to-send) */
+Test(coll_groups, net_3, .timeout = 140) { special(NET, 3, "groups", 120); }
+Test(coll_groups, net_4, .timeout = 140) { special(NET, 4, "groups", 120); }
 Test(coll_kill, shm_3, .timeout = 140) { special("shm", 3, "kill", 2); }
 Test(coll_kill, shm_4, .timeout = 140) { special("shm", 4, "kill", 2); }
 Test(coll_kill, tcp_3, .timeout = 140) { special(TCP, 3, "kill", 2); }
+Test(coll_kill, net_3, .timeout = 140) { special(NET, 3, "kill", 2); }
 Test(coll_abort, shm_3, .timeout = 140) { special("shm", 3, "abort", 2); }
 Test(coll_abort, tcp_2, .timeout = 140) { special(TCP, 2, "abort", 2); }
+Test(coll_abort, net_2, .timeout = 140) { special(NET, 2, "abort", 2); }

@@ -1,7 +1,8 @@
 /*
  * The libfabric transport over real providers and real processes (see
- * tp_harness.h): shm and tcp;ofi_rxm in full, udp;ofi_rxd and sockets as a
- * smoke test.  Message contents are checked against a pattern computed
+ * tp_harness.h): shm, tcp;ofi_rxm and net (the default network provider
+ * where libfabric has it) in full, udp;ofi_rxd and sockets as a smoke
+ * test.  Message contents are checked against a pattern computed
  * independently on each side from (sender, size, index).
  */
 #include <criterion/criterion.h>
@@ -12,6 +13,7 @@
 #include "tp_harness.h"
 
 #define TCP "tcp;ofi_rxm"
+#define NET "net"
 #define MiB (1024 * 1024)
 
 static unsigned char pat(uint32_t seed, size_t i)
@@ -134,6 +136,7 @@ static int body_smoke(struct fccl_tp *tp, int rank, int n, void *arg)
 
 Test(transport, pingpong_shm, .timeout = 120) { run("shm", 2, body_pingpong, NULL); }
 Test(transport, pingpong_tcp, .timeout = 120) { run(TCP, 2, body_pingpong, NULL); }
+Test(transport, pingpong_net, .timeout = 120) { run(NET, 2, body_pingpong, NULL); }
 Test(transport, smoke_udp_rxd, .timeout = 120) { run("udp;ofi_rxd", 2, body_smoke, NULL); }
 Test(transport, smoke_sockets, .timeout = 120) { run("sockets", 2, body_smoke, NULL); }
 
@@ -179,6 +182,7 @@ static int body_unexpected(struct fccl_tp *tp, int rank, int n, void *arg)
 
 Test(transport, unexpected_shm, .timeout = 60) { run("shm", 2, body_unexpected, NULL); }
 Test(transport, unexpected_tcp, .timeout = 60) { run(TCP, 2, body_unexpected, NULL); }
+Test(transport, unexpected_net, .timeout = 60) { run(NET, 2, body_unexpected, NULL); }
 
 /* ---------------------------------------------------------------- */
 /* Two tags between one pair, received in the opposite order.        */
@@ -211,6 +215,7 @@ static int body_tags(struct fccl_tp *tp, int rank, int n, void *arg)
 
 Test(transport, tag_separation_shm, .timeout = 60) { run("shm", 2, body_tags, NULL); }
 Test(transport, tag_separation_tcp, .timeout = 60) { run(TCP, 2, body_tags, NULL); }
+Test(transport, tag_separation_net, .timeout = 60) { run(NET, 2, body_tags, NULL); }
 
 /* ---------------------------------------------------------------- */
 /* Same tag from two different peers lands in the right receive.     */
@@ -239,6 +244,7 @@ static int body_sources(struct fccl_tp *tp, int rank, int n, void *arg)
 
 Test(transport, source_separation_shm, .timeout = 60) { run("shm", 3, body_sources, NULL); }
 Test(transport, source_separation_tcp, .timeout = 60) { run(TCP, 3, body_sources, NULL); }
+Test(transport, source_separation_net, .timeout = 60) { run(NET, 3, body_sources, NULL); }
 
 /* ---------------------------------------------------------------- */
 /* 256 requests each way at once: half on distinct tags, half on one */
@@ -286,6 +292,7 @@ static int body_outstanding(struct fccl_tp *tp, int rank, int n, void *arg)
 
 Test(transport, many_outstanding_shm, .timeout = 60) { run("shm", 2, body_outstanding, NULL); }
 Test(transport, many_outstanding_tcp, .timeout = 60) { run(TCP, 2, body_outstanding, NULL); }
+Test(transport, many_outstanding_net, .timeout = 60) { run(NET, 2, body_outstanding, NULL); }
 Test(transport, many_outstanding_sockets, .timeout = 90) { run("sockets", 2, body_outstanding, NULL); }
 
 /* Tiny shm queues: posts meet -FI_EAGAIN and go through the retry queue,
@@ -339,6 +346,7 @@ static int body_peer_exit(struct fccl_tp *tp, int rank, int n, void *arg)
 
 Test(transport, peer_exit_shm, .timeout = 60) { run("shm", 2, body_peer_exit, NULL); }
 Test(transport, peer_exit_tcp, .timeout = 60) { run(TCP, 2, body_peer_exit, NULL); }
+Test(transport, peer_exit_net, .timeout = 60) { run(NET, 2, body_peer_exit, NULL); }
 
 /* ---------------------------------------------------------------- */
 /* tp_waitall with an abort flag.                                    */
@@ -381,6 +389,7 @@ static int body_abort(struct fccl_tp *tp, int rank, int n, void *arg)
 
 Test(transport, abort_flag_shm, .timeout = 60) { run("shm", 2, body_abort, NULL); }
 Test(transport, abort_flag_tcp, .timeout = 60) { run(TCP, 2, body_abort, NULL); }
+Test(transport, abort_flag_net, .timeout = 60) { run(NET, 2, body_abort, NULL); }
 
 /* ---------------------------------------------------------------- */
 /* Two threads of one process post and wait at once.                 */
@@ -434,6 +443,7 @@ static int body_threads(struct fccl_tp *tp, int rank, int n, void *arg)
 
 Test(transport, two_threads_shm, .timeout = 90) { run("shm", 2, body_threads, NULL); }
 Test(transport, two_threads_tcp, .timeout = 90) { run(TCP, 2, body_threads, NULL); }
+Test(transport, two_threads_net, .timeout = 90) { run(NET, 2, body_threads, NULL); }
 
 /* Three ranks, three threads each, every thread exchanging with every  */
 /* other rank on its own tag space at once (sizes across the shm and rxm */
@@ -502,6 +512,7 @@ static int body_mt(struct fccl_tp *tp, int rank, int n, void *arg)
 
 Test(transport, threads_all_pairs_shm, .timeout = 90) { run("shm", 3, body_mt, NULL); }
 Test(transport, threads_all_pairs_tcp, .timeout = 90) { run(TCP, 3, body_mt, NULL); }
+Test(transport, threads_all_pairs_net, .timeout = 90) { run(NET, 3, body_mt, NULL); }
 
 /* ---------------------------------------------------------------- */
 /* 8 ranks on 2 cores, all-to-all rounds: must finish promptly.      */
@@ -556,6 +567,7 @@ static void a2a(const char *prov)
 
 Test(transport, alltoall8_shm, .timeout = 120) { a2a("shm"); }
 Test(transport, alltoall8_tcp, .timeout = 120) { a2a(TCP); }
+Test(transport, alltoall8_net, .timeout = 120) { a2a(NET); }
 
 /* ---------------------------------------------------------------- */
 /* Truncation names the peer and the sizes, and the pair stays usable.  */
@@ -592,6 +604,52 @@ static int body_trunc(struct fccl_tp *tp, int rank, int n, void *arg)
 }
 
 Test(transport, truncation_shm, .timeout = 60) { run("shm", 2, body_trunc, NULL); }
+
+/* net: above its 128 B inject size the clear-to-send tells the sender the
+ * receive's size, so both sides fail naming both sizes (nothing is sent
+ * that net would have to truncate: it drops the connection then) and the
+ * pair stays usable.  A chunked receive (300000 B) is among them. */
+static int body_trunc_net(struct fccl_tp *tp, int rank, int n, void *arg)
+{
+    (void)n, (void)arg;
+    static unsigned char b[300000];
+    size_t sizes[] = {4500, 300000, 129};
+    for (int k = 0; k < 3; k++) {
+        char want[96];
+        int rc;
+        if (rank == 1) {
+            fill(b, sizes[k], 9);
+            rc = sendw(tp, 0, 11 + k, b, sizes[k]);
+            snprintf(want, sizeof(want), "its %zu B receive is shorter than "
+                     "the %zu B message", sizes[k] - 1, sizes[k]);
+        } else {
+            rc = recvw(tp, 1, 11 + k, b, sizes[k] - 1, NULL);
+            snprintf(want, sizeof(want), "message of %zu B does not fit the "
+                     "%zu B receive", sizes[k], sizes[k] - 1);
+        }
+        TPH_CHECK(rc == FCCL_ERR_PROTOCOL, "case %d: rc %d (%s)", k, rc,
+                  fccl_last_error());
+        TPH_CHECK(strstr(fccl_last_error(), want) &&
+                      strstr(fccl_last_error(), rank ? "rank 0" : "rank 1"),
+                  "message: %s", fccl_last_error());
+    }
+    /* Still usable afterwards, both ways, also for a large message. */
+    size_t big = 200000;
+    if (rank == 0) {
+        fill(b, big, 5);
+        TPH_CHECK(sendw(tp, 1, 77, b, big) == 0, "send after");
+        TPH_CHECK(recvw(tp, 1, 78, b, big, NULL) == 0, "recv after");
+        TPH_CHECK(bad_byte(b, big, 6) < 0, "data after");
+    } else {
+        TPH_CHECK(recvw(tp, 0, 77, b, big, NULL) == 0, "recv after");
+        TPH_CHECK(bad_byte(b, big, 5) < 0, "data after");
+        fill(b, big, 6);
+        TPH_CHECK(sendw(tp, 0, 78, b, big) == 0, "send after");
+    }
+    return 0;
+}
+
+Test(transport, truncation_net, .timeout = 60) { run(NET, 2, body_trunc_net, NULL); }
 Test(transport, truncation_tcp, .timeout = 60) { run(TCP, 2, body_trunc, (void *)1); }
 
 /* ---------------------------------------------------------------- */
@@ -809,6 +867,17 @@ Test(transport, chunking_shm, .timeout = 60)
     munmap(sh, sizeof(*sh));
 }
 
+Test(transport, chunking_net, .timeout = 60)
+{
+    struct shared *sh = shared_new();
+    struct tp_harness h = {.provider = NET, .nranks = 2,
+                           .timeout_ms = 45000, .opts = {.max_chunk = 4096}};
+    cr_assert_eq(tp_harness_run(&h, body_chunks, sh), 0);
+    cr_expect_eq(sh->st[0], 257 + 48 + 76 + 76, "chunks %llu",
+                 (unsigned long long)sh->st[0]);
+    munmap(sh, sizeof(*sh));
+}
+
 Test(transport, chunking_tcp, .timeout = 60)
 {
     struct shared *sh = shared_new();
@@ -865,6 +934,15 @@ Test(transport, no_head_of_line_shm, .timeout = 60)
     munmap(sh, sizeof(*sh));
 }
 
+/* net holds every later message from a peer behind one that arrived
+ * before its receive: without the clear-to-send this deadlocked. */
+Test(transport, no_head_of_line_net, .timeout = 60)
+{
+    struct shared *sh = shared_new();
+    run(NET, 3, body_hol, sh);
+    munmap(sh, sizeof(*sh));
+}
+
 Test(transport, no_head_of_line_tcp, .timeout = 60)
 {
     struct shared *sh = shared_new();
@@ -915,6 +993,7 @@ static void mr_case(const char *prov)
 
 Test(transport, mr_cache_shm, .timeout = 60) { mr_case("shm"); }
 Test(transport, mr_cache_tcp, .timeout = 60) { mr_case(TCP); }
+Test(transport, mr_cache_net, .timeout = 60) { mr_case(NET); }
 
 /* ---------------------------------------------------------------- */
 /* Auto mode: shm for local peers, the network for "other hosts".    */
@@ -952,6 +1031,20 @@ Test(transport, auto_local_and_remote, .timeout = 60)
                            .timeout_ms = 45000, .opts = {.need_network = 1}};
     cr_assert_eq(tp_harness_run(&h, body_auto, (void *)node), 0);
     fprintf(stderr, "auto: %s, tp_open max %.1f ms\n", h.desc, h.open_ms_max);
+    cr_expect_str_eq(h.desc, "shm+" NET);
+}
+
+/* FCCL_NET_PROVIDER picks the network provider; shm stays for local peers. */
+Test(transport, net_provider_variable, .timeout = 60)
+{
+    unsetenv("FCCL_PROVIDER");
+    unsetenv("FI_PROVIDER");
+    setenv("FCCL_NET_PROVIDER", TCP, 1);
+    static const int node[3] = {0, 0, 1};
+    struct tp_harness h = {.nranks = 3, .node_of = node,
+                           .timeout_ms = 45000, .opts = {.need_network = 1}};
+    cr_assert_eq(tp_harness_run(&h, body_auto, (void *)node), 0);
+    unsetenv("FCCL_NET_PROVIDER");
     cr_expect_str_eq(h.desc, "shm+" TCP);
 }
 
@@ -1107,14 +1200,17 @@ static void perf(const char *prov)
 
 Test(transport, perf_shm, .timeout = 120) { perf("shm"); }
 Test(transport, perf_tcp, .timeout = 120) { perf(TCP); }
+Test(transport, perf_net, .timeout = 120) { perf(NET); }
 
 /* libfabric variables fccl_init sets: only where the user has not. */
 Test(transport, env_defaults_only_if_unset)
 {
     unsetenv("FI_OFI_RXM_SAR_LIMIT");
     unsetenv("FI_OFI_RXM_MSG_RX_SIZE");
+    unsetenv("FI_NET_MAX_SAVED");
     setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "1", 1);
     tp_env_defaults();
+    cr_assert_str_eq(getenv("FI_NET_MAX_SAVED"), "64");
     cr_assert_str_eq(getenv("FI_OFI_RXM_SAR_LIMIT"), "65536");
     cr_assert_str_eq(getenv("FI_OFI_RXM_MSG_RX_SIZE"), "256");
     cr_assert_str_eq(getenv("FI_OFI_RXM_ENABLE_DYN_RBUF"), "1");

@@ -100,13 +100,13 @@ int coll_ring_all_gather(struct coll_run *run, const struct coll_view *v,
     int copied = own == NULL;
     while (rc >= 0 && chunk_it_next(&oit, &c)) {
         if (!copied && s.nsent == COLL_WINDOW) {
-            memcpy(s.buf + lay_boff(l, me), own, lay_bytes(l, me));
+            cr_copy(run, s.buf + lay_boff(l, me), own, lay_bytes(l, me));
             copied = 1;
         }
         rc = ag_send(&s, src + (c.off - lay_boff(l, me)), c.len);
     }
     if (rc >= 0 && !copied)
-        memcpy(s.buf + lay_boff(l, me), own, lay_bytes(l, me));
+        cr_copy(run, s.buf + lay_boff(l, me), own, lay_bytes(l, me));
     for (size_t k = 0; rc >= 0 && k < s.nposted; k++) {
         int j = (int)(k % AG_WINDOW);
         struct chunk_item got = s.item[j];

@@ -40,7 +40,7 @@ int coll_alltoall_linear(struct coll_run *run)
         if (rc < 0)
             return rc;
     }
-    memmove(dst + coll_a2a_displ(a, 0, me) * es,
+    cr_copy(run, dst + coll_a2a_displ(a, 0, me) * es,
             src + coll_a2a_displ(a, 1, me) * es, coll_a2a_count(a, 1, me) * es);
     int rc = cr_wait(run, reqs, 2 * k);
     for (int i = 1; rc >= 0 && i < n; i++)

@@ -66,7 +66,7 @@ int coll_alltoall_pairwise(struct coll_run *run)
                           coll_a2a_count(a, 1, to) * es, &r[1]);
         /* my own block while the first exchange's handshake is under way */
         if (rc >= 0 && i == 1)
-            memmove(dst + coll_a2a_displ(a, 0, me) * es,
+            cr_copy(run, dst + coll_a2a_displ(a, 0, me) * es,
                     src + coll_a2a_displ(a, 1, me) * es,
                     coll_a2a_count(a, 1, me) * es);
         if (rc >= 0)

@@ -131,6 +131,24 @@ void cr_reduce(struct coll_run *run, void *dst, const void *a, const void *b,
     }
 }
 
+#define CR_COPY_PIECE (256u << 10) /* bytes copied between progress calls */
+
+void cr_copy(struct coll_run *run, void *dst, const void *src, size_t len)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    if (d < s + len && s < d + len) { /* overlapping: one piece */
+        memmove(d, s, len);
+        return;
+    }
+    for (size_t off = 0; off < len; off += CR_COPY_PIECE) {
+        if (off)
+            tp_poke(run->g->tp);
+        memcpy(d + off, s + off,
+               len - off < CR_COPY_PIECE ? len - off : CR_COPY_PIECE);
+    }
+}
+
 int cr_wait(struct coll_run *run, struct tp_req *reqs, size_t n)
 {
     if (n == 0)

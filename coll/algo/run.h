@@ -77,6 +77,11 @@ int cr_sendrecv(struct coll_run *run, const struct coll_view *v, int to,
  * moving while a long reduction runs. */
 void cr_reduce(struct coll_run *run, void *dst, const void *a, const void *b,
                size_t count, fccl_dtype_t dt, fccl_redop_t op);
+/* memmove(dst, src, len), in pieces with a progress call between them
+ * when the regions do not overlap: providers that move data only inside
+ * our calls (net) would otherwise leave the link idle for a long local
+ * copy (2 hosts x 1 rank, 64 MiB all_to_all: its 32 MiB own block). */
+void cr_copy(struct coll_run *run, void *dst, const void *src, size_t len);
 /* FCCL_ERR_PROTOCOL unless receive `req` got exactly `want` bytes. */
 int cr_check_len(struct coll_run *run, const struct tp_req *req, size_t want);
 

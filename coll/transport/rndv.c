@@ -9,6 +9,7 @@
  * States (tp_int.h) and transitions:
  *
  *   send  submit -> DATA                      nothing in the way
+ *         DATA -> (truncation notice) -> done the receive is shorter
  *                -> HELD                      a same-tag send is listed
  *                -> WAIT_CTS                  large on shm, no CTS yet
  *         HELD -> WAIT_CTS | DATA             the send before it left
@@ -31,8 +32,8 @@
  * as injected pieces instead floods shm's unexpected-message pool, which
  * libfabric 1.17 does not survive.)  So on shm a large send first waits
  * for a clear-to-send: the receiver, once its receive is posted, injects
- * a control message (its rank, TP_CTL_CTS and the tag) tagged exactly
- * TP_CTS_BIT; only then is the data sent, so it is matched on arrival and
+ * a control message (its rank, TP_CTL_CTS, the tag and the receive's
+ * size) tagged exactly TP_CTS_BIT; only then is the data sent, so it is matched on arrival and
  * its completion follows promptly.  Control messages land in TP_CTS_SLOTS
  * receives kept posted for any source (so a send never needs a receive
  * entry of its own, which could starve behind data receives);
@@ -45,6 +46,17 @@
  * not held.  Both sides decide by their own length, so a receive above
  * 4 KiB for a message of at most 4 KiB leaves a stray clear-to-send
  * behind; fccl always receives exact sizes.
+ *
+ * Clear-to-send on net.  net holds every later message of a connection
+ * behind one (above its 128 B inject size) that came before its receive,
+ * and drops the connection after a message longer than its receive (see
+ * streams_into_recv in ep.c).  So its sends above 128 B wait for the
+ * clear-to-send too.  A send longer than the receive the clear-to-send
+ * announces sends a truncation notice instead: its size, marked by the
+ * remote CQ data TP_TRUNC_DATA, which fails the receive naming both sizes
+ * while the connection carries on; the send fails the same way.  (shm
+ * reports the truncation of an expected message itself, and CMA checks
+ * the size on the receiver.)
  *
  * Single copy (CMA).  shm's own large-message path also uses CMA, but
  * copies while holding a spin lock on the receiver's region that every

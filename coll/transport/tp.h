@@ -62,12 +62,14 @@
  *   round.
  * - Environment: FCCL_PROVIDER / FI_PROVIDER force a provider ("tcp" also
  *   selects "tcp;ofi_rxm"; "auto" or a FI_PROVIDER list means auto),
- *   FCCL_NET_IFACE restricts network providers to one interface/domain.
+ *   FCCL_NET_IFACE restricts network providers to one interface/domain,
+ *   FCCL_NET_PROVIDER picks the network provider in auto mode.
  *   tp_env_defaults() sets FI_OFI_RXM_MSG_RX_SIZE=256 (cheap rxm endpoint
  *   open), FI_OFI_RXM_ENABLE_DYN_RBUF=0 (a truncated receive must not
- *   break the tcp connection, libfabric 1.17 bug) and
+ *   break the tcp connection, libfabric 1.17 bug),
  *   FI_OFI_RXM_SAR_LIMIT=65536 (rendezvous, not copied segments, above 64
- *   KiB) unless already set.
+ *   KiB) and FI_NET_MAX_SAVED=64 (net keeps more small early messages)
+ *   unless already set.
  */
 #ifndef FCCL_COLL_TP_H
 #define FCCL_COLL_TP_H
@@ -130,7 +132,8 @@ struct tp_stats {
 };
 
 /* Set libfabric's variables that fccl changes (FI_OFI_RXM_MSG_RX_SIZE=256,
- * FI_OFI_RXM_ENABLE_DYN_RBUF=0, FI_OFI_RXM_SAR_LIMIT=65536), each only if
+ * FI_OFI_RXM_ENABLE_DYN_RBUF=0, FI_OFI_RXM_SAR_LIMIT=65536,
+ * FI_NET_MAX_SAVED=64), each only if
  * unset.  Call once before the
  * process first uses libfabric, while no other thread may read the
  * environment (fccl_init does). */

@@ -96,14 +96,15 @@ check_topo()
     done
 }
 
-# Each of the first N ranks opened its network endpoint on eth0 (the
-# interface to the other hosts), not on loopback (needs FCCL_LOG_LEVEL=info).
+# Each of the first N ranks opened its network endpoint (provider $2,
+# default net) on eth0 (the interface to the other hosts), not on loopback
+# (needs FCCL_LOG_LEVEL=info).
 net_on_eth0()
 {
-    local r
+    local r prov=${2:-net}
     for r in $(seq 0 $(($1 - 1))); do
-        grep -q "^\[$r\] .*tcp;ofi_rxm endpoint open on eth0" "$T"/*.log ||
-            { fail "rank $r: no tcp;ofi_rxm endpoint on eth0"; return 1; }
+        grep -h "^\[$r\] " "$T"/*.log | grep -qF "$prov endpoint open on eth0" ||
+            { fail "rank $r: no $prov endpoint on eth0"; return 1; }
     done
 }
 
@@ -376,10 +377,26 @@ t_killed_rank_shm_cleanup()
 # 2 hosts x 3 ranks: the collective test matrix (tests/coll_check -e):
 # every operation, dtype, op and forced algorithm, checked against
 # references on every rank and compared across ranks; shm within a host,
-# tcp;ofi_rxm between them.
+# net (the default network provider) between them.
 t_coll_matrix_2x3()
 {
     run_nodes 2 3 29521 "$TBIN/coll_check" -e -m matrix -t 200 ${COLL_ARGS:-}
+    coll_matrix_ok 6
+}
+
+# The same on 2 hosts x 2 ranks with tcp;ofi_rxm between the hosts
+# (FCCL_NET_PROVIDER), and that provider's endpoint on eth0.
+t_coll_matrix_2x2_rxm()
+{
+    local e="FCCL_NET_PROVIDER=tcp;ofi_rxm FCCL_LOG_LEVEL=info"
+    NODE_ENV_0=$e NODE_ENV_1=$e \
+        run_nodes 2 2 29531 "$TBIN/coll_check" -e -m matrix -t 200 ${COLL_ARGS:-}
+    coll_matrix_ok 4 && net_on_eth0 4 "tcp;ofi_rxm"
+}
+
+# coll_check's summary on node 0: all cases passed on $1 ranks.
+coll_matrix_ok()
+{
     local line
     line=$(grep -h 'coll_check: ' "$T/node0.log")
     echo "$line"
@@ -390,7 +407,7 @@ t_coll_matrix_2x3()
         sed -n 's/.*: \([0-9]*\) cases, \([0-9]*\) failed, \([0-9]*\) hash.*/\1 \2 \3/p')"
     [ -n "$cases" ] && [ "$cases" -ge 300 ] && [ "$failed" -eq 0 ] && [ "$mism" -eq 0 ] ||
         fail "cases='$cases' failed='$failed' mismatches='$mism'"
-    echo "$line" | grep -q '(env, 2 hosts) ranks=6' || fail "not 6 ranks on 2 hosts"
+    echo "$line" | grep -q "(env, 2 hosts) ranks=$1" || fail "not $1 ranks on 2 hosts"
 }
 
 # The harness itself: a run interrupted by SIGTERM removes its namespaces;
@@ -591,7 +608,7 @@ t_fault_kill_host()
 }
 
 # Rank 3 is stopped (SIGSTOP) longer than the peer timeout: ranks 0, 1 and
-# 2 fail naming it, over tcp;ofi_rxm and over shm (rank 2 shares its
+# 2 fail naming it, over net and over shm (rank 2 shares its
 # host).  Then it is killed; rank 2, still up, removes its shm file.
 t_fault_sigstop()
 {
