@@ -243,14 +243,16 @@ static int need_network(void)
  * hostid, u32 name len, name.  The version leads so that ranks of
  * different fccl installs can still read each other's and say so. ---- */
 #define REC_MAGIC 0x31564346u /* "FCV1" */
-#define REC_WIRE 1            /* rank-to-rank protocol: records, tags */
+#define REC_WIRE 2            /* rank-to-rank protocol: records, tags,
+                                 control messages (2: clear-to-send tag bit
+                                 61 and the receive size) */
 #define REC_VER_MAX 64
 #define REC_MAX 4096          /* a record, at most (ring receive buffer) */
 /* Record gather tags: above every group's context id that can be live
  * during init (ids count up from 1; the world's is 0). */
 #define BOOT_RING_TAG (1ull << 59)
 
-/* "fccl 0.1.0 wire 1"; FCCL_FAKE_VERSION (testing) pretends another. */
+/* "fccl 0.1.0 wire 2"; FCCL_FAKE_VERSION (testing) pretends another. */
 static void my_version(char *out, size_t len)
 {
     const char *fake = getenv("FCCL_FAKE_VERSION");
