@@ -52,7 +52,7 @@ static void set_spin(struct fccl_tp *tp, int local)
     tp->spin_ns = cpus > 0 && sharing > cpus ? 0 : TP_SPIN_NS;
     LOG_DEBUG("FABRIC", "%d local ranks, %d on this machine, %d CPUs: "
               "waiters %s", local, sharing, cpus,
-              tp->spin_ns ? "spin 50 us, then yield" : "yield at once");
+              tp->spin_ns ? "spin 5 us, then yield" : "yield at once");
 }
 
 /* tp_add_peers' own table: every blob copied into one block. */

@@ -56,7 +56,7 @@
  * - isend/irecv never block: a post the provider refuses for lack of queue
  *   entries (-FI_EAGAIN, or shm's -FI_ENOMEM) is queued and retried, in
  *   order, by whichever thread drives progress.
- * - Waiting polls tightly for 50 us after the last completion (not at all
+ * - Waiting polls tightly for 5 us after the last completion (not at all
  *   when this host has more ranks than CPUs; FCCL_SPIN_US overrides),
  *   then sched_yield()s, then (after 1 ms idle) sleeps 20-500 us per
  *   round.

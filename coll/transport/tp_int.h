@@ -17,7 +17,13 @@
 #include "transport/tp.h"
 
 #define TP_MAX_EPS 2
-#define TP_SPIN_NS 50000ull /* waiters poll this long after progress */
+/* Waiters poll this long after progress, then poll with sched_yield(),
+ * which costs nothing while the CPU has no one else to run.  Two ranks the
+ * scheduler put on one CPU (it happens for a few ms at a time, 2 ranks on
+ * 2 cores) each spun out this window before the other could answer: 50 us
+ * made every message hop cost 50 us (2 hosts x 1 rank pinned to one CPU,
+ * 8-byte all_reduce 170-178 us; 5 us: 70; free CPUs: 11.9 either way). */
+#define TP_SPIN_NS 5000ull
 #define TP_PROV_MAX 64
 #define TP_ADDR_MAX 256
 #define TP_CTS_SLOTS 8 /* receives kept posted for control messages */
