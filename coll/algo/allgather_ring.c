@@ -80,7 +80,14 @@ int coll_ring_all_gather(struct coll_run *run, const struct coll_view *v,
     size_t total = lay_range_bytes(l, 0, n);
     size_t budget = run->nsteps > (uint32_t)n + 1 ? run->nsteps - (size_t)n : 1;
     struct ag_state s = {.run = run, .v = v, .buf = buf};
-    s.chunk = cr_chunk(run, v, l->esize, total, budget);
+    /* Two ranks forward nothing: each block crosses once, and chunks only
+     * add per-message costs (2 hosts x 1 rank, 64 MiB all_gather, 4
+     * interleaved rounds: 39.1 -> 30.8 ms on net, 16 MiB 8.7 -> 7.2 ms;
+     * 2 rounds on tcp;ofi_rxm 35.8-46.3 -> 32.5-33.7 ms).
+     * FCCL_CHUNK_BYTES still applies. */
+    s.chunk = n == 2 && !run->st->chunk
+                  ? total
+                  : cr_chunk(run, v, l->esize, total, budget);
     size_t nsend = ag_count_sends(l, me, s.chunk);
     struct tp_req *reqs = cr_reqs(run, AG_WINDOW + nsend);
     if (!reqs)
