@@ -203,7 +203,6 @@ static inline void journal_dir_remove(const char *dir, const char *path)
     rmdir(dir);
 }
 
-/* The server's stderr so far (malloc'd, NUL-terminated). */
 /* A client of the server on 127.0.0.1:port (10 s timeout, reconnecting
  * if asked); the test fails if it cannot connect. */
 static inline fccl_store_t *h_store_open(int port, int reconnect)

@@ -877,10 +877,11 @@ Test(transport, chunking_shm, .timeout = 60)
     munmap(sh, sizeof(*sh));
 }
 
-Test(transport, chunking_net, .timeout = 60)
+/* The network providers in 4 KiB chunks. */
+static void chunking_4k(const char *prov)
 {
     struct shared *sh = shared_new();
-    struct tp_harness h = {.provider = NET, .nranks = 2,
+    struct tp_harness h = {.provider = prov, .nranks = 2,
                            .timeout_ms = 45000, .opts = {.max_chunk = 4096}};
     cr_assert_eq(tp_harness_run(&h, body_chunks, sh), 0);
     cr_expect_eq(sh->st[0], 257 + 48 + 76 + 76, "chunks %llu",
@@ -888,16 +889,8 @@ Test(transport, chunking_net, .timeout = 60)
     munmap(sh, sizeof(*sh));
 }
 
-Test(transport, chunking_tcp, .timeout = 60)
-{
-    struct shared *sh = shared_new();
-    struct tp_harness h = {.provider = TCP, .nranks = 2,
-                           .timeout_ms = 45000, .opts = {.max_chunk = 4096}};
-    cr_assert_eq(tp_harness_run(&h, body_chunks, sh), 0);
-    cr_expect_eq(sh->st[0], 257 + 48 + 76 + 76, "chunks %llu",
-                 (unsigned long long)sh->st[0]);
-    munmap(sh, sizeof(*sh));
-}
+Test(transport, chunking_net, .timeout = 60) { chunking_4k(NET); }
+Test(transport, chunking_tcp, .timeout = 60) { chunking_4k(TCP); }
 
 /* shm completes large sends in post order: a send whose receive is not
  * posted must not hold back the completion of a later one (to another

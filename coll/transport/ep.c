@@ -48,7 +48,7 @@
  * - net reads a message straight into its posted receive.  It keeps up to
  *   FI_NET_MAX_SAVED (4) messages of at most 128 B per connection that
  *   arrived before their receive; the next early one stops the connection
- *   until a receive matches it (see net_score).  64 lets the small
+ *   until a receive matches it (see streams_into_recv).  64 lets the small
  *   messages of many-peer exchanges and barriers through. */
 void tp_env_defaults(void)
 {
@@ -242,7 +242,6 @@ static void note_info(struct tp_ep *e, int granted)
     e->inject_size = i->tx_attr->inject_size;
     e->is_shm = strcmp(e->prov, "shm") == 0;
     e->rndv = e->is_shm || streams_into_recv(e->prov);
-    e->cts_min = e->inject_size;
     if (!(granted & HINT_SAS))
         LOG_WARN("FABRIC", "%s: no send-after-send ordering: messages with "
                  "the same peer and tag may be matched out of order", e->prov);

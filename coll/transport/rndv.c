@@ -9,12 +9,12 @@
  * States (tp_int.h) and transitions:
  *
  *   send  submit -> DATA                      nothing in the way
- *         DATA -> (truncation notice) -> done the receive is shorter
  *                -> HELD                      a same-tag send is listed
- *                -> WAIT_CTS                  large on shm, no CTS yet
+ *                -> WAIT_CTS                  large on shm or net, no CTS yet
  *         HELD -> WAIT_CTS | DATA             the send before it left
  *         WAIT_CTS -> DATA                    its clear-to-send came
  *         DATA -> (posted) -> done            data, inject or last chunk
+ *         DATA -> (truncation notice) -> done the receive is shorter
  *         DATA -> (descriptor) -> WAIT_FIN    CMA; eager ones skip WAIT_CTS
  *         WAIT_FIN -> done                    FIN from the receiver
  *   recv  submit -> DATA (posted) -> SEND_CTS (if owed and refused) -> DATA
@@ -33,8 +33,8 @@
  * libfabric 1.17 does not survive.)  So on shm a large send first waits
  * for a clear-to-send: the receiver, once its receive is posted, injects
  * a control message (its rank, TP_CTL_CTS, the tag and the receive's
- * size) tagged exactly TP_CTS_BIT; only then is the data sent, so it is matched on arrival and
- * its completion follows promptly.  Control messages land in TP_CTS_SLOTS
+ * size) tagged exactly TP_CTS_BIT; only then is the data sent, so it is
+ * matched on arrival and its completion follows promptly.  Control messages land in TP_CTS_SLOTS
  * receives kept posted for any source (so a send never needs a receive
  * entry of its own, which could starve behind data receives);
  * clear-to-sends are paired in software with the first send waiting on
@@ -114,7 +114,7 @@ static void rv_remove(struct fccl_tp *tp, struct tp_req *r);
 /* Does a message of this length on e use the clear-to-send handshake? */
 static int needs_cts(const struct tp_ep *e, size_t len)
 {
-    return e->rndv && e->directed && len > e->cts_min;
+    return e->rndv && e->directed && len > e->inject_size;
 }
 
 /* The clear-to-send said the receive is `len` B: a longer send sends a
@@ -596,9 +596,10 @@ static void send_done(struct fccl_tp *tp, struct tp_req *r)
 /* A receive completed by a notice (a CMA descriptor, a truncation) rather
  * than data? */
 static int is_notice(const struct tp_req *r,
-                     const struct fi_cq_tagged_entry *ent, uint64_t kind)
+                     const struct fi_cq_tagged_entry *ent)
 {
-    return (ent->flags & FI_REMOTE_CQ_DATA) && ent->data == kind &&
+    return (ent->flags & FI_REMOTE_CQ_DATA) &&
+           (ent->data == TP_CMA_RTS || ent->data == TP_TRUNC_DATA) &&
            PC(r)->off == 0;
 }
 
@@ -642,7 +643,7 @@ void tp_rv_on_cq(struct fccl_tp *tp, struct tp_ep *e,
         send_done(tp, r);
         return;
     }
-    if (is_notice(r, ent, TP_CMA_RTS) || is_notice(r, ent, TP_TRUNC_DATA)) {
+    if (is_notice(r, ent)) {
         if (P(r)->queued) /* its clear-to-send is moot */
             tp_q_pop(tp, r);
         if (ent->data == TP_CMA_RTS)

@@ -155,7 +155,6 @@ struct tp_ep {
                                     (shm, net): see rndv.c */
     int is_shm;                  /* the shm provider (CMA; it reports
                                     truncation of large messages itself) */
-    size_t cts_min;              /* sends above this wait for the CTS */
     struct tp_cts_slot cts[TP_CTS_SLOTS];
     int cts_unposted;            /* slots to post again (busy) */
     struct tp_ctl *ctlq_head, *ctlq_tail; /* control messages to retry */

@@ -149,27 +149,25 @@ static int req_error(const struct fccl_tp *tp, const struct tp_req *r)
     const char *op = r->is_send ? "send" : "recv";
     const char *prov = tp->eps[PC(r)->ep].prov;
     switch (r->status) {
-    case FCCL_ERR_PROTOCOL:
+    case FCCL_ERR_PROTOCOL: {
+        /* the caller's tag, without the bits the transport adds */
+        unsigned long long tag = PC(r)->tag & ((1ull << TP_TAG_BITS) - 1);
         if (r->is_send && PC(r)->trunc)
             return fccl_err(r->status, "rank %d: its %zu B receive is shorter "
                             "than the %zu B message (tag 0x%llx, %s)", r->peer,
-                            PC(r)->olen, PC(r)->total, (unsigned long long)
-                            (PC(r)->tag & ((1ull << TP_TAG_BITS) - 1)), prov);
+                            PC(r)->olen, PC(r)->total, tag, prov);
         if (r->is_send)
             return fccl_err(r->status, "rank %d: its receive is shorter than "
                             "the %zu B message (tag 0x%llx, %s)", r->peer,
-                            PC(r)->total, (unsigned long long)
-                            (PC(r)->tag & ((1ull << TP_TAG_BITS) - 1)), prov);
+                            PC(r)->total, tag, prov);
         if (PC(r)->olen) /* not every provider reports the overflow */
             return fccl_err(r->status, "rank %d: message of %zu B does not "
                             "fit the %zu B receive (tag 0x%llx, %s)", r->peer,
-                            r->len + PC(r)->olen, PC(r)->total, (unsigned long long)
-                            (PC(r)->tag & ((1ull << TP_TAG_BITS) - 1)), prov);
+                            r->len + PC(r)->olen, PC(r)->total, tag, prov);
         return fccl_err(r->status, "rank %d: message longer than the %zu B "
-                        "receive (tag 0x%llx, %s)", r->peer, PC(r)->total,
-                        (unsigned long long)(PC(r)->tag &
-                                             ((1ull << TP_TAG_BITS) - 1)),
+                        "receive (tag 0x%llx, %s)", r->peer, PC(r)->total, tag,
                         prov);
+    }
     case FCCL_ERR_ABORTED:
         return fccl_err(r->status, "rank %d: %s of %zu B cancelled", r->peer,
                         op, PC(r)->total);
