@@ -4,6 +4,7 @@
  * group's abort flag, scratch memory cached per group, and the error
  * reports that name the operation, the group and the ranks involved.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,7 +138,8 @@ void cr_copy(struct coll_run *run, void *dst, const void *src, size_t len)
 {
     unsigned char *d = dst;
     const unsigned char *s = src;
-    if (d < s + len && s < d + len) { /* overlapping: one piece */
+    uintptr_t di = (uintptr_t)dst, si = (uintptr_t)src; /* unrelated objects */
+    if (di < si + len && si < di + len) { /* overlapping: one piece */
         memmove(d, s, len);
         return;
     }
