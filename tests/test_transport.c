@@ -310,6 +310,92 @@ Test(transport, eagain_queue_shm, .timeout = 60)
 }
 
 /* ---------------------------------------------------------------- */
+/* Last words: a rank sends small messages (they complete at once, as
+ * injects), closes and leaves; its peer posts the receives only later.
+ * net drops a connection's unmatched messages when the peer's side
+ * closes, so tp_close must not close before the peer has taken them. */
+
+static const size_t lw_sizes[] = {0, 1, 8, 100, 128};
+
+static int body_last_words(struct fccl_tp *tp, int rank, int n, void *arg)
+{
+    (void)n, (void)arg;
+    size_t k, nk = sizeof(lw_sizes) / sizeof(lw_sizes[0]);
+    unsigned char b[128] = {0};
+    if (rank == 0) {
+        for (k = 0; k < nk; k++) {
+            fill(b, lw_sizes[k], (uint32_t)(70 + k));
+            TPH_CHECK(sendw(tp, 1, 40 + k, b, lw_sizes[k]) == 0,
+                      "send %zu B", lw_sizes[k]);
+        }
+        return 0; /* tp_close, then exit */
+    }
+    if (arg) { /* rank 0 leaves this unread: its close resets */
+        TPH_CHECK(sendw(tp, 0, 99, b, 8) == 0, "stray send");
+    }
+    usleep(400000); /* rank 0 has long returned by now */
+    for (k = 0; k < nk; k++) {
+        size_t got = 12345;
+        memset(b, 0xee, sizeof(b));
+        TPH_CHECK(recvw(tp, 0, 40 + k, b, lw_sizes[k], &got) == 0,
+                  "recv %zu B after the sender left", lw_sizes[k]);
+        TPH_CHECK(got == lw_sizes[k], "got %zu B of %zu", got, lw_sizes[k]);
+        long bad = bad_byte(b, got, (uint32_t)(70 + k));
+        TPH_CHECK(bad < 0, "%zu B wrong at byte %ld", got, bad);
+    }
+    return 0;
+}
+
+Test(transport, last_words_shm, .timeout = 60) { run("shm", 2, body_last_words, NULL); }
+Test(transport, last_words_tcp, .timeout = 60) { run(TCP, 2, body_last_words, NULL); }
+Test(transport, last_words_net, .timeout = 60) { run(NET, 2, body_last_words, NULL); }
+Test(transport, last_words_rst_net, .timeout = 60) { run(NET, 2, body_last_words, (void *)1); }
+Test(transport, last_words_rst_tcp, .timeout = 60) { run(TCP, 2, body_last_words, (void *)1); }
+
+/* ---------------------------------------------------------------- */
+/* A wait that watches the whole group (a collective's does) while its
+ * own peer is slow: a watched rank that finished and closed is no
+ * failure; one that vanished without closing is. */
+
+static int body_watch(struct fccl_tp *tp, int rank, int n, void *arg)
+{
+    int vanish = arg != NULL;
+    char c = 'w';
+    if (rank == 0) {
+        if (vanish)
+            _exit(0); /* no tp_close, no goodbye */
+        return 0;     /* talked to no one: closes and exits at once */
+    }
+    if (rank == 1) {
+        usleep(900000); /* rank 2 idles past two liveness checks */
+        int rc = sendw(tp, 2, 5, &c, 1);
+        TPH_CHECK(rc == 0 || vanish, "send: %s", fccl_last_error());
+        return 0;
+    }
+    int watch[3] = {0, 1, 2};
+    struct tp_req r;
+    TPH_CHECK(tp_irecv(tp, 1, 5, &c, 1, &r) == 0, "irecv");
+    uint64_t t0 = fccl_now_ns();
+    int rc = tp_waitall_watch(tp, &r, 1, dl(20000), NULL, watch, (size_t)n);
+    double ms = (double)(fccl_now_ns() - t0) / 1e6;
+    fprintf(stderr, "watch (%s): rc %d after %.0f ms: %s\n",
+            vanish ? "vanished" : "closed", rc, ms, rc ? fccl_last_error() : "");
+    if (!vanish) {
+        TPH_CHECK(rc == 0 && c == 'w', "rc %d", rc);
+        return 0;
+    }
+    TPH_CHECK(rc == FCCL_ERR_PEER, "rc %d", rc);
+    TPH_CHECK(strstr(fccl_last_error(), "rank 0") != NULL, "message: %s",
+              fccl_last_error());
+    TPH_CHECK(ms < 800, "noticed after %.0f ms", ms);
+    return 0;
+}
+
+Test(transport, watch_closed_rank_shm, .timeout = 60) { run("shm", 3, body_watch, NULL); }
+Test(transport, watch_closed_rank_net, .timeout = 60) { run(NET, 3, body_watch, NULL); }
+Test(transport, watch_vanished_rank_shm, .timeout = 60) { run("shm", 3, body_watch, (void *)1); }
+
+/* ---------------------------------------------------------------- */
 /* A peer that exits mid-exchange: the waiter errors within bounds.  */
 
 static int body_peer_exit(struct fccl_tp *tp, int rank, int n, void *arg)

@@ -27,7 +27,9 @@
  *   local process reports that peer here too (tp_hb_suspect), so the news
  *   of a killed rank reaches everyone within milliseconds.
  * - tp_close says goodbye (BYE) to the two watchers, so a rank that
- *   finalized is not declared dead by a slower neighbour.
+ *   finalized is not declared dead by a slower neighbour, and to every
+ *   rank on this host, whose waits watch it by its pidfd (wait.c): its
+ *   exit after a goodbye is no failure.
  * - If this thread itself was not scheduled for half the timeout (we were
  *   stopped, or starved), it forgives its neighbours' silence once: the gap
  *   was ours.
@@ -204,6 +206,7 @@ void tp_hb_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
         al != TP_HB_ADDR_LEN)
         return;
     memcpy(p->hb_ip, a, 16);
+    p->hb_local = local;
     if (local) { /* same host: loopback works even with the link down */
         static const unsigned char lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                                              0xff, 0xff, 127, 0, 0, 1};
@@ -511,6 +514,18 @@ void tp_hb_start(struct fccl_tp *tp)
               (double)hb->period_ns / 1e9, hb->nwatch);
 }
 
+/* Goodbye to the other ranks on this host (loopback: not lost). */
+static void bye_locals(struct fccl_tp *tp)
+{
+    for (int r = 0; r < tp->nranks; r++) {
+        struct tp_peer tmp;
+        const struct tp_peer *p = r == tp->my_rank ? NULL
+                                                   : hb_peer(tp, r, &tmp);
+        if (p && p->hb_local)
+            send_to(tp, r, HB_BYE, -1, 0);
+    }
+}
+
 void tp_hb_stop(struct fccl_tp *tp)
 {
     struct tp_hb *hb = tp->hb;
@@ -527,6 +542,7 @@ void tp_hb_stop(struct fccl_tp *tp)
         for (int k = 0; k < 2; k++) /* twice: UDP */
             for (int i = 0; i < hb->nwatch; i++)
                 send_to(tp, hb->watch[i], HB_BYE, -1, 0);
+        bye_locals(tp);
     }
     close(hb->fd);
     close(hb->wake[0]);

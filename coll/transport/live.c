@@ -84,7 +84,8 @@ void tp_live_close(struct tp_peer *p)
 /* First of the n ranks whose process has exited, or -1.  Opens the
  * pidfds it lacks (hence the cast: the table's handles, not the
  * transport's state, change). */
-int tp_live_dead(const struct fccl_tp *ctp, const int *ranks, size_t n)
+int tp_live_dead(const struct fccl_tp *ctp, const int *ranks, size_t n,
+                 int skip_bye)
 {
     struct fccl_tp *tp = (struct fccl_tp *)ctp;
     struct pollfd fds[64];
@@ -101,7 +102,8 @@ int tp_live_dead(const struct fccl_tp *ctp, const int *ranks, size_t n)
         if (i == n)
             break;
         int r = ranks[i];
-        if (r < 0 || r >= tp->nranks || r == tp->my_rank)
+        if (r < 0 || r >= tp->nranks || r == tp->my_rank ||
+            (skip_bye && atomic_load(&tp->peers[r].hb_bye)))
             continue;
         live_ensure(tp, r);
         if (tp->peers[r].live_gone)

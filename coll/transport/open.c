@@ -130,7 +130,8 @@ void tp_close(struct fccl_tp *tp)
 {
     if (!tp)
         return;
-    tp_hb_stop(tp); /* before the peers go; says goodbye to the watchers */
+    tp_bye(tp); /* while the heartbeats still watch the peers it waits for */
+    tp_hb_stop(tp); /* says goodbye to the watchers and local ranks */
     pthread_mutex_lock(&tp->lock);
     /* Let operations already in flight finish briefly; closing the
      * endpoint discards the rest (their requests are never completed). */

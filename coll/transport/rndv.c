@@ -138,6 +138,8 @@ void tp_rv_finish(struct fccl_tp *tp, struct tp_req *r, int status)
     tp_mr_put(&tp->eps[p->ep], p->mr);
     p->mr = NULL;
     r->status = status;
+    if (status)
+        atomic_store(&tp->failed, 1);
     atomic_store_explicit(&r->state, status ? TP_REQ_ERROR : TP_REQ_DONE,
                           memory_order_release);
 }
@@ -505,6 +507,9 @@ static void on_ctl(struct fccl_tp *tp, struct tp_ep *e,
     case TP_CTL_FIN:
         on_fin(tp, peer, msg);
         break;
+    case TP_CTL_BYE:
+        tp->peers[peer].bye_in = 1;
+        break;
     default:
         LOG_WARN("FABRIC", "rank %d: unknown control message %llu", peer,
                  (unsigned long long)msg[1]);
@@ -735,6 +740,7 @@ static int plan_send(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r)
  * progress).  FCCL_ERR_FABRIC when the post failed (r is finished). */
 int tp_rv_submit(struct fccl_tp *tp, struct tp_req *r)
 {
+    tp->peers[r->peer].talked = 1;
     if (r->is_send) {
         int rc = plan_send(tp, &tp->eps[P(r)->ep], r);
         if (rc < 0) {

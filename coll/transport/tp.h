@@ -12,6 +12,8 @@
  * Requests are caller-owned structs that must not move or be reused while
  * pending.  Module map (tp_int.h has the private state):
  *   open.c      tp_open / tp_close, stats
+ *   bye.c       goodbyes before closing (net loses unread messages when a
+ *               connection is reset)
  *   peers.c     tp_add_peers: where each peer is reached
  *   wait.c      posting, testing, waiting, cancelling (the calls below)
  *   progress.c  reading completion queues; hands each to rndv.c

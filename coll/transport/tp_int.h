@@ -37,7 +37,8 @@
 #define TP_CHUNK_BIT (1ull << 62) /* tag bit of a chunk */
 
 /* Control messages (tag TP_CTS_BIT, any source; rndv.c). */
-enum { TP_CTL_CTS = 1, TP_CTL_FIN, TP_CTL_PROBE, TP_CTL_PROBE_ACK };
+enum { TP_CTL_CTS = 1, TP_CTL_FIN, TP_CTL_PROBE, TP_CTL_PROBE_ACK,
+       TP_CTL_BYE };
 /* The states of a request (rndv.c has the transitions):
  *   DATA      its next wire message may be posted (data, a chunk, or a CMA
  *             descriptor); a posted receive stays here until it completes
@@ -174,6 +175,8 @@ struct tp_peer {
     struct tp_req *fin_head;     /* CMA sends waiting for FIN */
     int eager_out;               /* eager CMA descriptors among them */
     int cma;                     /* TP_CMA_*: do we send to it by CMA */
+    int talked;                  /* a request to or from it was posted */
+    int bye_in;                  /* it said goodbye (bye.c) */
     int pid;                     /* its pid, once it may read us */
     int pidfd, live_pid;         /* local peer's process (or -1, 0) */
     /* live.c: the pidfd is opened on the first liveness check that needs
@@ -184,10 +187,13 @@ struct tp_peer {
     /* live.c heartbeats: where its heartbeat socket listens (has_hb),
      * its pid as the blob says (datagrams must carry it), when we last
      * heard from it (ns; written by the heartbeat thread only), and
-     * whether it said goodbye (finalized: not watched any more). */
+     * whether it said goodbye (finalized: not watched any more, and its
+     * exit is no failure).  hb_local: on this host (goodbyes go to all
+     * of those, for wait.c's watch lists). */
     unsigned char hb_ip[16];
     uint16_t hb_port;
-    int has_hb, hb_pid, hb_bye, shm_cleaned;
+    int has_hb, hb_pid, hb_local, shm_cleaned;
+    _Atomic int hb_bye;
     uint64_t hb_heard;
 };
 
@@ -212,6 +218,7 @@ struct fccl_tp {
     size_t nzombies, zcap;
     size_t outstanding;      /* operations inside the provider */
     uint64_t spin_ns;        /* waiters poll this long before yielding */
+    _Atomic int failed;      /* an operation failed (bye.c: no waiting) */
     int machine_ranks;       /* ranks sharing this machine's CPUs (0: unknown) */
     int cma_ok, pid;         /* CMA works in this process (FCCL_CMA) */
     uint64_t pidns, cma_magic;
@@ -222,6 +229,10 @@ struct fccl_tp {
     unsigned char hb_self[TP_HB_ADDR_LEN]; /* our heartbeat address */
     int hb_self_ok;                        /* ... published in the blob */
 };
+
+/* bye.c: goodbyes to the peers we talked to over net, then wait (bounded)
+ * for theirs (tp_close, before the endpoints close). */
+void tp_bye(struct fccl_tp *tp);
 
 /* ep.c */
 int tp_ep_open(struct tp_ep *e, int kind, const char *prov,
@@ -278,7 +289,10 @@ void tp_free_own_names(struct fccl_tp *tp);
 void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
                  size_t len, int local);
 void tp_live_close(struct tp_peer *p);
-int tp_live_dead(const struct fccl_tp *tp, const int *ranks, size_t n);
+/* First of ranks[0..n) whose process has exited, or -1; with skip_bye,
+ * ranks that said goodbye (heartbeats) do not count. */
+int tp_live_dead(const struct fccl_tp *tp, const int *ranks, size_t n,
+                 int skip_bye);
 /* Heartbeats (live.c): tp_hb_open binds the socket (before the blob is
  * encoded; failure only logs), tp_hb_start starts the watcher thread once
  * the peers are known, tp_hb_stop says goodbye and joins it (tp_close).

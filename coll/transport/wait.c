@@ -312,7 +312,7 @@ int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n)
     /* the job's known culprit first: a local peer may have exited only
      * because it failed on it */
     int dead = tp_hb_dead(tp);
-    return dead >= 0 ? dead : tp_live_dead(tp, ranks, n);
+    return dead >= 0 ? dead : tp_live_dead(tp, ranks, n, 1);
 }
 
 const char *tp_dead_why(const struct fccl_tp *tp, int rank)
@@ -385,15 +385,25 @@ static long scan(const struct tp_req *reqs, size_t n, size_t from,
     return -1;
 }
 
-/* A local rank we depend on has exited?  Those are `watch` (if given) and
- * the peers of the pending requests.  Returns the dead rank or -1. */
+/* A local rank we depend on has exited?  Those are the peers of the
+ * pending requests, and `watch` (if given).  A watched rank that finished
+ * and left is no failure: it said goodbye (hb.c), or, if that datagram is
+ * still unread, it counts only when seen exited at two checks in a row
+ * (*seen: the rank the previous check found).  Returns the dead rank or
+ * -1. */
 static int find_dead(const struct fccl_tp *tp, const struct tp_req *reqs,
-                     size_t n, size_t from, const int *watch, size_t nwatch)
+                     size_t n, size_t from, const int *watch, size_t nwatch,
+                     int *seen)
 {
-    int dead = watch ? tp_live_dead(tp, watch, nwatch) : -1;
-    for (size_t i = from; i < n && dead < 0; i++)
-        if (req_pending(&reqs[i]))
-            dead = tp_live_dead(tp, &reqs[i].peer, 1);
+    for (size_t i = from; i < n; i++)
+        if (req_pending(&reqs[i]) &&
+            tp_live_dead(tp, &reqs[i].peer, 1, 0) >= 0)
+            return reqs[i].peer;
+    int dead = watch ? tp_live_dead(tp, watch, nwatch, 1) : -1;
+    if (dead >= 0 && dead != *seen) {
+        *seen = dead;
+        return -1;
+    }
     return dead;
 }
 
@@ -418,7 +428,7 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
     uint64_t t0 = 0, last = 0, checked = 0;
     size_t from = 0;
     unsigned polls = 0;
-    int moved = 0;
+    int moved = 0, seen = -1;
     for (;;) {
         int got = tp_progress_try(tp);
         size_t pend;
@@ -463,7 +473,7 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
                 cancel_many(tp, reqs, n);
                 return fccl_err(FCCL_ERR_PEER, "%s", tp->dead_why);
             }
-            int dead = find_dead(tp, reqs, n, from, watch, nwatch);
+            int dead = find_dead(tp, reqs, n, from, watch, nwatch, &seen);
             if (dead >= 0) {
                 cancel_many(tp, reqs, n);
                 int rc = dead_error(tp, dead);
