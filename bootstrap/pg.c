@@ -243,21 +243,25 @@ static int need_network(void)
  * hostid, u32 name len, name.  The version leads so that ranks of
  * different fccl installs can still read each other's and say so. ---- */
 #define REC_MAGIC 0x31564346u /* "FCV1" */
-#define REC_WIRE 2            /* rank-to-rank protocol: records, tags,
+#define REC_WIRE 3            /* rank-to-rank protocol: records, tags,
                                  control messages (2: clear-to-send tag bit
-                                 61 and the receive size) */
+                                 61 and the receive size; 3: eager messages
+                                 on net, and their limit must agree) */
 #define REC_VER_MAX 64
 #define REC_MAX 4096          /* a record, at most (ring receive buffer) */
 /* Record gather tags: above every group's context id that can be live
  * during init (ids count up from 1; the world's is 0). */
 #define BOOT_RING_TAG (1ull << 59)
 
-/* "fccl 0.1.0 wire 2"; FCCL_FAKE_VERSION (testing) pretends another. */
+/* "fccl 0.1.0 wire 3 eager 32768"; FCCL_FAKE_VERSION (testing) pretends
+ * another version.  The eager limit (FCCL_EAGER_BYTES) is part of the
+ * protocol: two ranks that disagree on it would wait for each other. */
 static void my_version(char *out, size_t len)
 {
     const char *fake = getenv("FCCL_FAKE_VERSION");
-    snprintf(out, len, "fccl %s wire %d",
-             fake && *fake ? fake : FCCL_VERSION_STRING, REC_WIRE);
+    snprintf(out, len, "fccl %s wire %d eager %zu",
+             fake && *fake ? fake : FCCL_VERSION_STRING, REC_WIRE,
+             tp_eager_limit());
 }
 
 static int make_record(struct fccl_tp *tp, void **out, size_t *outlen)
@@ -320,7 +324,8 @@ static int check_versions(void *const *vals, const size_t *lens)
             continue;
         return fccl_err(FCCL_ERR_PROTOCOL,
                         "init: mixed fccl installs: rank 0 runs %s, rank %d "
-                        "runs %s; every rank must use the same fccl version",
+                        "runs %s; every rank must use the same fccl version "
+                        "(and FCCL_EAGER_BYTES)",
                         v0[0] ? v0 : "an fccl older than 0.1.0", r,
                         vr[0] ? vr : "an fccl older than 0.1.0");
     }

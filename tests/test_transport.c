@@ -310,6 +310,56 @@ Test(transport, eagain_queue_shm, .timeout = 60)
 }
 
 /* ---------------------------------------------------------------- */
+/* Eager messages on net (up to 32 KiB, into bounce receives): many more
+ * than its 16 bounce receives arrive before any receive is posted; they
+ * are taken in any tag order, in send order on one tag, and a receive
+ * longer than its message gets it. */
+
+static int body_eager(struct fccl_tp *tp, int rank, int n, void *arg)
+{
+    (void)n, (void)arg;
+    enum { K = 48 };
+    static const size_t sz[] = {0, 1, 128, 129, 1000, 4096, 32767, 32768};
+    static unsigned char b[K][32768];
+    size_t ns = sizeof(sz) / sizeof(sz[0]);
+    if (rank == 0) {
+        struct tp_req r[K];
+        for (int k = 0; k < K; k++) {
+            fill(b[k], sz[k % ns], (uint32_t)k + 300);
+            /* tags 0..39 once each; the last 8 repeat tag 7 */
+            TPH_CHECK(tp_isend(tp, 1, k < 40 ? (uint64_t)k : 7, b[k],
+                               sz[k % ns], &r[k]) == 0, "isend %d", k);
+        }
+        /* complete before rank 1 posts anything but the receive below */
+        TPH_CHECK(tp_waitall(tp, r, K, dl(20000), NULL) == 0, "sends: %s",
+                  fccl_last_error());
+        char done = 'd';
+        TPH_CHECK(sendw(tp, 1, 99, &done, 1) == 0, "done");
+        return 0;
+    }
+    char done = 0;
+    TPH_CHECK(recvw(tp, 0, 99, &done, 1, NULL) == 0 && done == 'd',
+              "done: %s", fccl_last_error());
+    for (int k = 39; k >= 0; k--) { /* reverse tag order */
+        size_t want = sz[k % ns], got = 12345;
+        size_t cap = k % 3 == 0 ? 32768 : want; /* some longer receives */
+        TPH_CHECK(recvw(tp, 0, (uint64_t)k, b[k], cap, &got) == 0,
+                  "recv tag %d: %s", k, fccl_last_error());
+        TPH_CHECK(got == want, "tag %d: got %zu of %zu", k, got, want);
+        TPH_CHECK(bad_byte(b[k], got, (uint32_t)k + 300) < 0, "tag %d data", k);
+    }
+    for (int k = 40; k < K; k++) { /* tag 7 again: in send order */
+        size_t want = sz[k % ns], got = 12345;
+        TPH_CHECK(recvw(tp, 0, 7, b[k], 32768, &got) == 0, "recv %d", k);
+        TPH_CHECK(got == want && bad_byte(b[k], got, (uint32_t)k + 300) < 0,
+                  "message %d on tag 7: %zu B (want %zu)", k, got, want);
+    }
+    return 0;
+}
+
+Test(transport, eager_net, .timeout = 60) { run(NET, 2, body_eager, NULL); }
+
+/* ---------------------------------------------------------------- */
 /* Last words: a rank sends small messages (they complete at once, as
  * injects), closes and leaves; its peer posts the receives only later.
  * net drops a connection's unmatched messages when the peer's side
@@ -691,29 +741,35 @@ static int body_trunc(struct fccl_tp *tp, int rank, int n, void *arg)
 
 Test(transport, truncation_shm, .timeout = 60) { run("shm", 2, body_trunc, NULL); }
 
-/* net: above its 128 B inject size the clear-to-send tells the sender the
- * receive's size, so both sides fail naming both sizes (nothing is sent
- * that net would have to truncate: it drops the connection then) and the
- * pair stays usable.  A chunked receive (300000 B) is among them.  (A
- * message above 128 B for a receive of at most 128 B gets no
- * clear-to-send: both sides time out, naming each other.) */
+/* net: nothing is ever sent that net would have to truncate (it drops
+ * the connection then).  Up to the eager limit (32 KiB) a message lands
+ * in a bounce buffer, and a receive it does not fit fails naming both
+ * sizes while the send completes; above it the clear-to-send tells the
+ * sender the receive's size, so both sides fail naming both sizes.  A
+ * chunked receive (300000 B) is among them.  The pair stays usable. */
 static int body_trunc_net(struct fccl_tp *tp, int rank, int n, void *arg)
 {
     (void)n, (void)arg;
     static unsigned char b[300000];
-    size_t sizes[] = {4500, 300000, 200};
-    for (int k = 0; k < 3; k++) {
+    size_t sizes[] = {4500, 300000, 200, 100, 1000}, caps[5];
+    for (int k = 0; k < 5; k++) {
         char want[96];
-        int rc;
+        int rc, eager = sizes[k] <= 32768;
+        caps[k] = k == 4 ? 100 : sizes[k] - 1;
         if (rank == 1) {
             fill(b, sizes[k], 9);
             rc = sendw(tp, 0, 11 + k, b, sizes[k]);
             snprintf(want, sizeof(want), "its %zu B receive is shorter than "
-                     "the %zu B message", sizes[k] - 1, sizes[k]);
+                     "the %zu B message", caps[k], sizes[k]);
+            if (eager) {
+                TPH_CHECK(rc == 0, "case %d: rc %d (%s)", k, rc,
+                          fccl_last_error());
+                continue;
+            }
         } else {
-            rc = recvw(tp, 1, 11 + k, b, sizes[k] - 1, NULL);
+            rc = recvw(tp, 1, 11 + k, b, caps[k], NULL);
             snprintf(want, sizeof(want), "message of %zu B does not fit the "
-                     "%zu B receive", sizes[k], sizes[k] - 1);
+                     "%zu B receive", sizes[k], caps[k]);
         }
         TPH_CHECK(rc == FCCL_ERR_PROTOCOL, "case %d: rc %d (%s)", k, rc,
                   fccl_last_error());

@@ -77,6 +77,14 @@ ssize_t tp_post_data(struct fccl_tp *tp, struct tp_req *r)
         return rc;
     }
     p->chunk = p->total;
+    if (tp_eager_is(e, p->total)) { /* eager.c */
+        uint64_t etag = TP_EAGER_TAG | (uint64_t)tp->my_rank;
+        if (p->total > e->inject_size)
+            return fi_tsenddata(e->ep, p->buf, p->total, tp_mr_desc(p->mr),
+                                p->tag, fa, etag, &p->ctx);
+        ssize_t rc = fi_tinjectdata(e->ep, p->buf, p->total, p->tag, fa, etag);
+        return rc == 0 ? 1 : rc;
+    }
     if (p->total <= e->inject_size) {
         ssize_t rc = fi_tinject(e->ep, p->buf, p->total, fa, p->tag);
         return rc == 0 ? 1 : rc;

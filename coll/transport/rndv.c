@@ -114,7 +114,8 @@ static void rv_remove(struct fccl_tp *tp, struct tp_req *r);
 /* Does a message of this length on e use the clear-to-send handshake? */
 static int needs_cts(const struct tp_ep *e, size_t len)
 {
-    return e->rndv && e->directed && len > e->inject_size;
+    return e->rndv && e->directed && len > e->inject_size &&
+           !tp_eager_is(e, len); /* eager.c: none */
 }
 
 /* The clear-to-send said the receive is `len` B: a longer send sends a
@@ -311,6 +312,8 @@ void tp_rv_drain(struct fccl_tp *tp, struct tp_ep *e)
 {
     if (e->cts_unposted)
         tp_slots_post(e);
+    if (e->eager_unposted)
+        tp_eager_post(e);
     if (e->ctlq_head)
         tp_ctl_drain(tp, e);
     drain(tp, &e->ctsq_head);
@@ -528,6 +531,9 @@ int tp_rv_start(struct fccl_tp *tp)
         if (e->cts_unposted == TP_CTS_SLOTS)
             return fccl_err(FCCL_ERR_FABRIC, "transport: %s: cannot post "
                             "clear-to-send receives", e->prov);
+        int rc = tp_eager_open(tp, e);
+        if (rc < 0)
+            return rc;
     }
     return FCCL_OK;
 }
@@ -541,6 +547,7 @@ void tp_rv_stop(struct fccl_tp *tp)
         }
     for (int i = 0; i < tp->nep; i++)
         tp_ctl_free(&tp->eps[i]);
+    tp_eager_free(tp);
 }
 
 /* ------------------------------------------------------------------ */
@@ -642,6 +649,14 @@ void tp_rv_on_cq(struct fccl_tp *tp, struct tp_ep *e,
         on_ctl(tp, e, c);
         return;
     }
+    struct tp_eager_slot *s = tp_eager_slot_of(e, ent->op_context);
+    if (s) {
+        int status = FCCL_OK;
+        struct tp_req *r = tp_eager_arrived(tp, e, s, ent, &status);
+        if (r)
+            tp_rv_finish(tp, r, status);
+        return;
+    }
     struct tp_req *r = tp_req_of_ctx(ent->op_context);
     tp->outstanding--;
     if (r->is_send) {
@@ -684,6 +699,11 @@ void tp_rv_on_err(struct fccl_tp *tp, struct tp_ep *e, void *ctx,
         c->posted = 0;
         if (ee->err != FI_ECANCELED && ee->err != -FI_ECANCELED)
             tp_slots_post(e);
+        return;
+    }
+    struct tp_eager_slot *s = tp_eager_slot_of(e, ctx);
+    if (s) {
+        tp_eager_slot_failed(e, s, ee->err);
         return;
     }
     struct tp_req *r = tp_req_of_ctx(ctx);
@@ -749,6 +769,11 @@ int tp_rv_submit(struct fccl_tp *tp, struct tp_req *r)
         }
         if (P(r)->phase != TP_PH_DATA) /* held, or waiting for its CTS */
             return FCCL_OK;
+    } else if (tp_eager_is(&tp->eps[P(r)->ep], P(r)->total)) {
+        int status = FCCL_OK;
+        if (tp_eager_recv(tp, r, &status))
+            tp_rv_finish(tp, r, status);
+        return FCCL_OK;
     }
     if (!*tp_q_head(tp, r)) {
         ssize_t rc = step_post(tp, r);
@@ -767,6 +792,11 @@ int tp_rv_submit(struct fccl_tp *tp, struct tp_req *r)
 int tp_rv_unqueue(struct fccl_tp *tp, struct tp_req *r)
 {
     struct tp_req_priv *p = P(r);
+    if (p->phase == TP_PH_EAGER_RX) {
+        tp_eager_unlink(tp, r);
+        tp_rv_finish(tp, r, FCCL_ERR_ABORTED);
+        return 1;
+    }
     if (p->phase == TP_PH_WAIT_FIN) {
         fin_take(&tp->peers[r->peer], (uint64_t)(uintptr_t)r);
         tp_rv_finish(tp, r, FCCL_ERR_ABORTED);

@@ -19,6 +19,7 @@
  *   progress.c  reading completion queues; hands each to rndv.c
  *   rndv.c      a request's state machine: clear-to-send, single copy
  *               (CMA) and FIN, held sends, retry of refused posts
+ *   eager.c     net: messages up to 32 KiB into bounce receives
  *   post.c      putting data and control messages on the wire
  *   resolve.c   a peer's address into the AV on first use (lazy)
  *   ep.c, mr.c, cma.c, live.c, hb.c, names.c: endpoints, registration
@@ -254,9 +255,16 @@ const char *tp_dead_why(const struct fccl_tp *tp, int rank);
  * completion is ignored, but the provider may still read its buffer. */
 void tp_cancel(struct fccl_tp *tp, struct tp_req *req);
 
-/* Cancel and drain pending operations (bounded), close every endpoint and
- * free the registration cache.  tp may be NULL. */
+/* Say goodbye to the peers we exchanged messages with over net and wait
+ * (up to 10 s, not at all after a failure) for theirs, so none loses a
+ * message it has not received yet (bye.c); cancel and drain pending
+ * operations (bounded), close every endpoint and free the registration
+ * cache.  tp may be NULL. */
 void tp_close(struct fccl_tp *tp);
+
+/* The eager limit this process uses on net (FCCL_EAGER_BYTES, default
+ * 32 KiB, 0: off; eager.c).  Every rank must use the same. */
+size_t tp_eager_limit(void);
 
 /* Copy the counters (thread-safe, never blocks for long). */
 void tp_get_stats(struct fccl_tp *tp, struct tp_stats *st);

@@ -35,6 +35,13 @@
  * that one for itself (XNET_CLAIM_TAG_BIT) and never matches such a tag. */
 #define TP_CTS_BIT (1ull << 61)
 #define TP_CHUNK_BIT (1ull << 62) /* tag bit of a chunk */
+/* Eager messages (eager.c): tag TP_EAGER_TAG | sender rank, the real tag
+ * in the remote CQ data, into bounce receives for any source. */
+#define TP_EAGER_TAG (TP_CTS_BIT | TP_CHUNK_BIT)
+#define TP_EAGER_RANKS 0xffffffffull
+#define TP_EAGER_SLOTS 16
+#define TP_EAGER_DEFAULT (32u << 10)
+#define TP_EAGER_MAX (256u << 10)
 
 /* Control messages (tag TP_CTS_BIT, any source; rndv.c). */
 enum { TP_CTL_CTS = 1, TP_CTL_FIN, TP_CTL_PROBE, TP_CTL_PROBE_ACK,
@@ -47,9 +54,10 @@ enum { TP_CTL_CTS = 1, TP_CTL_FIN, TP_CTL_PROBE, TP_CTL_PROBE_ACK,
  *   WAIT_CTS  a send waiting for the receiver's clear-to-send
  *   SEND_CTS  a posted receive that still owes its sender a clear-to-send
  *             (queued: the provider refused the inject for now)
- *   WAIT_FIN  a send whose payload the receiver copies (CMA); done at FIN */
+ *   WAIT_FIN  a send whose payload the receiver copies (CMA); done at FIN
+ *   EAGER_RX  a receive of eager size, on its peer's list (not posted) */
 enum { TP_PH_DATA = 0, TP_PH_WAIT_CTS, TP_PH_SEND_CTS, TP_PH_HELD,
-       TP_PH_WAIT_FIN };
+       TP_PH_WAIT_FIN, TP_PH_EAGER_RX };
 /* May this process read a peer's memory (cma.c, rndv.c)? */
 enum { TP_CMA_UNKNOWN = 0, TP_CMA_PROBING, TP_CMA_YES, TP_CMA_NO };
 /* How a send uses CMA (tp_req_priv.cma). */
@@ -63,6 +71,7 @@ enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2, TP_EP_PROC = 3, /* blob only */
 #define TP_HB_ADDR_LEN 18 /* IPv6 (IPv4-mapped for IPv4) + u16le port */
 
 struct tp_mr_cache; /* mr.c */
+struct tp_early_msg; /* eager.c */
 
 /* The private part of a request (tp_req.priv). */
 struct tp_req_priv {
@@ -78,7 +87,8 @@ struct tp_req_priv {
     size_t olen;             /* bytes that did not fit (truncation) */
     void *mr;                /* MR cache entry in use, or NULL */
     struct tp_req *next;     /* retry queue link */
-    struct tp_req *rnext;    /* its peer's rendezvous-order list */
+    struct tp_req *rnext;    /* its peer's rendezvous-order list (sends),
+                                or eager receive list (receives) */
     struct tp_req *fnext;    /* CMA: its peer's FIN list */
     unsigned char queued;    /* waiting in a retry queue */
     unsigned char mode;      /* single message or chunked */
@@ -113,6 +123,12 @@ enum { TP_MODE_SINGLE = 0, TP_MODE_CHUNKED };
 struct tp_cts_slot {
     struct fi_context2 ctx;
     uint64_t msg[TP_CTL_WORDS];
+    int posted;
+};
+
+/* A bounce receive kept posted for eager messages (eager.c). */
+struct tp_eager_slot {
+    struct fi_context2 ctx;
     int posted;
 };
 
@@ -159,6 +175,10 @@ struct tp_ep {
     struct tp_cts_slot cts[TP_CTS_SLOTS];
     int cts_unposted;            /* slots to post again (busy) */
     struct tp_ctl *ctlq_head, *ctlq_tail; /* control messages to retry */
+    size_t eager_max;            /* eager.c: its largest message (0: off) */
+    unsigned char *eager_buf;    /* TP_EAGER_SLOTS x eager_max */
+    struct tp_eager_slot eslots[TP_EAGER_SLOTS];
+    int eager_unposted;          /* slots to post again */
 };
 
 /* How to reach one peer. */
@@ -173,6 +193,8 @@ struct tp_peer {
                                     tag), in post order */
     struct tp_early_cts *early;  /* clear-to-sends not yet claimed */
     struct tp_req *fin_head;     /* CMA sends waiting for FIN */
+    struct tp_req *erx_head, *erx_tail; /* eager receives waiting */
+    struct tp_early_msg *emsg_head;     /* eager messages not yet taken */
     int eager_out;               /* eager CMA descriptors among them */
     int cma;                     /* TP_CMA_*: do we send to it by CMA */
     int talked;                  /* a request to or from it was posted */
@@ -332,6 +354,27 @@ struct tp_cts_slot *tp_slot_of(struct tp_ep *e, void *ctx);
 struct tp_req **tp_q_head(struct fccl_tp *tp, struct tp_req *r);
 void tp_q_push(struct fccl_tp *tp, struct tp_req *r, int front);
 void tp_q_pop(struct fccl_tp *tp, struct tp_req *r);
+
+/* eager.c (all under tp->lock; rndv.c finishes the requests):
+ * set up and post the bounce receives of a network endpoint (after
+ * tp_ep_open; off where it does not apply); post the ones not posted;
+ * does a message of len go eager on e; which slot a context is; start an
+ * eager receive (1 and *status: a kept message completed it; 0: it waits
+ * on its peer's list); take it off that list; a slot completed (the
+ * receive it completed, with *status, or NULL); a slot failed; free what
+ * is left (after the endpoints are closed). */
+int tp_eager_open(struct fccl_tp *tp, struct tp_ep *e);
+void tp_eager_post(struct tp_ep *e);
+int tp_eager_is(const struct tp_ep *e, size_t len);
+struct tp_eager_slot *tp_eager_slot_of(struct tp_ep *e, void *ctx);
+int tp_eager_recv(struct fccl_tp *tp, struct tp_req *r, int *status);
+void tp_eager_unlink(struct fccl_tp *tp, struct tp_req *r);
+struct tp_req *tp_eager_arrived(struct fccl_tp *tp, struct tp_ep *e,
+                                struct tp_eager_slot *s,
+                                const struct fi_cq_tagged_entry *ent,
+                                int *status);
+void tp_eager_slot_failed(struct tp_ep *e, struct tp_eager_slot *s, int err);
+void tp_eager_free(struct fccl_tp *tp);
 
 /* rndv.c: the request state machine (all under tp->lock). */
 int tp_rv_submit(struct fccl_tp *tp, struct tp_req *r);
