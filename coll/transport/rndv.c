@@ -18,6 +18,7 @@
  *         DATA -> (descriptor) -> WAIT_FIN    CMA; eager ones skip WAIT_CTS
  *         WAIT_FIN -> done                    FIN from the receiver
  *   recv  submit -> DATA (posted) -> SEND_CTS (if owed and refused) -> DATA
+ *         submit -> EAGER_RX (net, eager size: on a list, eager.c) -> done
  *         DATA -> done                        data, or last chunk
  *         DATA -> (descriptor) -> done        payload pulled by CMA, FIN sent
  *   any   busy post -> retry queue, same state; error or cancel -> done
@@ -51,10 +52,12 @@
  * behind one (above its 128 B inject size) that came before its receive,
  * and drops the connection after a message longer than its receive (see
  * streams_into_recv in ep.c).  So its sends above 128 B wait for the
- * clear-to-send too.  A send longer than the receive the clear-to-send
- * announces sends a truncation notice instead: its size, marked by the
- * remote CQ data TP_TRUNC_DATA, which fails the receive naming both sizes
- * while the connection carries on; the send fails the same way.  (shm
+ * clear-to-send too, except those up to the eager limit (32 KiB), which
+ * go at once into bounce receives (eager.c).  A send longer than the
+ * receive the clear-to-send announces sends a truncation notice instead:
+ * its size, marked by the remote CQ data TP_TRUNC_DATA, which fails the
+ * receive naming both sizes while the connection carries on; the send
+ * fails the same way.  (shm
  * reports the truncation of an expected message itself, and CMA checks
  * the size on the receiver.)
  *
