@@ -189,6 +189,33 @@ Test(bootstrap, missing_rank_times_out_naming_it, .timeout = 120)
     pu_stop(srv);
 }
 
+/* The eager limit is part of the wire protocol: ranks that disagree on it
+ * would wait for each other's messages, so init fails on every rank,
+ * naming both settings. */
+Test(bootstrap, eager_limits_must_agree, .timeout = 120)
+{
+    int port;
+    pid_t srv = pu_start_server(&port, NULL);
+    cr_assert(srv > 0);
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             "export FCCL_PROVIDER=shm FCCL_TIMEOUT=20 MASTER_ADDR=127.0.0.1 "
+             "MASTER_PORT=%d WORLD_SIZE=2 FCCL_JOB_ID=eager; "
+             "RANK=0 %s/boot_check env & pa=$!; "
+             "RANK=1 FCCL_EAGER_BYTES=4096 %s/boot_check env & pb=$!; "
+             "wait $pa; a=$?; wait $pb; b=$?; echo codes $a $b",
+             port, PU_TESTBIN, PU_TESTBIN);
+    pu_run(cmd, 60, &out);
+    cr_expect(strstr(out, "codes 1 1") != NULL, "both must fail:\n%s", out);
+    cr_expect_eq(pu_count(out, "rank 0 runs fccl"), 2, "%s", out);
+    cr_expect(strstr(out, "eager 32768, rank 1 runs") &&
+                  strstr(out, "eager 4096; every rank") &&
+                  strstr(out, "FCCL_EAGER_BYTES"),
+              "the error must name both limits:\n%s", out);
+    free(out);
+    pu_stop(srv);
+}
+
 /* Rank 2 of 3 is SIGKILLed while the job starts: the others fail, in
  * bounded time, instead of hanging. */
 Test(bootstrap, rank_killed_during_init, .timeout = 120)
