@@ -301,12 +301,15 @@ static int auto_choice(const struct coll_run *run)
         if (one_host_shm(run->g) &&
             (n > 2 || total_bytes(a, n) <= (size_t)n * (COLL_SHM_SMALL)))
             return 2;
-        /* Bruck's log n rounds beat the ring's n - 1 up to 1 MiB across
-         * namespace hosts on 2 cores (fccl-bench, 3 launches each, us):
-         * 4x1 256 KiB 286-364 vs 406-561, 1 MiB 1113-1544 vs 1320-1918;
-         * 2x2 512 KiB 464-565 vs 721-1138; the ring from 2 MiB (4x1 4 MiB
-         * 5011-6780 vs 6370-7094). */
-        return total_bytes(a, n) <= ((size_t)1 << 20) ? 1 : 0;
+        /* With one rank per host, Bruck's log n rounds beat the ring's
+         * n - 1 up to 1 MiB (4 namespace hosts on 2 cores, fccl-bench, 3
+         * launches each, us: 256 KiB 286-364 vs 406-561, 1 MiB 1113-1544
+         * vs 1320-1918; the ring from 2 MiB: 4 MiB 5011-6780 vs
+         * 6370-7094).  With several ranks per host the ring, whose
+         * neighbours are mostly on the same host, kept up (2x2, bench/
+         * RESULTS.md). */
+        size_t bruck_max = run->g->nnodes == n ? (size_t)1 << 20 : 64 << 10;
+        return total_bytes(a, n) <= bruck_max ? 1 : 0;
     case COLL_REDUCE:
         /* shm copies everyone's vector in; the tree moves n-1 of them:
          * 4 ranks, shm 5.8 us at 8 B and 0.32 ms at 512 KiB against the
