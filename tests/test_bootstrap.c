@@ -165,28 +165,51 @@ Test(bootstrap, two_jobs_share_a_store, .timeout = 180)
     cr_expect_eq(pu_stop(srv), 0);
 }
 
-/* Ranks 0 and 1 of 3 start; rank 2 never does. */
-Test(bootstrap, missing_rank_times_out_naming_it, .timeout = 120)
+/* Ranks started by hand (no launcher) against a fresh store server, in a
+ * world of `world`: ranks[i] is rank i's command ("[VAR=value ...]
+ * $T/boot_check args", $T the test binaries).  Returns their output,
+ * which ends in "codes" and each one's exit status; *secs: how long they
+ * took together. */
+static char *by_hand(int world, int timeout_s, const char *job,
+                     const char *const *ranks, int n, double *secs)
 {
     int port;
     pid_t srv = pu_start_server(&port, NULL);
     cr_assert(srv > 0);
     char cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof(cmd),
-             "export FCCL_PROVIDER=shm FCCL_TIMEOUT=3 MASTER_ADDR=127.0.0.1 "
-             "MASTER_PORT=%d WORLD_SIZE=3 FCCL_JOB_ID=missing; "
-             "RANK=0 %s/boot_check env & pa=$!; RANK=1 %s/boot_check env & pb=$!; "
-             "wait $pa; a=$?; wait $pb; b=$?; echo codes $a $b",
-             port, PU_TESTBIN, PU_TESTBIN);
+    size_t off = (size_t)snprintf(
+        cmd, sizeof(cmd),
+        "export FCCL_PROVIDER=shm FCCL_TIMEOUT=%d MASTER_ADDR=127.0.0.1 "
+        "MASTER_PORT=%d WORLD_SIZE=%d FCCL_JOB_ID=%s T=%s; ",
+        timeout_s, port, world, job, PU_TESTBIN);
+    for (int i = 0; i < n; i++)
+        off += (size_t)snprintf(cmd + off, sizeof(cmd) - off,
+                                "RANK=%d %s & p%d=$!; ", i, ranks[i], i);
+    for (int i = 0; i < n; i++)
+        off += (size_t)snprintf(cmd + off, sizeof(cmd) - off,
+                                "wait $p%d; c%d=$?; ", i, i);
+    off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, "echo codes");
+    for (int i = 0; i < n; i++)
+        off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " $c%d", i);
+    cr_assert(off < sizeof(cmd));
     double t0 = pu_now();
-    pu_run(cmd, 60, &out);
-    double secs = pu_now() - t0;
+    pu_run(cmd, 90, &out);
+    *secs = pu_now() - t0;
+    pu_stop(srv);
+    return out;
+}
+
+/* Ranks 0 and 1 of 3 start; rank 2 never does. */
+Test(bootstrap, missing_rank_times_out_naming_it, .timeout = 120)
+{
+    const char *ranks[] = {"$T/boot_check env", "$T/boot_check env"};
+    double secs;
+    char *out = by_hand(3, 3, "missing", ranks, 2, &secs);
     cr_expect(strstr(out, "codes 1 1") != NULL, "both must fail:\n%s", out);
     cr_expect_eq(pu_count(out, "rank 2"), 2, "both must name rank 2:\n%s", out);
     cr_expect(strstr(out, "timed out") != NULL, "%s", out);
     cr_expect(secs < 30, "took %.1f s with a 3 s timeout", secs);
     free(out);
-    pu_stop(srv);
 }
 
 /* The eager limit is part of the wire protocol: ranks that disagree on it
@@ -194,18 +217,10 @@ Test(bootstrap, missing_rank_times_out_naming_it, .timeout = 120)
  * naming both settings. */
 Test(bootstrap, eager_limits_must_agree, .timeout = 120)
 {
-    int port;
-    pid_t srv = pu_start_server(&port, NULL);
-    cr_assert(srv > 0);
-    char cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof(cmd),
-             "export FCCL_PROVIDER=shm FCCL_TIMEOUT=20 MASTER_ADDR=127.0.0.1 "
-             "MASTER_PORT=%d WORLD_SIZE=2 FCCL_JOB_ID=eager; "
-             "RANK=0 %s/boot_check env & pa=$!; "
-             "RANK=1 FCCL_EAGER_BYTES=4096 %s/boot_check env & pb=$!; "
-             "wait $pa; a=$?; wait $pb; b=$?; echo codes $a $b",
-             port, PU_TESTBIN, PU_TESTBIN);
-    pu_run(cmd, 60, &out);
+    const char *ranks[] = {"$T/boot_check env",
+                           "FCCL_EAGER_BYTES=4096 $T/boot_check env"};
+    double secs;
+    char *out = by_hand(2, 20, "eager", ranks, 2, &secs);
     cr_expect(strstr(out, "codes 1 1") != NULL, "both must fail:\n%s", out);
     cr_expect_eq(pu_count(out, "rank 0 runs fccl"), 2, "%s", out);
     cr_expect(strstr(out, "eager 32768, rank 1 runs") &&
@@ -213,32 +228,19 @@ Test(bootstrap, eager_limits_must_agree, .timeout = 120)
                   strstr(out, "FCCL_EAGER_BYTES"),
               "the error must name both limits:\n%s", out);
     free(out);
-    pu_stop(srv);
 }
 
 /* Rank 2 of 3 is SIGKILLed while the job starts: the others fail, in
  * bounded time, instead of hanging. */
 Test(bootstrap, rank_killed_during_init, .timeout = 120)
 {
-    int port;
-    pid_t srv = pu_start_server(&port, NULL);
-    cr_assert(srv > 0);
-    char cmd[2048], *out = NULL;
-    snprintf(cmd, sizeof(cmd),
-             "export FCCL_PROVIDER=shm FCCL_TIMEOUT=4 MASTER_ADDR=127.0.0.1 "
-             "MASTER_PORT=%d WORLD_SIZE=3 FCCL_JOB_ID=killed; "
-             "RANK=0 %s/boot_check suicide 1 2 & pa=$!; "
-             "RANK=1 %s/boot_check suicide 1 2 & pb=$!; "
-             "RANK=2 %s/boot_check suicide 1 2 & pc=$!; "
-             "wait $pa; a=$?; wait $pb; b=$?; wait $pc; c=$?; echo codes $a $b $c",
-             port, PU_TESTBIN, PU_TESTBIN, PU_TESTBIN);
-    double t0 = pu_now();
-    pu_run(cmd, 90, &out);
-    double secs = pu_now() - t0;
+    const char *k = "$T/boot_check suicide 1 2";
+    const char *ranks[] = {k, k, k};
+    double secs;
+    char *out = by_hand(3, 4, "killed", ranks, 3, &secs);
     cr_expect(strstr(out, "codes 1 1 137") != NULL, "%s", out);
     cr_expect(secs < 40, "took %.1f s with a 4 s timeout", secs);
     free(out);
-    pu_stop(srv);
 }
 
 /* A rank stopped (SIGSTOP) longer than FCCL_PEER_TIMEOUT, on one host

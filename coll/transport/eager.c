@@ -69,7 +69,7 @@ int tp_eager_open(struct fccl_tp *tp, struct tp_ep *e)
     e->eager_max = 0;
     if (e->is_shm || !e->rndv || !e->directed)
         return FCCL_OK;
-    size_t max = env_limit(TP_EAGER_DEFAULT);
+    size_t max = tp_eager_limit();
     if (max > tp_chunk_limit(tp, e))
         max = tp_chunk_limit(tp, e);
     if (max <= e->inject_size)
@@ -156,22 +156,38 @@ int tp_eager_recv(struct fccl_tp *tp, struct tp_req *r, int *status)
     return 0;
 }
 
-void tp_eager_unlink(struct fccl_tp *tp, struct tp_req *r)
+/* Take the first waiting receive that `match` accepts off peer's list. */
+static struct tp_req *take_waiting(struct tp_peer *peer,
+                                   int (*match)(const struct tp_req *,
+                                                const void *),
+                                   const void *arg)
 {
-    struct tp_peer *peer = &tp->peers[r->peer];
     struct tp_req *prev = NULL;
     for (struct tp_req *q = peer->erx_head; q; prev = q, q = P(q)->rnext) {
-        if (q != r)
+        if (!match(q, arg))
             continue;
         if (prev)
-            P(prev)->rnext = P(r)->rnext;
+            P(prev)->rnext = P(q)->rnext;
         else
-            peer->erx_head = P(r)->rnext;
-        if (peer->erx_tail == r)
+            peer->erx_head = P(q)->rnext;
+        if (peer->erx_tail == q)
             peer->erx_tail = prev;
-        P(r)->rnext = NULL;
-        return;
+        P(q)->rnext = NULL;
+        return q;
     }
+    return NULL;
+}
+
+static int is_req(const struct tp_req *q, const void *r) { return q == r; }
+
+static int has_tag(const struct tp_req *q, const void *tag)
+{
+    return PC(q)->tag == *(const uint64_t *)tag;
+}
+
+void tp_eager_unlink(struct fccl_tp *tp, struct tp_req *r)
+{
+    take_waiting(&tp->peers[r->peer], is_req, r);
 }
 
 /* Keep a message nobody waits for yet (its receive takes it later). */
@@ -209,17 +225,11 @@ struct tp_req *tp_eager_arrived(struct fccl_tp *tp, struct tp_ep *e,
                  e->prov, (unsigned long long)from);
     } else {
         struct tp_peer *peer = &tp->peers[from];
-        for (struct tp_req *q = peer->erx_head; q; q = P(q)->rnext)
-            if (P(q)->tag == ent->data) {
-                found = q;
-                break;
-            }
-        if (found) {
-            tp_eager_unlink(tp, found);
+        found = take_waiting(peer, has_tag, &ent->data);
+        if (found)
             *status = deliver(found, data, ent->len);
-        } else {
+        else
             keep_early(peer, ent->data, data, ent->len, (int)from);
-        }
     }
     tp_eager_post(e);
     return found;
