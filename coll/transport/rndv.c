@@ -35,9 +35,10 @@
  * for a clear-to-send: the receiver, once its receive is posted, injects
  * a control message (its rank, TP_CTL_CTS, the tag and the receive's
  * size) tagged exactly TP_CTS_BIT; only then is the data sent, so it is
- * matched on arrival and its completion follows promptly.  Control messages land in TP_CTS_SLOTS
- * receives kept posted for any source (so a send never needs a receive
- * entry of its own, which could starve behind data receives);
+ * matched on arrival and its completion follows promptly.  Control
+ * messages land in TP_CTS_SLOTS receives kept posted for any source (so
+ * a send never needs a receive entry of its own, which could starve
+ * behind data receives);
  * clear-to-sends are paired in software with the first send waiting on
  * that (peer, tag), or kept until it is posted.  Cost: one small message
  * per message above 4 KiB.  No receive uses an ignore mask: shm 1.17 does
@@ -57,9 +58,8 @@
  * receive the clear-to-send announces sends a truncation notice instead:
  * its size, marked by the remote CQ data TP_TRUNC_DATA, which fails the
  * receive naming both sizes while the connection carries on; the send
- * fails the same way.  (shm
- * reports the truncation of an expected message itself, and CMA checks
- * the size on the receiver.)
+ * fails the same way.  (shm reports the truncation of an expected
+ * message itself, and CMA checks the size on the receiver.)
  *
  * Single copy (CMA).  shm's own large-message path also uses CMA, but
  * copies while holding a spin lock on the receiver's region that every
@@ -156,8 +156,8 @@ void tp_rv_finish(struct fccl_tp *tp, struct tp_req *r, int status)
 static int cma_plan(struct fccl_tp *tp, struct tp_ep *e, struct tp_req *r)
 {
     struct tp_peer *p = &tp->peers[r->peer];
-    if (!tp->cma_ok || !e->is_shm || !e->rndv || !e->directed || P(r)->total < TP_CMA_MIN ||
-        P(r)->total <= e->inject_size)
+    if (!tp->cma_ok || !e->is_shm || !e->rndv || !e->directed ||
+        P(r)->total < TP_CMA_MIN || P(r)->total <= e->inject_size)
         return TP_CMA_OFF;
     if (p->cma == TP_CMA_UNKNOWN) {
         p->cma = TP_CMA_PROBING;
