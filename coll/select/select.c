@@ -258,8 +258,12 @@ static int transport_allreduce(const struct coll_run *run)
         return 3;
     /* Thresholds measured on shm, 2 cores (bench/RESULTS.md): with 4 or
      * more ranks, Rabenseifner beats recursive doubling from 256 KiB and
-     * ring up to 4 MiB (n = 4) or 2 MiB (n = 8). */
-    size_t rd_max = n == 2 ? (size_t)1 << 20 : n <= 4 ? 128 << 10 : 256 << 10;
+     * ring up to 4 MiB (n = 4) or 2 MiB (n = 8).  Two ranks on two hosts:
+     * the ring's two half-size exchanges beat one whole one from 512 KiB
+     * (namespace hosts, fccl-bench, 5 launches, median us: 512 KiB 250-276
+     * vs 419-484, 1 MiB 743-749 vs 786-988; 256 KiB level). */
+    size_t rd_max = n == 2 ? (g->nnodes == 2 ? 256 << 10 : (size_t)1 << 20)
+                  : n <= 4 ? 128 << 10 : 256 << 10;
     if (n == 1 || bytes <= rd_max)
         return 0; /* rd */
     if (n > 2 && bytes <= (n <= 4 ? (size_t)4 << 20 : (size_t)2 << 20))
@@ -309,7 +313,9 @@ static int auto_choice(const struct coll_run *run)
          * neighbours are mostly on the same host, kept up (2x2, bench/
          * RESULTS.md). */
         size_t bruck_max = run->g->nnodes == n ? (size_t)1 << 20 : 64 << 10;
-        return total_bytes(a, n) <= bruck_max ? 1 : 0;
+        /* Two ranks: both make the same single exchange, but Bruck also
+         * copies through scratch (2 hosts, 8 B-64 KiB: 16-43 us vs 17-51) */
+        return n > 2 && total_bytes(a, n) <= bruck_max ? 1 : 0;
     case COLL_REDUCE:
         /* shm copies everyone's vector in; the tree moves n-1 of them:
          * 4 ranks, shm 5.8 us at 8 B and 0.32 ms at 512 KiB against the
