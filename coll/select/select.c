@@ -314,7 +314,8 @@ static int auto_choice(const struct coll_run *run)
          * RESULTS.md). */
         size_t bruck_max = run->g->nnodes == n ? (size_t)1 << 20 : 64 << 10;
         /* Two ranks: both make the same single exchange, but Bruck also
-         * copies through scratch (2 hosts, 8 B-64 KiB: 16-43 us vs 17-51) */
+         * copies through scratch (2 hosts, 8 B-64 KiB medians: ring 16-43
+         * us, Bruck 17-51) */
         return n > 2 && total_bytes(a, n) <= bruck_max ? 1 : 0;
     case COLL_REDUCE:
         /* shm copies everyone's vector in; the tree moves n-1 of them:
