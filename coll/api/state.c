@@ -7,6 +7,7 @@
 
 #include "api/request.h"
 #include "clock.h"
+#include "env.h"
 #include "err.h"
 #include "select/select.h"
 #include "shm/shm.h"
@@ -18,15 +19,9 @@
  * (the algorithms' default). */
 static size_t env_chunk(void)
 {
-    const char *s = getenv(CHUNK_ENV);
-    if (!s || !*s)
+    uint64_t v = 0;
+    if (fccl_env_bytes(CHUNK_ENV, &v) != 1)
         return 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end == 'k' || *end == 'K')
-        v <<= 10;
-    else if (*end == 'm' || *end == 'M')
-        v <<= 20;
     return v >= 64 && v <= (1ull << 30) ? (size_t)v : 0;
 }
 

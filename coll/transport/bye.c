@@ -70,6 +70,41 @@ static size_t drop_exited(const struct fccl_tp *tp, int *ranks, size_t n)
     return k;
 }
 
+/* Wait until every rank of wait[0..n) said goodbye (or exited, or the
+ * heartbeats declared someone dead, or TP_BYE_MS passed) and our own
+ * control messages are out; returns how many never answered. */
+static size_t await_byes(struct fccl_tp *tp, int *wait, size_t n)
+{
+    uint64_t t0 = fccl_now_ns(), last = t0, live_at = t0 + TP_BYE_LIVE_NS;
+    uint64_t end = fccl_deadline_ms(TP_BYE_MS);
+    for (;;) {
+        pthread_mutex_lock(&tp->lock);
+        int moved = tp_progress_locked(tp);
+        n = drop_answered(tp, wait, n);
+        int queued = ctl_queued(tp);
+        pthread_mutex_unlock(&tp->lock);
+        if (n == 0 && !queued)
+            return 0;
+        uint64_t now = fccl_now_ns();
+        if (now >= live_at) {
+            n = drop_exited(tp, wait, n);
+            live_at = now + TP_BYE_LIVE_NS;
+        }
+        if (tp_hb_dead(tp) >= 0)
+            return n;
+        if (now >= end) {
+            LOG_WARN("FABRIC", "closing after %d ms without a goodbye from "
+                     "rank %d%s: messages it had not received yet may be "
+                     "lost", TP_BYE_MS, n ? wait[0] : -1,
+                     n > 1 ? " and others" : "");
+            return n;
+        }
+        if (moved)
+            last = now;
+        tp_idle(tp, now - last);
+    }
+}
+
 void tp_bye(struct fccl_tp *tp)
 {
     if (!tp->peers || tp->nranks < 2)
@@ -86,36 +121,11 @@ void tp_bye(struct fccl_tp *tp)
             wait[n++] = r;
         }
     pthread_mutex_unlock(&tp->lock);
-    uint64_t t0 = fccl_now_ns(), last = t0, live_at = t0 + TP_BYE_LIVE_NS;
-    uint64_t end = fccl_deadline_ms(TP_BYE_MS);
-    while (!failed) {
-        pthread_mutex_lock(&tp->lock);
-        int moved = tp_progress_locked(tp);
-        n = drop_answered(tp, wait, n);
-        int queued = ctl_queued(tp);
-        pthread_mutex_unlock(&tp->lock);
-        if (n == 0 && !queued)
-            break;
-        uint64_t now = fccl_now_ns();
-        if (now >= live_at) {
-            n = drop_exited(tp, wait, n);
-            live_at = now + TP_BYE_LIVE_NS;
-        }
-        if (tp_hb_dead(tp) >= 0)
-            break;
-        if (now >= end) {
-            LOG_WARN("FABRIC", "closing after %d ms without a goodbye from "
-                     "rank %d%s: messages it had not received yet may be "
-                     "lost", TP_BYE_MS, n ? wait[0] : -1,
-                     n > 1 ? " and others" : "");
-            break;
-        }
-        if (moved)
-            last = now;
-        tp_idle(tp, now - last);
-    }
-    if (!failed)
+    if (!failed) {
+        uint64_t t0 = fccl_now_ns();
+        n = await_byes(tp, wait, n);
         LOG_DEBUG("FABRIC", "goodbyes done in %.1f ms (%zu unanswered)",
                   (double)(fccl_now_ns() - t0) / 1e6, n);
+    }
     free(wait);
 }

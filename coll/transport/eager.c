@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "err.h"
 #include "log.h"
 #include "transport/tp_int.h"
@@ -44,18 +45,13 @@ struct tp_early_msg {
 
 static size_t env_limit(size_t fallback)
 {
-    const char *s = getenv(EAGER_ENV);
-    if (!s || !*s)
+    uint64_t v = 0;
+    int got = fccl_env_bytes(EAGER_ENV, &v);
+    if (got < 0)
+        LOG_WARN("FABRIC", "%s=%s is not a size; using %zu", EAGER_ENV,
+                 getenv(EAGER_ENV), fallback);
+    if (got != 1)
         return fallback;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end == 'k' || *end == 'K')
-        v <<= 10, end++;
-    if (*end) {
-        LOG_WARN("FABRIC", "%s=%s is not a size; using %zu", EAGER_ENV, s,
-                 fallback);
-        return fallback;
-    }
     return v > TP_EAGER_MAX ? TP_EAGER_MAX : (size_t)v;
 }
 
