@@ -28,7 +28,8 @@ PKGS := libevent_core libevent_pthreads libevent_openssl libfabric openssl
 # A missing dependency is installed before anything else is computed, so
 # the flags below see it (scripts/install-deps.sh is a no-op when all is
 # present).
-ifneq ($(filter clean uninstall,$(MAKECMDGOALS)),$(MAKECMDGOALS))
+# (also for a plain `make`, whose MAKECMDGOALS is empty)
+ifneq ($(filter-out clean uninstall,$(or $(MAKECMDGOALS),all)),)
 DEPS_OK := $(shell pkg-config --exists $(PKGS) criterion 2>/dev/null && echo 1)
 ifneq ($(DEPS_OK),1)
 $(info make: dependencies missing, running scripts/install-deps.sh)
@@ -45,16 +46,31 @@ SOMAJOR := 0
 # Everything is hidden unless marked FCCL_API (the public headers), so the
 # shared library exports only fccl_* names.
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -pthread -fPIC \
-  -fvisibility=hidden \
-  -I$(BUILD)/include -Icommon -Istore -Icoll -Ibootstrap \
-  $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+  -fvisibility=hidden $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 ALL_CFLAGS := $(CFLAGS_BASE) $(OPT) $(CFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 
-# Public headers: source path -> include/fccl/<name>
-PUB_HDRS := common/core.h common/fccl.h store/store.h coll/coll.h bootstrap/pg.h \
-  coll/moe/moe.h
-PUB_LINKS := $(addprefix $(BUILD)/include/fccl/,$(notdir $(PUB_HDRS)))
+# The floors, bottom up.  Each folder is compiled with the include paths
+# of itself and of the floors below it only, so an #include that reaches
+# up a floor does not compile.  Programs, tests and benchmarks see all.
+#   include/fccl  the public headers (every floor sees them)
+#   common        errors, logs, clocks, sockets, environment
+#   store         the TCPStore codec, client and server      (on common)
+#   coll          the collective engine                      (on common)
+#   bootstrap     init, topology, groups                     (on store, coll)
+INC_common := include common
+INC_store := $(INC_common) store
+INC_coll := $(INC_common) coll
+INC_bootstrap := $(INC_common) store coll bootstrap
+INC_all := $(INC_bootstrap)
+
+$(BUILD)/obj/%.o: INC = $(INC_all)
+$(BUILD)/obj/common/%.o: INC = $(INC_common)
+$(BUILD)/obj/store/%.o: INC = $(INC_store)
+$(BUILD)/obj/coll/%.o: INC = $(INC_coll)
+$(BUILD)/obj/bootstrap/%.o: INC = $(INC_bootstrap)
+
+PUB_HDRS := $(sort $(wildcard include/fccl/*.h))
 
 LIB_SRCS := $(sort $(shell find common store coll bootstrap -name '*.c'))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
@@ -95,13 +111,9 @@ lib: $(SHLIB) $(STLIB) $(INTLIB) $(PRELOAD)
 progs: $(PROGS)
 tests: $(TESTS) $(THELPERS)
 
-$(BUILD)/include/fccl/%.h:
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	ln -sf $(abspath $(filter %/$*.h,$(PUB_HDRS))) $@
-
-$(BUILD)/obj/%.o: %.c $(PUB_LINKS)
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(addprefix -I,$(INC)) -MMD -MP -c $< -o $@
 
 # Linking fails when the library would export or define anything but
 # fccl_* names (scripts/check-symbols.sh).
@@ -109,7 +121,7 @@ $(SHLIB): $(LIB_OBJS) scripts/check-symbols.sh
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libfccl.so.$(SOMAJOR) $(SANLD) -o $@.tmp \
 	  $(LIB_OBJS) $(LIBS)
-	FCCL_PUBLIC_HEADER=$(BUILD)/include/fccl/fccl.h CC=$(CC) \
+	FCCL_PUBLIC_HEADER=include/fccl/fccl.h CC=$(CC) \
 	  scripts/check-symbols.sh shared $@.tmp
 	mv $@.tmp $@
 	ln -sf libfccl.so.$(VERSION) $(BUILD)/lib/libfccl.so.$(SOMAJOR)
@@ -174,9 +186,10 @@ test-multihost: progs tests
 # A program defining names libfccl uses inside links against the static
 # and the shared library and runs (tests/embed/user.c); part of make test.
 check-embed: lib
-	$(CC) -std=c11 -Wall -Wextra -Werror -I$(BUILD)/include -o \
+	@mkdir -p $(BUILD)/tests
+	$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o \
 	  $(BUILD)/tests/embed-static tests/embed/user.c $(STLIB) $(LIBS) $(SANLD)
-	$(CC) -std=c11 -Wall -Wextra -Werror -I$(BUILD)/include -o \
+	$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o \
 	  $(BUILD)/tests/embed-shared tests/embed/user.c -L$(BUILD)/lib -lfccl \
 	  -Wl,-rpath,$(abspath $(BUILD)/lib) $(SANLD)
 	timeout 60 $(BUILD)/tests/embed-static $$((20000 + $$$$ % 20000))
@@ -230,7 +243,7 @@ FUZZ_S ?= 60
 FUZZ_CC ?= clang
 FUZZ_BUILD := build-fuzz
 FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-  -fno-sanitize-recover=undefined
+  -fno-sanitize-recover=undefined $(addprefix -I,$(INC_store))
 FUZZ_SRCS := $(sort $(wildcard common/*.c store/*.c))
 FUZZ_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRCS))
 FUZZ_TARGETS := $(patsubst fuzz/%.c,$(FUZZ_BUILD)/%,$(sort $(wildcard fuzz/fuzz_*.c)))
@@ -242,10 +255,10 @@ fuzz-deps:
 	  $(FUZZ_CC) -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null || \
 	  FCCL_FUZZ_DEPS=1 scripts/install-deps.sh
 
-fuzz-build: fuzz-deps $(PUB_LINKS)
+fuzz-build: fuzz-deps
 	$(MAKE) $(FUZZ_TARGETS)
 
-$(FUZZ_BUILD)/obj/%.o: %.c $(PUB_LINKS)
+$(FUZZ_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CFLAGS_BASE) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
 

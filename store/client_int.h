@@ -27,7 +27,7 @@
 
 #include "codec.h"
 #include "net.h"
-#include "store.h"
+#include "fccl/store.h"
 
 #define SC_ADDR_MAX (FCCL_HOST_MAX + 16)
 #define SC_RBUF 16384

@@ -6,7 +6,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "core.h"
+#include "fccl/core.h"
 #include "topology.h"
 
 Test(topology, hosts_numbered_by_lowest_rank)

@@ -35,10 +35,6 @@
 #define FCCL_API __attribute__((visibility("default")))
 #endif
 
-#ifndef FCCL_API
-#define FCCL_API __attribute__((visibility("default")))
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif
