@@ -105,76 +105,22 @@ static void conn_break(struct store_conn *c, int err)
     reads_on(c);
 }
 
-/* ---- group commit of the journal (--fsync always) ---- */
+/* ---- holding replies for the journal (server_journal.c) ---- */
 
-/* The journal's fdatasync failed: c's replies would acknowledge writes
- * that may not be on disk, so c is closed without them. */
-static void withhold(struct store_conn *c)
+/* A TLS bufferevent writes on its own (the handshake, alerts): only a
+ * plain connection's output waits behind EV_WRITE. */
+int store_conn_hold(struct store_conn *c)
 {
-    if (!c->broken)
-        store_conn_abort(c, "journal fdatasync failed: replies withheld");
-}
-
-/* Must c's reply bytes wait for the journal's fdatasync?  Then c is held:
- * its output is not written (EV_WRITE off) until store_jrn_commit.  TLS
- * connections (their bufferevent writes on its own) and closing ones
- * sync at once instead. */
-static int hold_for_commit(struct store_conn *c)
-{
-    struct store_server *s = c->s;
-    if (!s->has_journal || s->jrn.mode != JOURNAL_FSYNC_ALWAYS)
+    if (c->tls)
         return 0;
-    if (c->jheld)
-        return 1; /* keep the order of what is already held */
-    if (!s->jrn.dirty)
-        return 0;
-    if (c->tls || c->closing || !s->commit_ev) {
-        if (journal_sync(&s->jrn) < 0) {
-            withhold(c);
-            return 1; /* nothing more goes out on c */
-        }
-        return 0;
-    }
-    c->jheld = 1;
-    c->jnext = s->jheld;
-    s->jheld = c;
     bufferevent_disable(c->bev, EV_WRITE);
-    event_active(s->commit_ev, EV_TIMEOUT, 1);
     return 1;
 }
 
-static void unhold(struct store_conn *c)
+void store_conn_release(struct store_conn *c)
 {
-    struct store_conn **pp = &c->s->jheld;
-    if (!c->jheld)
-        return;
-    while (*pp && *pp != c)
-        pp = &(*pp)->jnext;
-    if (*pp)
-        *pp = c->jnext;
-    c->jheld = 0;
-    c->jnext = NULL;
-}
-
-void store_jrn_commit(evutil_socket_t fd, short what, void *arg)
-{
-    struct store_server *s = arg;
-    uint64_t t0 = store_turn_begin();
-    (void)fd;
-    (void)what;
-    int synced = journal_sync(&s->jrn) == FCCL_OK;
-    struct store_conn *c = s->jheld, *next;
-    s->jheld = NULL;
-    for (; c; c = next) {
-        next = c->jnext;
-        c->jheld = 0;
-        c->jnext = NULL;
-        if (!synced)
-            withhold(c);
-        if (!c->broken && evbuffer_get_length(conn_out(c)) > 0)
-            bufferevent_enable(c->bev, EV_WRITE);
-    }
-    store_turn_end(s, t0);
+    if (!c->broken && evbuffer_get_length(conn_out(c)) > 0)
+        bufferevent_enable(c->bev, EV_WRITE);
 }
 
 /* Send now what the socket takes; buffer the rest behind EV_WRITE. */
@@ -183,7 +129,7 @@ static void conn_send(struct store_conn *c, const uint8_t *p, size_t n)
     struct evbuffer *out = conn_out(c);
     if (c->broken || n == 0)
         return;
-    if (hold_for_commit(c)) {
+    if (store_jrn_hold(c)) {
         if (!c->broken && evbuffer_add(out, p, n) < 0)
             conn_break(c, ENOMEM);
         return;
@@ -254,7 +200,7 @@ void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
     const uint8_t *b = p;
     if (c == s->cur)
         batch_flush(s, c);
-    if (!c->broken && hold_for_commit(c)) {
+    if (!c->broken && store_jrn_hold(c)) {
         if (c->broken || evbuffer_add_reference(out, b, n, cleanup, arg) < 0) {
             cleanup(p, n, arg);
             conn_break(c, ENOMEM);
@@ -697,14 +643,8 @@ static void conn_linger(struct store_conn *c)
     c->part_ms = 0;
     c->closing = 1;
     reads_off(c);
-    if (c->jheld) { /* its held replies may go once they are durable */
-        int synced = journal_sync(&c->s->jrn) == FCCL_OK;
-        unhold(c);
-        if (!synced) {
-            withhold(c);
-            return;
-        }
-    }
+    if (store_jrn_closing(c) < 0)
+        return; /* closed without the replies held for the journal */
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
     bufferevent_set_timeouts(c->bev, NULL, &tv);
     bufferevent_enable(c->bev, EV_WRITE);
@@ -916,7 +856,7 @@ void store_conn_free(struct store_conn *c)
     big_free(c);
     store_list_free(c);
     release_held(c);
-    unhold(c);
+    store_jrn_forget(c);
     out_unwatch(c);
     store_slots_detach(s, c);
     free(c->sync_msg);

@@ -161,6 +161,12 @@ void store_conn_list_done(struct store_conn *c);
  * connection's request runs). */
 void store_conn_abort(struct store_conn *c, const char *why);
 
+/* Keep c's queued output off the socket (the journal's group commit):
+ * 1 if it stays there until store_conn_release, 0 if c's transport
+ * cannot hold it back. */
+int store_conn_hold(struct store_conn *c);
+void store_conn_release(struct store_conn *c);
+
 /* Would holding `more` bytes (an unfinished request or a queued reply)
  * pass the server's byte limit?  Stored, held and queued bytes all count. */
 int store_would_overflow(const struct store_server *s, uint64_t more);
@@ -227,24 +233,40 @@ struct bufferevent *store_tls_bufferevent(struct store_server *s, int fd);
 /* Why a TLS connection failed (OpenSSL's queue, else errno). */
 const char *store_tls_conn_error(struct bufferevent *bev);
 
-/* ---- journal hooks (server_ops.c) ---- */
+/* ---- server_journal.c ---- */
+
+/* Open and replay the configured journal (before anyone can connect) and
+ * set up its fdatasync events; FCCL_OK without one.  Errors as
+ * journal_open, or FCCL_ERR_NOMEM. */
+int store_jrn_open(struct store_server *s);
+void store_jrn_close(struct store_server *s);
+/* From the periodic sweep: finish a background compaction that is done. */
+void store_jrn_poll(struct store_server *s);
 
 /* Record a mutation before it is applied (no-op without a journal):
- * FCCL_OK or FCCL_ERR_IO (refuse the mutation).  store_jrn_undo takes the
- * record back when the mutation then fails. */
-int store_jrn(struct store_server *s, enum journal_rec type,
-              struct codec_slice k, const uint8_t *v, uint64_t vlen);
+ * FCCL_OK, or FCCL_ERR_IO when the journal refuses writes (the mutation
+ * is then refused too).  store_jrn_undo takes the record back when the
+ * mutation fails after all. */
+int store_jrn_record(struct store_server *s, enum journal_rec type,
+                     struct codec_slice k, const uint8_t *v, uint64_t vlen);
 int store_jrn_add(struct store_server *s, struct codec_slice k, int64_t d);
 void store_jrn_undo(struct store_server *s);
-/* Set s->joined from the replayed "init/" counter. */
-void store_joined_from_table(struct store_server *s);
-/* --fsync always, group commit (server_conn.c): replies queued while
- * journal records are not yet on disk are held in their connection's
- * output; one fdatasync at the end of the loop turn (commit_ev, activated
- * by the first held reply) releases them all. */
-void store_jrn_commit(evutil_socket_t fd, short what, void *arg);
+
+/* --fsync always, group commit.  Must c's reply bytes wait for the
+ * journal's fdatasync?  Then 1: queue them but do not send them; the
+ * fdatasync at the end of the loop turn releases them (or, failing,
+ * closes c without them).  0: send them now. */
+int store_jrn_hold(struct store_conn *c);
+/* c is closing: its held replies may go once they are on disk.  FCCL_OK,
+ * or FCCL_ERR_IO when that sync failed and c is closed without them. */
+int store_jrn_closing(struct store_conn *c);
+/* c is freed: it no longer waits for a sync. */
+void store_jrn_forget(struct store_conn *c);
 
 /* ---- server_ops.c ---- */
+
+/* Set s->joined from the "init/" counter (after the journal's replay). */
+void store_joined_from_table(struct store_server *s);
 
 /* Run one parsed request for c.  FCCL_OK, or a negative status whose
  * message (fccl_last_error) says why c must be closed. */
