@@ -112,7 +112,7 @@ void store_jrn_undo(struct store_server *s)
  * be on disk, so c is closed without them. */
 static void withhold(struct store_conn *c)
 {
-    if (!c->broken)
+    if (c->state != CONN_BROKEN)
         store_conn_abort(c, "journal fdatasync failed: replies withheld");
 }
 
@@ -140,7 +140,7 @@ int store_jrn_hold(struct store_conn *c)
         return 1; /* keep the order of what is already held */
     if (!s->jrn.dirty)
         return 0;
-    if (c->closing || !s->commit_ev || !store_conn_hold(c)) {
+    if (c->state == CONN_CLOSING || !s->commit_ev || !store_conn_hold(c)) {
         if (journal_sync(&s->jrn) < 0) {
             withhold(c);
             return 1; /* nothing more goes out on c */
