@@ -55,18 +55,28 @@ LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 # up a floor does not compile.  Programs, tests and benchmarks see all.
 #   include/fccl  the public headers (every floor sees them)
 #   common        errors, logs, clocks, sockets, environment
-#   store         the TCPStore codec, client and server      (on common)
+#   store/proto   the wire codec, token and private files    (on common)
+#   store/client  the TCPStore client                        (on proto)
+#   store/server  the libevent server, its table and journal (on proto)
 #   coll          the collective engine                      (on common)
-#   bootstrap     init, topology, groups                     (on store, coll)
+#   bootstrap     init, topology, groups    (on store client and server, coll)
+# The store's client and server are side by side: neither sees the other.
 INC_common := include common
-INC_store := $(INC_common) store
+INC_proto := $(INC_common) store/proto
+INC_client := $(INC_proto) store/client
+INC_server := $(INC_proto) store/server
 INC_coll := $(INC_common) coll
-INC_bootstrap := $(INC_common) store coll bootstrap
+INC_bootstrap := $(INC_common) store/proto store/client store/server coll \
+  bootstrap
 INC_all := $(INC_bootstrap)
 
 $(BUILD)/obj/%.o: INC = $(INC_all)
 $(BUILD)/obj/common/%.o: INC = $(INC_common)
-$(BUILD)/obj/store/%.o: INC = $(INC_store)
+# (a file of store/ outside its three floors gets the lowest one)
+$(BUILD)/obj/store/%.o: INC = $(INC_proto)
+$(BUILD)/obj/store/proto/%.o: INC = $(INC_proto)
+$(BUILD)/obj/store/client/%.o: INC = $(INC_client)
+$(BUILD)/obj/store/server/%.o: INC = $(INC_server)
 $(BUILD)/obj/coll/%.o: INC = $(INC_coll)
 $(BUILD)/obj/bootstrap/%.o: INC = $(INC_bootstrap)
 
@@ -243,8 +253,9 @@ FUZZ_S ?= 60
 FUZZ_CC ?= clang
 FUZZ_BUILD := build-fuzz
 FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-  -fno-sanitize-recover=undefined $(addprefix -I,$(INC_store))
-FUZZ_SRCS := $(sort $(wildcard common/*.c store/*.c))
+  -fno-sanitize-recover=undefined \
+  $(addprefix -I,$(sort $(INC_client) $(INC_server)))
+FUZZ_SRCS := $(sort $(wildcard common/*.c store/*/*.c))
 FUZZ_OBJS := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRCS))
 FUZZ_TARGETS := $(patsubst fuzz/%.c,$(FUZZ_BUILD)/%,$(sort $(wildcard fuzz/fuzz_*.c)))
 

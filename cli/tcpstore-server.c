@@ -1,6 +1,6 @@
 /*
  * tcpstore-server: the TCPStore server as a program.  A thin wrapper over
- * store/server.h: options (or a config file) -> store_server_create ->
+ * store/server/server.h: options (or a config file) -> store_server_create ->
  * "listening on HOST:PORT" on stdout -> run until SIGINT/SIGTERM -> free.
  * Exit codes: 0 after a signal, 1 if the server cannot start (e.g. the port
  * is taken, or a TLS file does not load), 2 on a usage error.

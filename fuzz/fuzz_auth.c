@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: the token exchange and the rights gate
- * (store/server_auth.c) on one server connection.
+ * (store/server/server_auth.c) on one server connection.
  *
  * One in-process server lives across inputs, with a read-write and a
  * read-only token and --auth-required.  The input's first byte chooses

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the store's request parser (store/codec.c), both
+ * libFuzzer target: the store's request parser (store/proto/codec.c), both
  * dialects.  Input: byte 0 picks the dialect (and small limits) and a
  * split point; the rest is a stream of requests.  Checked on every input:
  *  - OK consumes 1..len bytes, and the slices it returns lie inside the

@@ -1,7 +1,8 @@
 /*
- * libFuzzer target: one server connection's state (store/server_conn.c and
- * everything it drives: sniffing, parsing, large values, dispatch, WAITs,
- * SYNC, STATS, back-pressure) fed its bytes in pieces.
+ * libFuzzer target: one server connection's state
+ * (store/server/server_conn.c and everything it drives: sniffing, parsing,
+ * large values, dispatch, WAITs, SYNC, STATS, back-pressure) fed its bytes
+ * in pieces.
  *
  * One in-process server (never run as a thread: this target turns its
  * event loop by hand) lives across inputs, with small limits so that every

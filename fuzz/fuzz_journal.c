@@ -1,7 +1,7 @@
 /*
- * libFuzzer target: journal replay (store/journal.c).  Input: the records
- * of a journal file after its magic, with valid CRCs patched in for a
- * part of them (byte 0 says which) so the fuzzer reaches the payload
+ * libFuzzer target: journal replay (store/server/journal.c).  Input: the
+ * records of a journal file after its magic, with valid CRCs patched in
+ * for a part of them (byte 0 says which) so the fuzzer reaches the payload
  * decoder, not only the checksum.  Checked on every input:
  *  - the good prefix lies within the input and replaying it alone again
  *    reports no tear and the same length;

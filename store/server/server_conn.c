@@ -1,24 +1,24 @@
 /*
  * One client connection of the store server: read -> parse -> dispatch ->
- * reply, with back-pressure.
+ * reply, with back-pressure.  The bytes come and go through the
+ * connection's transport (conn_type.h: conn_plain.c or conn_tls.c); what
+ * is here is the same for both.
  *
- * Reading: we read the socket ourselves from a read event (64 KiB at a
- * time into the server's scratch buffer) instead of letting the bufferevent
- * read: libevent 2.1 caps each of its reads at 4 KiB and asks FIONREAD
- * first, one more system call per request.  When nothing is buffered for the
- * connection, requests are parsed straight from the scratch buffer and only
- * an incomplete tail is copied into the connection's input evbuffer.  From
- * there a request is parsed again only once `need` bytes (the codec's lower
- * bound for it) are buffered, so a large value is not re-parsed per TCP
- * segment; while a large request is incomplete we read straight into the
+ * Parsing: when nothing is buffered for the connection, requests are
+ * parsed straight from the bytes just read and only an incomplete tail is
+ * copied into the connection's input evbuffer.  From there a request is
+ * parsed again only once `need` bytes (the codec's lower bound for it) are
+ * buffered, so a large value is not re-parsed per TCP segment; while a
+ * large request is incomplete the transport reads straight into the
  * evbuffer in big chunks.  Pipelined requests are answered in order.
  *
  * Writing: the bufferevent owns the socket (closed when it is freed), the
  * output buffer, the write event, its watermark and timeout.  The replies of
- * one batch are gathered in s->out and sent with one send(); only what the
- * socket refuses goes to the bufferevent's output, and EV_WRITE is enabled
- * just then.  A client whose unsent replies pass OUT_HIGH is not read until
- * they drain to OUT_LOW.
+ * one batch are gathered in s->out and handed to the transport at once;
+ * only what the socket refuses goes to the bufferevent's output, and
+ * EV_WRITE is enabled just then.  A client whose unsent replies pass
+ * OUT_HIGH is not read until they drain to OUT_LOW.  With --fsync always
+ * the journal may hold them back until its fdatasync (server_journal.c).
  *
  * Fairness: a connection reads at most STORE_SLICE (1 MiB) directly per
  * loop turn.  A SET / APPEND / QUEUE_PUSH whose value is big_value_min
@@ -29,25 +29,18 @@
  * Accounting: every byte held for an unfinished request (hold_update) and
  * every reply byte queued in an output buffer (out_count) counts against
  * the store's byte limit with what is stored (store_would_overflow).
- *
- * TLS (server_tls.c): when TLS is configured the first byte is peeked; a
- * handshake record turns the connection over to a bufferevent_openssl,
- * which then reads and writes for it (its input buffer is c->in, and
- * replies go through its output), with the same parsing, batching and
- * back-pressure.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
 #include "clock.h"
+#include "conn_type.h"
 #include "err.h"
 #include "log.h"
 #include "server_int.h"
@@ -56,7 +49,6 @@
 #define OUT_LOW (1u << 20)          /* and resume below this */
 #define DIRECT_READ_MIN (16u << 10) /* read into the evbuffer when this much
                                        of a request is still due */
-#define DIRECT_READ_MAX (4u << 20)
 #define BIG_REPLY (64u << 10)  /* replies this large bypass s->out */
 #define OUT_KEEP (1u << 20)    /* s->out capacity kept between batches */
 #define CLOSE_FLUSH_SEC 10     /* EOF'd client: time to take its replies */
@@ -70,22 +62,9 @@ static struct evbuffer *conn_out(const struct store_conn *c)
     return bufferevent_get_output(c->bev);
 }
 
-/* Reading on/off: our read event, or the TLS bufferevent's reading. */
-static void reads_on(struct store_conn *c)
-{
-    if (c->tls)
-        bufferevent_enable(c->bev, EV_READ);
-    else
-        event_add(c->rev, NULL);
-}
+static void reads_on(struct store_conn *c) { c->ct->reads(c, 1); }
 
-static void reads_off(struct store_conn *c)
-{
-    if (c->tls)
-        bufferevent_disable(c->bev, EV_READ);
-    else
-        event_del(c->rev);
-}
+static void reads_off(struct store_conn *c) { c->ct->reads(c, 0); }
 
 /* ---- output ---- */
 
@@ -94,10 +73,10 @@ static void reads_off(struct store_conn *c)
  * (never from here: we may be inside another connection's request). */
 static void conn_break(struct store_conn *c, int err)
 {
-    if (c->broken)
+    if (c->state == CONN_BROKEN)
         return;
     LOG_DEBUG("STORE", "client %s: send failed: %s", c->addr, strerror(err));
-    c->broken = 1;
+    c->state = CONN_BROKEN;
     shutdown(c->fd, SHUT_RDWR);
     struct evbuffer *out = conn_out(c);
     evbuffer_drain(out, evbuffer_get_length(out));
@@ -105,104 +84,44 @@ static void conn_break(struct store_conn *c, int err)
     reads_on(c);
 }
 
-/* ---- group commit of the journal (--fsync always) ---- */
+/* For the journal's group commit (server_journal.c). */
+int store_conn_hold(struct store_conn *c) { return c->ct->hold(c); }
 
-/* The journal's fdatasync failed: c's replies would acknowledge writes
- * that may not be on disk, so c is closed without them. */
-static void withhold(struct store_conn *c)
+void store_conn_release(struct store_conn *c)
 {
-    if (!c->broken)
-        store_conn_abort(c, "journal fdatasync failed: replies withheld");
+    if (c->state != CONN_BROKEN && evbuffer_get_length(conn_out(c)) > 0)
+        bufferevent_enable(c->bev, EV_WRITE);
 }
 
-/* Must c's reply bytes wait for the journal's fdatasync?  Then c is held:
- * its output is not written (EV_WRITE off) until store_jrn_commit.  TLS
- * connections (their bufferevent writes on its own) and closing ones
- * sync at once instead. */
-static int hold_for_commit(struct store_conn *c)
+/* Nothing queued: the bytes of p[0..n) the transport takes at once (0 if
+ * it took none, or c broke). */
+static size_t send_now(struct store_conn *c, const uint8_t *p, size_t n)
 {
-    struct store_server *s = c->s;
-    if (!s->has_journal || s->jrn.mode != JOURNAL_FSYNC_ALWAYS)
-        return 0;
-    if (c->jheld)
-        return 1; /* keep the order of what is already held */
-    if (!s->jrn.dirty)
-        return 0;
-    if (c->tls || c->closing || !s->commit_ev) {
-        if (journal_sync(&s->jrn) < 0) {
-            withhold(c);
-            return 1; /* nothing more goes out on c */
-        }
+    if (evbuffer_get_length(conn_out(c)) > 0)
+        return 0; /* behind what is queued */
+    ssize_t k = c->ct->write_now(c, p, n);
+    if (k < 0) {
+        conn_break(c, errno);
         return 0;
     }
-    c->jheld = 1;
-    c->jnext = s->jheld;
-    s->jheld = c;
-    bufferevent_disable(c->bev, EV_WRITE);
-    event_active(s->commit_ev, EV_TIMEOUT, 1);
-    return 1;
-}
-
-static void unhold(struct store_conn *c)
-{
-    struct store_conn **pp = &c->s->jheld;
-    if (!c->jheld)
-        return;
-    while (*pp && *pp != c)
-        pp = &(*pp)->jnext;
-    if (*pp)
-        *pp = c->jnext;
-    c->jheld = 0;
-    c->jnext = NULL;
-}
-
-void store_jrn_commit(evutil_socket_t fd, short what, void *arg)
-{
-    struct store_server *s = arg;
-    uint64_t t0 = store_turn_begin();
-    (void)fd;
-    (void)what;
-    int synced = journal_sync(&s->jrn) == FCCL_OK;
-    struct store_conn *c = s->jheld, *next;
-    s->jheld = NULL;
-    for (; c; c = next) {
-        next = c->jnext;
-        c->jheld = 0;
-        c->jnext = NULL;
-        if (!synced)
-            withhold(c);
-        if (!c->broken && evbuffer_get_length(conn_out(c)) > 0)
-            bufferevent_enable(c->bev, EV_WRITE);
-    }
-    store_turn_end(s, t0);
+    return (size_t)k;
 }
 
 /* Send now what the socket takes; buffer the rest behind EV_WRITE. */
 static void conn_send(struct store_conn *c, const uint8_t *p, size_t n)
 {
     struct evbuffer *out = conn_out(c);
-    if (c->broken || n == 0)
+    if (c->state == CONN_BROKEN || n == 0)
         return;
-    if (hold_for_commit(c)) {
-        if (!c->broken && evbuffer_add(out, p, n) < 0)
+    if (store_jrn_hold(c)) {
+        if (c->state != CONN_BROKEN && evbuffer_add(out, p, n) < 0)
             conn_break(c, ENOMEM);
         return;
     }
-    if (!c->tls && evbuffer_get_length(out) == 0) {
-        ssize_t k;
-        do
-            k = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        while (k < 0 && errno == EINTR);
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-            conn_break(c, errno);
-            return;
-        }
-        if (k > 0) {
-            p += k;
-            n -= (size_t)k;
-        }
-    }
-    if (n == 0)
+    size_t k = send_now(c, p, n);
+    p += k;
+    n -= k;
+    if (c->state == CONN_BROKEN || n == 0)
         return;
     if (evbuffer_add(out, p, n) < 0) {
         conn_break(c, ENOMEM);
@@ -224,7 +143,7 @@ static void batch_flush(struct store_server *s, struct store_conn *c)
 void store_conn_reply(struct store_conn *c, const void *p, size_t n)
 {
     struct store_server *s = c->s;
-    if (c->broken)
+    if (c->state == CONN_BROKEN)
         return;
     if (c != s->cur) {
         conn_send(c, p, n); /* a wake-up of another client */
@@ -254,26 +173,20 @@ void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
     const uint8_t *b = p;
     if (c == s->cur)
         batch_flush(s, c);
-    if (!c->broken && hold_for_commit(c)) {
-        if (c->broken || evbuffer_add_reference(out, b, n, cleanup, arg) < 0) {
+    if (c->state != CONN_BROKEN && store_jrn_hold(c)) {
+        if (c->state == CONN_BROKEN ||
+            evbuffer_add_reference(out, b, n, cleanup, arg) < 0) {
             cleanup(p, n, arg);
             conn_break(c, ENOMEM);
         }
         return;
     }
-    if (!c->broken && !c->tls && evbuffer_get_length(out) == 0) {
-        ssize_t k;
-        do
-            k = send(c->fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        while (k < 0 && errno == EINTR);
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-            conn_break(c, errno);
-        if (k > 0) {
-            b += k;
-            n -= (size_t)k;
-        }
+    if (c->state != CONN_BROKEN) {
+        size_t k = send_now(c, b, n);
+        b += k;
+        n -= k;
     }
-    if (c->broken || n == 0) {
+    if (c->state == CONN_BROKEN || n == 0) {
         cleanup(p, n, arg);
         return;
     }
@@ -287,7 +200,7 @@ void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
 
 void store_conn_list_done(struct store_conn *c)
 {
-    if (c->broken || c->closing)
+    if (c->state == CONN_BROKEN || c->state == CONN_CLOSING)
         return;
     if (evbuffer_get_length(conn_out(c)) > OUT_HIGH) {
         conn_pause(c); /* on_write resumes reads and requests */
@@ -376,8 +289,9 @@ static void log_close(const struct store_conn *c, const char *why)
     LOG_WARN("STORE", "closing client %s: %s", c->addr, why);
 }
 
-/* Decide the dialect from the first bytes; a TLS hello is refused. */
-static int sniff(struct store_conn *c, const uint8_t *p, size_t avail)
+/* Decide the dialect from the first bytes; a TLS hello is refused (with
+ * TLS configured it never gets here: conn_tls_sniff took it). */
+static int sniff_dialect(struct store_conn *c, const uint8_t *p, size_t avail)
 {
     if (p[0] == 0x16)
         return fccl_err(FCCL_ERR_UNSUPPORTED,
@@ -469,9 +383,9 @@ static enum drive run_region(struct store_server *s, struct store_conn *c,
 {
     size_t off = 0;
     enum drive d = D_NEED;
-    while (!c->broken && len - off >= c->need) {
+    while (c->state != CONN_BROKEN && len - off >= c->need) {
         if (c->dialect == DIALECT_UNKNOWN) {
-            if (sniff(c, p + off, len - off) < 0) {
+            if (sniff_dialect(c, p + off, len - off) < 0) {
                 log_close(c, fccl_last_error());
                 d = D_CLOSE;
                 break;
@@ -538,7 +452,7 @@ static enum drive run_buffered(struct store_server *s, struct store_conn *c)
             continue;
         }
         size_t avail = evbuffer_get_length(in);
-        if (avail == 0 || avail < c->need || c->broken)
+        if (avail == 0 || avail < c->need || c->state == CONN_BROKEN)
             return D_NEED;
         size_t n = evbuffer_get_contiguous_space(in);
         n = n < c->need ? c->need : n;
@@ -558,40 +472,6 @@ static enum drive run_buffered(struct store_server *s, struct store_conn *c)
         if (used == 0 && c->need <= n)
             return D_NEED; /* no progress possible (defensive) */
     }
-}
-
-/* ---- reading ---- */
-
-/* One readv of up to `want` bytes into the free space of c->in.  Like
- * readv: bytes read, 0 at EOF, -1 with errno (ENOMEM if no space). */
-static ssize_t read_direct(struct store_conn *c, size_t want)
-{
-    struct evbuffer_iovec v[2];
-    if (want > DIRECT_READ_MAX)
-        want = DIRECT_READ_MAX;
-    int nv = evbuffer_reserve_space(c->in, (ev_ssize_t)want, v, 2);
-    if (nv <= 0) {
-        errno = ENOMEM;
-        return -1;
-    }
-    struct iovec iov[2];
-    for (int i = 0; i < nv; i++) {
-        iov[i].iov_base = v[i].iov_base;
-        iov[i].iov_len = v[i].iov_len;
-    }
-    ssize_t r;
-    do
-        r = readv(c->fd, iov, nv);
-    while (r < 0 && errno == EINTR);
-    size_t left = r > 0 ? (size_t)r : 0;
-    int used = 0;
-    for (; used < nv && left; used++) {
-        if (v[used].iov_len > left)
-            v[used].iov_len = left;
-        left -= v[used].iov_len;
-    }
-    evbuffer_commit_space(c->in, v, used);
-    return r;
 }
 
 static void conn_pause(struct store_conn *c)
@@ -646,43 +526,20 @@ static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n)
         if (d == D_NEED) {
             /* A large request is read straight into the evbuffer, at most
              * STORE_SLICE per turn; the rest waits for the next turn.  EOF
-             * and errors show up on the read event. */
+             * and errors show up on the transport's read path. */
             size_t avail = evbuffer_get_length(c->in);
-            if (c->broken || c->tls || c->big || budget < DIRECT_READ_MIN ||
-                c->need < avail + DIRECT_READ_MIN)
+            if (c->state == CONN_BROKEN || c->big ||
+                budget < DIRECT_READ_MIN || c->need < avail + DIRECT_READ_MIN)
                 return;
             size_t want = c->need - avail;
-            ssize_t r = read_direct(c, want < budget ? want : budget);
+            ssize_t r = c->ct->read_more(c, want < budget ? want : budget);
             if (r <= 0)
                 return;
             budget -= (size_t)r;
-            c->last_ms = fccl_now_ns() / 1000000u;
-            c->part_bytes += (uint64_t)r;
         }
         d = D_NEED;
         s->cur = c;
     }
-}
-
-/* A large value arrives: read it straight into its buffer, one slice per
- * turn; once complete, run it.  Returns 0 at EOF, < 0 on errors (errno). */
-static ssize_t big_read(struct store_conn *c)
-{
-    struct big_req *b = c->big;
-    uint64_t due = b->vlen - b->got;
-    size_t want = due < STORE_SLICE ? (size_t)due : STORE_SLICE;
-    ssize_t r;
-    do
-        r = read(c->fd, b->val + b->got, want);
-    while (r < 0 && errno == EINTR);
-    if (r <= 0)
-        return r;
-    b->got += (uint64_t)r;
-    c->last_ms = fccl_now_ns() / 1000000u;
-    c->part_bytes += (uint64_t)r;
-    if (b->got == b->vlen)
-        conn_drive(c, NULL, 0);
-    return r;
 }
 
 /* EOF with replies still queued: flush them (bounded), then free. */
@@ -695,23 +552,14 @@ static void conn_linger(struct store_conn *c)
     store_list_free(c);
     release_held(c);
     c->part_ms = 0;
-    c->closing = 1;
+    c->state = CONN_CLOSING;
     reads_off(c);
-    if (c->jheld) { /* its held replies may go once they are durable */
-        int synced = journal_sync(&c->s->jrn) == FCCL_OK;
-        unhold(c);
-        if (!synced) {
-            withhold(c);
-            return;
-        }
-    }
+    if (store_jrn_closing(c) < 0)
+        return; /* closed without the replies held for the journal */
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
     bufferevent_set_timeouts(c->bev, NULL, &tv);
     bufferevent_enable(c->bev, EV_WRITE);
 }
-
-static void on_write(struct bufferevent *bev, void *arg);
-static void on_event(struct bufferevent *bev, short what, void *arg);
 
 /* Queued reply bytes count against the byte limit (s->out_held). */
 static void out_count(struct evbuffer *b, const struct evbuffer_cb_info *i,
@@ -738,115 +586,31 @@ static void out_unwatch(struct store_conn *c)
     c->s->out_held -= evbuffer_get_length(conn_out(c));
 }
 
-/* TLS connections are read by their bufferevent_openssl. */
-static void on_tls_read(struct bufferevent *bev, void *arg)
+void store_conn_input(struct store_conn *c, const uint8_t *fresh, size_t n)
 {
-    struct store_conn *c = arg;
-    uint64_t t0 = store_turn_begin();
-    if (c->broken || c->closing) {
-        struct evbuffer *in = bufferevent_get_input(bev);
-        evbuffer_drain(in, evbuffer_get_length(in));
-        return;
-    }
-    struct store_server *s = c->s;
-    size_t before = evbuffer_get_length(c->in);
-    c->last_ms = fccl_now_ns() / 1000000u;
-    c->part_bytes += before; /* approximate: what is buffered now */
-    conn_drive(c, NULL, 0);
-    store_turn_end(s, t0);
+    conn_drive(c, fresh, n);
 }
 
-/* The first byte was 0x16: hand the socket to OpenSSL.  The handshake
- * bytes are still in the socket (we only peeked). */
-static void conn_to_tls(struct store_conn *c)
+void store_conn_eof(struct store_conn *c)
 {
-    struct bufferevent *tb = store_tls_bufferevent(c->s, c->fd);
-    if (!tb) {
-        log_close(c, "out of memory starting TLS");
+    if (c->state != CONN_BROKEN && evbuffer_get_length(conn_out(c)))
+        conn_linger(c);
+    else
         store_conn_free(c);
-        return;
-    }
-    event_free(c->rev);
-    c->rev = NULL;
+}
+
+void store_conn_set_transport(struct store_conn *c,
+                              const struct conn_type *ct,
+                              struct bufferevent *bev, struct evbuffer *in)
+{
     out_unwatch(c);
-    bufferevent_setfd(c->bev, -1); /* the plain one must not close fd */
-    bufferevent_free(c->bev);
-    evbuffer_free(c->in);
-    c->bev = tb;
-    c->in = bufferevent_get_input(tb);
-    c->tls = 1;
-    c->dialect = DIALECT_MODERN; /* TLS connections speak modern inside */
-    c->handshaking = 1;
-    c->part_ms = fccl_now_ns() / 1000000u;
+    c->ct->release(c, 1);
+    c->ct = ct;
+    c->bev = bev;
+    c->in = in;
     if (out_watch(c) < 0)
-        LOG_WARN("STORE", "client %s: queued TLS replies go uncounted",
-                 c->addr);
-    bufferevent_setcb(tb, on_tls_read, on_write, on_event, c);
-    bufferevent_enable(tb, EV_READ | EV_WRITE);
-    LOG_DEBUG("STORE", "client %s starts TLS", c->addr);
-}
-
-/* With TLS configured, look at the first byte before reading anything.
- * Returns 1 if the connection was taken over (TLS) or closed. */
-static int first_byte(struct store_conn *c)
-{
-    int t = store_tls_peek(c->fd);
-    if (t < 0)
-        return 1; /* nothing yet: wait for the next event */
-    c->peeked = 1;
-    if (t == 1) {
-        conn_to_tls(c);
-        return 1;
-    }
-    if (c->s->cfg.tls_required) {
-        log_close(c, "plaintext connection refused (tls-required)");
-        store_conn_free(c);
-        return 1;
-    }
-    return 0;
-}
-
-static void readable(struct store_conn *c, int fd)
-{
-    struct store_server *s = c->s;
-    if (s->tls && !c->peeked && first_byte(c))
-        return;
-    ssize_t r;
-    if (c->big && !c->broken) {
-        r = big_read(c);
-    } else {
-        do
-            r = read(fd, s->rbuf, sizeof(s->rbuf));
-        while (r < 0 && errno == EINTR);
-        if (r > 0) {
-            c->last_ms = fccl_now_ns() / 1000000u;
-            c->part_bytes += (uint64_t)r;
-            if (!c->broken)
-                conn_drive(c, s->rbuf, (size_t)r);
-            return;
-        }
-    }
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return;
-    if (r < 0) {
-        LOG_DEBUG("STORE", "client %s: %s", c->addr, strerror(errno));
-        store_conn_free(c);
-    } else if (r == 0) {
-        if (!c->broken && evbuffer_get_length(conn_out(c)))
-            conn_linger(c);
-        else
-            store_conn_free(c);
-    }
-}
-
-static void on_readable(evutil_socket_t fd, short what, void *arg)
-{
-    struct store_conn *c = arg;
-    struct store_server *s = c->s;
-    uint64_t t0 = store_turn_begin();
-    (void)what;
-    readable(c, fd);
-    store_turn_end(s, t0);
+        LOG_WARN("STORE", "client %s: queued %s replies go uncounted",
+                 c->addr, ct->name);
 }
 
 /* ---- bufferevent callbacks (output side) ---- */
@@ -854,13 +618,13 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 static void writable(struct bufferevent *bev, struct store_conn *c)
 {
     size_t left = evbuffer_get_length(bufferevent_get_output(bev));
-    if (c->closing && left == 0) {
+    if (c->state == CONN_CLOSING && left == 0) {
         store_conn_free(c);
         return;
     }
-    if (left == 0 && !c->tls)
-        bufferevent_disable(bev, EV_WRITE); /* we send directly again */
-    if (c->paused && left <= OUT_LOW && !c->closing) {
+    if (left == 0)
+        c->ct->drained(c);
+    if (c->paused && left <= OUT_LOW && c->state != CONN_CLOSING) {
         c->paused = 0;
         c->last_ms = fccl_now_ns() / 1000000u; /* its timeout starts now */
         bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
@@ -869,7 +633,7 @@ static void writable(struct bufferevent *bev, struct store_conn *c)
     }
 }
 
-static void on_write(struct bufferevent *bev, void *arg)
+void store_conn_on_write(struct bufferevent *bev, void *arg)
 {
     struct store_conn *c = arg;
     struct store_server *s = c->s;
@@ -878,28 +642,34 @@ static void on_write(struct bufferevent *bev, void *arg)
     store_turn_end(s, t0);
 }
 
-/* Write errors and flush timeouts of any connection; for TLS ones also
- * the handshake's end, EOF and TLS errors. */
-static void on_event(struct bufferevent *bev, short what, void *arg)
+/* Write errors and flush timeouts of any connection; for transports that
+ * read through their bufferevent (TLS) also the handshake's end and EOF. */
+void store_conn_on_event(struct bufferevent *bev, short what, void *arg)
 {
     struct store_conn *c = arg;
+    const char *why;
+    (void)bev;
     if (what & BEV_EVENT_CONNECTED) {
-        LOG_DEBUG("STORE", "client %s: TLS handshake done", c->addr);
-        c->handshaking = 0;
+        LOG_DEBUG("STORE", "client %s: %s handshake done", c->addr,
+                  c->ct->name);
+        if (c->state == CONN_HANDSHAKE)
+            c->state = CONN_OPEN;
         c->part_ms = 0;
         return;
     }
-    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && !c->broken &&
-        !c->closing && evbuffer_get_length(conn_out(c))) {
+    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
+        c->state != CONN_BROKEN && c->state != CONN_CLOSING &&
+        evbuffer_get_length(conn_out(c))) {
         conn_linger(c);
         return;
     }
     if (what & BEV_EVENT_TIMEOUT)
         LOG_WARN("STORE", "client %s: gave up flushing replies after "
                  "it closed", c->addr);
-    else if (c->tls && (what & BEV_EVENT_ERROR) && !c->broken)
-        LOG_WARN("STORE", "closing client %s: TLS: %s", c->addr,
-                 store_tls_conn_error(bev));
+    else if ((what & BEV_EVENT_ERROR) && c->state != CONN_BROKEN &&
+             (why = c->ct->error(c)))
+        LOG_WARN("STORE", "closing client %s: %s: %s", c->addr, c->ct->name,
+                 why);
     else
         LOG_DEBUG("STORE", "client %s: connection ended", c->addr);
     store_conn_free(c);
@@ -916,7 +686,7 @@ void store_conn_free(struct store_conn *c)
     big_free(c);
     store_list_free(c);
     release_held(c);
-    unhold(c);
+    store_jrn_forget(c);
     out_unwatch(c);
     store_slots_detach(s, c);
     free(c->sync_msg);
@@ -927,11 +697,7 @@ void store_conn_free(struct store_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     s->nconns--;
-    if (c->rev)
-        event_free(c->rev);
-    if (!c->tls)
-        evbuffer_free(c->in); /* a TLS connection's is its bufferevent's */
-    bufferevent_free(c->bev); /* closes the socket (BEV_OPT_CLOSE_ON_FREE) */
+    c->ct->release(c, 0); /* closes the socket */
     free(c);
 }
 
@@ -940,31 +706,18 @@ int store_conn_new(struct store_server *s, int fd, const char *addr)
     struct store_conn *c = calloc(1, sizeof(*c));
     if (!c)
         return fccl_err(FCCL_ERR_NOMEM, "connection");
-    c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    c->in = evbuffer_new();
-    c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
-    if (!c->bev || !c->in || !c->rev || event_add(c->rev, NULL) < 0) {
-        if (c->rev)
-            event_free(c->rev);
-        if (c->in)
-            evbuffer_free(c->in);
-        if (c->bev)
-            bufferevent_free(c->bev);
-        else
-            close(fd);
-        free(c);
-        return fccl_err(FCCL_ERR_NOMEM, "connection buffers");
-    }
     c->s = s;
-    c->fd = fd;
+    if (conn_plain_open(c, fd) < 0) {
+        free(c);
+        return FCCL_ERR_NOMEM;
+    }
+    c->state = s->tls ? CONN_SNIFF : CONN_OPEN;
     c->need = 1;
     c->last_ms = fccl_now_ns() / 1000000u;
     snprintf(c->addr, sizeof(c->addr), "%s", addr);
     if (out_watch(c) < 0 || store_slots_attach(s, c, addr) < 0) {
         out_unwatch(c);
-        event_free(c->rev);
-        evbuffer_free(c->in);
-        bufferevent_free(c->bev);
+        c->ct->release(c, 0);
         free(c);
         return fccl_err(FCCL_ERR_NOMEM, "connection");
     }
@@ -974,7 +727,5 @@ int store_conn_new(struct store_server *s, int fd, const char *addr)
         s->conns->prev = c;
     s->conns = c;
     s->nconns++;
-    bufferevent_setcb(c->bev, NULL, on_write, on_event, c);
-    bufferevent_disable(c->bev, EV_READ | EV_WRITE);
     return FCCL_OK;
 }

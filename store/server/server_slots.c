@@ -218,7 +218,8 @@ static struct store_conn *idlest(const struct addr_slot *a)
 {
     struct store_conn *best = NULL;
     for (struct store_conn *c = a->conns; c; c = c->snext) {
-        if (c->part_ms || c->wait || c->closing || c->handshaking ||
+        if (c->part_ms || c->wait || c->state == CONN_CLOSING ||
+            c->state == CONN_HANDSHAKE ||
             evbuffer_get_length(bufferevent_get_output(c->bev)))
             continue;
         if (!best || c->last_ms < best->last_ms)
@@ -267,9 +268,9 @@ static const char *stalled(const struct store_server *s,
     uint64_t t = (uint64_t)s->cfg.request_timeout_ms;
     /* Paused (its replies are not read) or listing: we stopped reading,
      * so its silence is not its fault. */
-    if (!c->part_ms || c->closing || c->paused || c->list)
+    if (!c->part_ms || c->state == CONN_CLOSING || c->paused || c->list)
         return NULL;
-    if (c->handshaking)
+    if (c->state == CONN_HANDSHAKE)
         return now - c->part_ms > t ? "TLS handshake not finished" : NULL;
     if (now - c->last_ms > t)
         return "no progress on its unfinished request";
@@ -290,10 +291,11 @@ void store_slots_sweep(struct store_server *s)
         const char *why = stalled(s, c, now);
         if (!why)
             continue;
+        uint64_t since =
+            c->state == CONN_HANDSHAKE ? c->part_ms : c->last_ms;
         LOG_WARN("STORE", "closing client %s: %s for %.1f s "
                  "(request-timeout)", c->addr, why,
-                 (double)(now - (c->handshaking ? c->part_ms : c->last_ms)) /
-                     1000.0);
+                 (double)(now - since) / 1000.0);
         s->st.conns_timed_out++;
         store_conn_free(c);
     }

@@ -115,14 +115,15 @@ done:
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
-int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n, void **vals, size_t *lens, int64_t timeout_ms)
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
+int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
+                         void **vals, size_t *lens, int64_t timeout_ms)
 {
     uint64_t dl = sc_retry_deadline(s, timeout_ms);
     int rc, tries = 0;
     do
-        rc = multi_get_once(s, keys, n, vals, lens, sc_retry_timeout(timeout_ms, dl, tries));
+        rc = multi_get_once(s, keys, n, vals, lens,
+                            sc_retry_timeout(timeout_ms, dl, tries));
     while (sc_retry(s, rc, dl, &tries));
     return rc;
 }
@@ -166,9 +167,9 @@ done:
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
-int fccl_store_multi_set(fccl_store_t *s, const char *const *keys, const void *const *vals, const size_t *lens, size_t n)
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
+int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
+                         const void *const *vals, const size_t *lens, size_t n)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -252,9 +253,9 @@ done:
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
-int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys, size_t *n)
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
+int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
+                         size_t *n)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -288,8 +289,7 @@ done:
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
 int fccl_store_stats(fccl_store_t *s, char **text, size_t *len)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
@@ -307,17 +307,7 @@ int fccl_store_queue_push(fccl_store_t *s, const char *key, const void *val,
 {
     if (!key || (!val && len))
         return fccl_err(FCCL_ERR_INVALID, "store QUEUE_PUSH: NULL argument");
-    struct sc_call k;
-    int rc = sc_begin(&k, s, "QUEUE_PUSH", key);
-    if (rc < 0)
-        return rc;
-    if ((rc = sc_put_op(&k, OP_QUEUE_PUSH)) == FCCL_OK) {
-        sc_put_key(&k, key);
-        codec_put_str(&k.c->out, val, len);
-        rc = sc_flush_write(&k);
-    }
-    sc_end(&k);
-    return rc;
+    return sc_key_value(s, OP_QUEUE_PUSH, "QUEUE_PUSH", key, val, len);
 }
 
 int fccl_store_queue_len(fccl_store_t *s, const char *key, int64_t *n)

@@ -1,7 +1,8 @@
 /*
  * The store's commands: one handler per operation of PROTOCOL.md, run on a
  * request the codec has already validated.  Handlers change the table, wake
- * the waits a write satisfies, and queue the exact reply bytes.  A handler
+ * the waits a write satisfies, and queue the exact reply bytes; a write is
+ * recorded in the journal before it is applied (server_journal.c).  A handler
  * returns a negative status (with the reason in fccl_last_error) only when
  * the connection must be closed: a limit, a non-numeric ADD, a legacy GET
  * of a missing key, or memory exhaustion.
@@ -99,19 +100,70 @@ static int key_err(int code, const char *what, struct codec_slice k)
                     (int)(k.len > 128 ? 128 : k.len), (const char *)k.p);
 }
 
+/* The entry a journaled write goes to, created if need be; without
+ * memory for it the write's record is taken back. */
 static struct kv_entry *entry_for_write(struct store_server *s,
                                         struct codec_slice k)
 {
-    return kv_lookup_or_add(&s->kv, k.p, k.len);
+    struct kv_entry *e = kv_lookup_or_add(&s->kv, k.p, k.len);
+    if (!e)
+        store_jrn_undo(s);
+    return e;
 }
 
-/* After a failed write the entry may be an empty husk: drop it. */
+/* A journaled write failed: take its record back; the entry may be an
+ * empty husk: drop it. */
 static int write_failed(struct store_server *s, struct kv_entry *e, int rc,
                         const char *op, struct codec_slice k)
 {
+    store_jrn_undo(s);
     kv_release(&s->kv, e);
     return fccl_err_wrap(rc, "%s '%.*s'", op,
                          (int)(k.len > 128 ? 128 : k.len), (const char *)k.p);
+}
+
+/* The writes of a whole value at a key: the journal record each makes,
+ * how the table takes it, whom it wakes. */
+struct value_write {
+    const char *name;
+    enum journal_rec rec;
+    int (*apply)(struct kv *, struct kv_entry *, const uint8_t *, uint64_t);
+    /* the same for a malloc'd value the table may keep, or NULL */
+    int (*take)(struct kv *, struct kv_entry *, uint8_t *, uint64_t);
+    void (*wake)(struct waiters *, struct kv_entry *);
+};
+
+static const struct value_write W_SET = {"SET", JREC_SET, kv_set,
+                                         kv_set_take, waiters_wake_all};
+static const struct value_write W_APPEND = {"APPEND", JREC_APPEND, kv_append,
+                                            NULL, waiters_wake_all};
+static const struct value_write W_PUSH = {"QUEUE_PUSH", JREC_PUSH,
+                                          kv_queue_push, NULL,
+                                          waiters_wake_one};
+
+/* Record, then apply the write w of v at k.  With `owned` (*owned the
+ * malloc'd v.p), a table that keeps the buffer sets *owned to NULL. */
+static int write_value(struct store_server *s, const struct value_write *w,
+                       struct codec_slice k, struct codec_slice v,
+                       uint8_t **owned)
+{
+    int rc = store_jrn_record(s, w->rec, k, v.p, v.len);
+    if (rc < 0)
+        return rc;
+    struct kv_entry *e = entry_for_write(s, k);
+    if (!e)
+        return key_err(FCCL_ERR_NOMEM, w->name, k);
+    if (w->take && owned && *owned) {
+        rc = w->take(&s->kv, e, *owned, v.len);
+        if (rc == FCCL_OK)
+            *owned = NULL;
+    } else {
+        rc = w->apply(&s->kv, e, v.p, v.len);
+    }
+    if (rc < 0)
+        return write_failed(s, e, rc, w->name, k);
+    w->wake(&s->ws, e);
+    return FCCL_OK;
 }
 
 static void note_join(struct store_server *s, int64_t v)
@@ -131,35 +183,6 @@ static void note_join(struct store_server *s, int64_t v)
              cfg->world_size);
 }
 
-/* ---- journal hooks ---- */
-
-int store_jrn(struct store_server *s, enum journal_rec type,
-              struct codec_slice k, const uint8_t *v, uint64_t vlen)
-{
-    if (!s->has_journal)
-        return FCCL_OK;
-    /* A refused mutation closes its connection with one log line (the
-     * caller's), as Redis refuses writes after a failed AOF write. */
-    int rc = journal_writable(&s->jrn, &s->kv);
-    if (rc < 0)
-        return rc;
-    journal_maybe_compact(&s->jrn, &s->kv);
-    return journal_append(&s->jrn, type, k.p, k.len, v, vlen);
-}
-
-int store_jrn_add(struct store_server *s, struct codec_slice k, int64_t d)
-{
-    uint8_t v[8];
-    codec_set_u64(v, (uint64_t)d);
-    return store_jrn(s, JREC_ADD, k, v, sizeof(v));
-}
-
-void store_jrn_undo(struct store_server *s)
-{
-    if (s->has_journal)
-        journal_undo(&s->jrn);
-}
-
 /* After a journal replay: the join counter's value is what workers joined
  * before the restart. */
 void store_joined_from_table(struct store_server *s)
@@ -176,32 +199,6 @@ void store_joined_from_table(struct store_server *s)
 
 /* ---- handlers ---- */
 
-static int op_set(struct store_server *s, const struct codec_req *r,
-                  uint8_t **owned)
-{
-    int rc = store_jrn(s, JREC_SET, r->key, r->val.p, r->val.len);
-    if (rc < 0)
-        return rc;
-    struct kv_entry *e = entry_for_write(s, r->key);
-    if (!e) {
-        store_jrn_undo(s);
-        return key_err(FCCL_ERR_NOMEM, "SET", r->key);
-    }
-    if (owned && *owned) {
-        rc = kv_set_take(&s->kv, e, *owned, r->val.len);
-        if (rc == FCCL_OK)
-            *owned = NULL;
-    } else {
-        rc = kv_set(&s->kv, e, r->val.p, r->val.len);
-    }
-    if (rc < 0) {
-        store_jrn_undo(s);
-        return write_failed(s, e, rc, "SET", r->key);
-    }
-    waiters_wake_all(&s->ws, e);
-    return FCCL_OK;
-}
-
 static int op_compare_set(struct store_server *s, struct store_conn *c,
                           const struct codec_req *r)
 {
@@ -213,8 +210,7 @@ static int op_compare_set(struct store_server *s, struct store_conn *c,
             reply_str(c, r->val.p, r->val.len);
             return FCCL_OK;
         }
-        int rc = op_set(s, &(struct codec_req){.key = r->key, .val = r->val2},
-                        NULL);
+        int rc = write_value(s, &W_SET, r->key, r->val2, NULL);
         if (rc < 0)
             return rc;
         reply_str(c, r->val2.p, r->val2.len);
@@ -222,7 +218,8 @@ static int op_compare_set(struct store_server *s, struct store_conn *c,
     }
     if (e->vlen == r->val.len &&
         (r->val.len == 0 || memcmp(e->val, r->val.p, r->val.len) == 0)) {
-        int rc = store_jrn(s, JREC_SET, r->key, r->val2.p, r->val2.len);
+        int rc = store_jrn_record(s, JREC_SET, r->key, r->val2.p,
+                                  r->val2.len);
         if (rc < 0)
             return rc;
         rc = kv_set(&s->kv, e, r->val2.p, r->val2.len);
@@ -263,16 +260,12 @@ static int op_add(struct store_server *s, struct store_conn *c,
     if (rc < 0)
         return rc;
     struct kv_entry *e = entry_for_write(s, r->key);
-    if (!e) {
-        store_jrn_undo(s);
+    if (!e)
         return key_err(FCCL_ERR_NOMEM, "ADD", r->key);
-    }
     int64_t v;
     rc = kv_add(&s->kv, e, r->num, &v);
-    if (rc < 0) {
-        store_jrn_undo(s);
+    if (rc < 0)
         return write_failed(s, e, rc, "ADD", r->key);
-    }
     reply_i64(c, v);
     waiters_wake_all(&s->ws, e);
     store_barrier_counted(s, r->key, v);
@@ -309,7 +302,7 @@ static int op_delete(struct store_server *s, struct store_conn *c,
 {
     struct kv_entry *e = kv_find(&s->kv, r->key.p, r->key.len);
     if (e && e->has_val) {
-        int rc = store_jrn(s, JREC_DEL, r->key, NULL, 0);
+        int rc = store_jrn_record(s, JREC_DEL, r->key, NULL, 0);
         if (rc < 0)
             return rc;
     }
@@ -319,24 +312,6 @@ static int op_delete(struct store_server *s, struct store_conn *c,
     return FCCL_OK;
 }
 
-static int op_append(struct store_server *s, const struct codec_req *r)
-{
-    int rc = store_jrn(s, JREC_APPEND, r->key, r->val.p, r->val.len);
-    if (rc < 0)
-        return rc;
-    struct kv_entry *e = entry_for_write(s, r->key);
-    if (!e) {
-        store_jrn_undo(s);
-        return key_err(FCCL_ERR_NOMEM, "APPEND", r->key);
-    }
-    rc = kv_append(&s->kv, e, r->val.p, r->val.len);
-    if (rc < 0) {
-        store_jrn_undo(s);
-        return write_failed(s, e, rc, "APPEND", r->key);
-    }
-    waiters_wake_all(&s->ws, e);
-    return FCCL_OK;
-}
 
 /* A reply that n bytes of request can make huge (MULTI_GET naming one big
  * key many times, a key listing) is sized before it is built: it must fit
@@ -389,11 +364,9 @@ static int op_multi_get(struct store_server *s, struct store_conn *c,
 
 static int op_multi_set(struct store_server *s, const struct codec_req *r)
 {
-    struct codec_slice args = r->args;
-    struct codec_req one = {.op = OP_SET};
-    while (codec_next_slice(&args, &one.key) &&
-           codec_next_slice(&args, &one.val)) {
-        int rc = op_set(s, &one, NULL);
+    struct codec_slice args = r->args, k, v;
+    while (codec_next_slice(&args, &k) && codec_next_slice(&args, &v)) {
+        int rc = write_value(s, &W_SET, k, v, NULL);
         if (rc < 0)
             return fccl_err_wrap(rc, "MULTI_SET");
     }
@@ -408,24 +381,6 @@ static int op_cancel_wait(struct store_server *s, struct store_conn *c)
     return FCCL_OK;
 }
 
-static int op_queue_push(struct store_server *s, const struct codec_req *r)
-{
-    int rc = store_jrn(s, JREC_PUSH, r->key, r->val.p, r->val.len);
-    if (rc < 0)
-        return rc;
-    struct kv_entry *e = entry_for_write(s, r->key);
-    if (!e) {
-        store_jrn_undo(s);
-        return key_err(FCCL_ERR_NOMEM, "QUEUE_PUSH", r->key);
-    }
-    rc = kv_queue_push(&s->kv, e, r->val.p, r->val.len);
-    if (rc < 0) {
-        store_jrn_undo(s);
-        return write_failed(s, e, rc, "QUEUE_PUSH", r->key);
-    }
-    waiters_wake_one(&s->ws, e);
-    return FCCL_OK;
-}
 
 static int op_queue_pop(struct store_server *s, struct store_conn *c,
                         const struct codec_req *r)
@@ -433,7 +388,7 @@ static int op_queue_pop(struct store_server *s, struct store_conn *c,
     struct kv_entry *e = kv_find(&s->kv, r->key.p, r->key.len);
     int64_t before = e ? (int64_t)e->qlen : 0;
     if (before > 0) {
-        int rc = store_jrn(s, JREC_POP, r->key, NULL, 0);
+        int rc = store_jrn_record(s, JREC_POP, r->key, NULL, 0);
         if (rc < 0)
             return rc;
     }
@@ -508,7 +463,7 @@ static int run_op(struct store_server *s, struct store_conn *c,
     switch (r->op) {
     case OP_VALIDATE: return FCCL_OK; /* the codec checked the magic */
     case OP_PING: reply_u32(c, r->u32); return FCCL_OK;
-    case OP_SET: return op_set(s, r, owned);
+    case OP_SET: return write_value(s, &W_SET, r->key, r->val, owned);
     case OP_COMPARE_SET: return op_compare_set(s, c, r);
     case OP_GET: return op_get(s, c, r);
     case OP_ADD: return op_add(s, c, r);
@@ -516,11 +471,11 @@ static int run_op(struct store_server *s, struct store_conn *c,
     case OP_WAIT: return op_wait(s, c, r);
     case OP_GETNUMKEYS: reply_i64(c, (int64_t)s->kv.nkeys); return FCCL_OK;
     case OP_DELETE_KEY: return op_delete(s, c, r);
-    case OP_APPEND: return op_append(s, r);
+    case OP_APPEND: return write_value(s, &W_APPEND, r->key, r->val, NULL);
     case OP_MULTI_GET: return op_multi_get(s, c, r);
     case OP_MULTI_SET: return op_multi_set(s, r);
     case OP_CANCEL_WAIT: return op_cancel_wait(s, c);
-    case OP_QUEUE_PUSH: return op_queue_push(s, r);
+    case OP_QUEUE_PUSH: return write_value(s, &W_PUSH, r->key, r->val, NULL);
     case OP_QUEUE_POP: return op_queue_pop(s, c, r);
     case OP_QUEUE_LEN: return op_queue_len(s, c, r);
     case OP_LIST_KEYS: return op_list_keys(s, c, r);

@@ -9,6 +9,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "conn_type.h"
 #include "server_int.h"
 
 static void line(struct codec_buf *b, const char *name, uint64_t v)
@@ -41,7 +42,7 @@ void store_stats_text(struct store_server *s, struct codec_buf *b)
     for (struct store_conn *c = s->conns; c; c = c->next) {
         waiting += c->wait != NULL;
         paused += c->paused;
-        tls += c->tls;
+        tls += (uint64_t)c->ct->encrypted;
     }
     line(b, "connections", s->nconns);
     line(b, "connections_max", s->cfg.max_conns);

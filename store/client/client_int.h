@@ -1,5 +1,5 @@
 /*
- * Internals of the store client (store/client*.c), not installed.
+ * Internals of the store client (store/client/), not installed.
  *
  * One store_client_conn per TCP connection, shared by a handle and its prefix
  * views.  Every call runs under the connection's mutex as a `struct sc_call`:
@@ -11,7 +11,7 @@
  * connection for good (sticky: every later call returns the first error
  * at once).  A timeout on a request that is not a WAIT leaves replies in
  * flight, so the socket is closed and the next call reconnects; a timed-out
- * WAIT is cancelled on the modern dialect (sc_wait_reply) and closed the
+ * WAIT is cancelled on the modern dialect (client_wait.c) and closed the
  * same way on the legacy one, which has no CANCEL_WAIT.  With
  * opts.reconnect, CLOSED, IO and CONNECT are not sticky: the socket is
  * dropped, the next call reconnects, and harmless calls repeat themselves
@@ -127,6 +127,11 @@ int sc_flush(struct sc_call *k);
  */
 int sc_flush_write(struct sc_call *k);
 
+/* Wait until fd has `events` (POLLIN, POLLOUT) before the deadline:
+ * FCCL_OK, FCCL_ERR_TIMEOUT ("no reply before the deadline") or
+ * FCCL_ERR_IO. */
+int sc_wait_fd(int fd, short events, uint64_t deadline);
+
 /* Read exactly n reply bytes before the deadline. */
 int sc_read(struct sc_call *k, void *p, size_t n, uint64_t deadline);
 int sc_read_u8(struct sc_call *k, uint8_t *v, uint64_t deadline);
@@ -143,15 +148,24 @@ int sc_read_bytes(struct sc_call *k, void **val, size_t *len,
                   uint64_t deadline);
 
 /*
- * The WAIT protocol.  Call after flushing a WAIT(keys) with nothing behind
- * it.  Waits for STOP_WAITING until `deadline`; on timeout cancels the wait
- * (modern: CANCEL_WAIT, then reads up to WAIT_CANCELED, so the connection
- * is clean) or closes the connection (legacy).  Returns FCCL_OK when the
- * keys exist (also when they arrived as the cancel was on its way),
- * FCCL_ERR_TIMEOUT naming the keys still missing, or another error.
+ * The WAIT protocol (client_wait.c).  Call after flushing a WAIT(keys)
+ * with nothing behind it.  Waits for STOP_WAITING until `deadline`; on
+ * timeout cancels the wait (modern: CANCEL_WAIT, then reads up to
+ * WAIT_CANCELED, so the connection is clean) or closes the connection
+ * (legacy).  Returns FCCL_OK when the keys exist (also when they arrived
+ * as the cancel was on its way), FCCL_ERR_TIMEOUT naming the keys still
+ * missing, or another error.
  */
 int sc_wait_reply(struct sc_call *k, const char *const *keys, size_t n,
                   uint64_t deadline);
+/* The deadline of the WAIT (or BARRIER) in flight passed: CANCEL_WAIT, then
+ * read up to WAIT_CANCELED before dl.  1 if it completed as the cancel went
+ * out (STOP_WAITING came first), 0 if it was cancelled, or an error. */
+int sc_cancel_wait(struct sc_call *k, uint64_t dl);
+/* A reply byte that is none of those due: FCCL_ERR_PROTOCOL, applied. */
+int sc_bad_byte(struct sc_call *k, const char *what, uint8_t b);
+/* Seconds since the call began, for timeout messages. */
+double sc_elapsed_s(const struct sc_call *k);
 
 /*
  * Reconnect (opts.reconnect).  A harmless-to-repeat call runs as
@@ -179,6 +193,11 @@ void sc_describe_keys(const struct sc_call *k, const char *const *keys,
 /* Validate a key list: FCCL_ERR_INVALID naming `op` if the list or a key
  * is NULL. */
 int sc_check_keys(const char *op, const char *const *keys, size_t n);
+
+/* One reply-less write of a value at a single key (SET, APPEND,
+ * QUEUE_PUSH) with its fence: a whole call, begin to end. */
+int sc_key_value(fccl_store_t *s, enum store_op op, const char *name,
+                 const char *key, const void *val, size_t len);
 
 /* One request of `op` with a single key whose reply is an i64 (DELETE_KEY,
  * QUEUE_LEN): a whole call, begin to end. */

@@ -54,45 +54,9 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     store_slots_sweep(s);
-    if (s->has_journal)
-        journal_compact_poll(&s->jrn); /* a background compaction done? */
+    store_jrn_poll(s); /* a background compaction done? */
     kv_migrate(&s->kv, 65536); /* a quiet table finishes growing too */
     store_turn_end(s, t0);
-}
-
-static void on_fsync_timer(evutil_socket_t fd, short what, void *arg)
-{
-    struct store_server *s = arg;
-    (void)fd;
-    (void)what;
-    journal_sync(&s->jrn);
-}
-
-/* Replay the journal into the table, before anyone can connect. */
-static int open_journal(struct store_server *s)
-{
-    const struct store_server_config *c = &s->cfg;
-    if (!c->journal[0])
-        return FCCL_OK;
-    int rc = journal_open(&s->jrn, c->journal,
-                          (enum journal_fsync)c->fsync_mode, &s->kv);
-    if (rc < 0)
-        return rc;
-    s->has_journal = 1;
-    store_joined_from_table(s);
-    if (c->fsync_mode == JOURNAL_FSYNC_ALWAYS) {
-        s->commit_ev = event_new(s->base, -1, 0, store_jrn_commit, s);
-        return s->commit_ev ? FCCL_OK
-                            : fccl_err(FCCL_ERR_NOMEM, "journal commit event");
-    }
-    if (c->fsync_mode != JOURNAL_FSYNC_INTERVAL)
-        return FCCL_OK;
-    s->fsync_timer = event_new(s->base, -1, EV_PERSIST, on_fsync_timer, s);
-    struct timeval tv = {(time_t)(c->fsync_interval_ms / 1000),
-                         (suseconds_t)(c->fsync_interval_ms % 1000) * 1000};
-    if (!s->fsync_timer || event_add(s->fsync_timer, &tv) < 0)
-        return fccl_err(FCCL_ERR_NOMEM, "journal fsync timer");
-    return FCCL_OK;
 }
 
 static void set_listening(struct store_server *s, int on)
@@ -245,7 +209,7 @@ int store_server_create(const struct store_server_config *cfg,
     }
     CHECK_GOTO(kv_init(&s->kv, cfg->max_total_bytes), rc, fail);
     CHECK_GOTO(waiters_init(&s->ws, &s->kv), rc, fail);
-    CHECK_GOTO(open_journal(s), rc, fail);
+    CHECK_GOTO(store_jrn_open(s), rc, fail);
     CHECK_GOTO(store_slots_init(s), rc, fail);
     CHECK_GOTO(store_tls_setup(s), rc, fail);
     CHECK_GOTO(store_auth_setup(s), rc, fail);
@@ -366,8 +330,6 @@ void store_server_free(struct store_server *s)
     while (s->conns)
         store_conn_free(s->conns);
     free_event(&s->sweep_timer);
-    free_event(&s->fsync_timer);
-    free_event(&s->commit_ev);
     free_event(&s->join_timer);
     free_event(&s->accept_timer);
     free_event(&s->sig_term);
@@ -381,8 +343,7 @@ void store_server_free(struct store_server *s)
     store_tls_teardown(s);
     store_auth_teardown(s);
     store_slots_free(s);
-    if (s->has_journal)
-        journal_close(&s->jrn);
+    store_jrn_close(s);
     waiters_free(&s->ws);
     kv_free(&s->kv);
     codec_buf_free(&s->out);

@@ -1,159 +1,12 @@
 /*
- * Store client, part 2: the WAIT protocol and the single-key operations of
- * store.h.  Each operation encodes its request(s) into the connection's
- * buffer, sends them with one send, and reads the reply under the
- * connection's mutex (client.c).
- *
- * A WAIT has no server-side timeout; the client enforces its own.  When the
- * deadline passes on the modern dialect the client sends CANCEL_WAIT and
- * reads until the server's WAIT_CANCELED, so the connection is clean for
- * the next call:
- *   cancelled:  WAIT_CANCELED
- *   raced:      STOP_WAITING, WAIT_CANCELED
- * A race means the keys did arrive, and the call succeeds.
- *
- * Nothing is ever sent behind a pending WAIT: a server with PyTorch's
- * semantics (tcpstore-server included) answers such a request at once,
- * before the STOP_WAITING, so a GET pipelined behind a WAIT would read an
- * empty value for a key that is still missing, indistinguishable on the
- * wire from a real one.  The one-round-trip get is CHECK+GET instead
- * (get_if_present below), and WAIT then GET when the key is missing.
- *
- * The legacy dialect has no CANCEL_WAIT: the connection is closed and the
- * next call reconnects, so no stale STOP_WAITING is ever read as a later
- * reply.
+ * Store client, part 2: the single-key operations of store.h.  Each
+ * operation encodes its request(s) into the connection's buffer, sends
+ * them with one send, and reads the reply under the connection's mutex
+ * (client.c); WAITs follow the protocol of client_wait.c.
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "client_int.h"
 #include "clock.h"
 #include "err.h"
-#include "log.h"
-
-/* ---- the WAIT protocol ---- */
-
-/* Keys checked one by one to name the missing ones in a timeout message. */
-#define MISSING_CHECK_MAX 16
-
-static double elapsed_s(const struct sc_call *k)
-{
-    return (double)(fccl_now_ns() - k->t0) / 1e9;
-}
-
-static uint64_t drain_deadline(const struct sc_call *k)
-{
-    int64_t ms = k->c->timeout_ms < SC_DRAIN_MS ? k->c->timeout_ms
-                                                : SC_DRAIN_MS;
-    return fccl_deadline_ms(ms < 1000 ? 1000 : ms);
-}
-
-static int bad_byte(struct sc_call *k, const char *what, uint8_t b)
-{
-    fccl_err(FCCL_ERR_PROTOCOL, "unexpected byte %u %s", b, what);
-    return sc_fail(k, FCCL_ERR_PROTOCOL);
-}
-
-/* After a cancel: one CHECK per key (pipelined, one round trip) to name
- * the keys that are still missing. */
-static int name_missing(struct sc_call *k, const char *const *keys,
-                        size_t n, uint64_t dl, char *out, size_t outlen)
-{
-    size_t m = n < MISSING_CHECK_MAX ? n : MISSING_CHECK_MAX;
-    for (size_t i = 0; i < m; i++) {
-        int rc = sc_put_op(k, OP_CHECK);
-        if (rc < 0)
-            return rc;
-        sc_put_keys(k, &keys[i], 1);
-    }
-    int rc = sc_flush(k);
-    if (rc < 0)
-        return rc;
-    const char *miss[MISSING_CHECK_MAX];
-    size_t nmiss = 0;
-    for (size_t i = 0; i < m; i++) {
-        uint8_t b;
-        rc = sc_read_u8(k, &b, dl);
-        if (rc < 0)
-            return rc;
-        if (b != REPLY_READY && b != REPLY_NOT_READY)
-            return bad_byte(k, "in a CHECK reply", b);
-        if (b == REPLY_NOT_READY)
-            miss[nmiss++] = keys[i];
-    }
-    if (nmiss == 0 && m == n) {
-        snprintf(out, outlen, "none (they appeared just after the deadline)");
-        return FCCL_OK;
-    }
-    sc_describe_keys(k, miss, nmiss, out, outlen);
-    if (m < n) {
-        size_t l = strlen(out);
-        snprintf(out + l, outlen - l, "%s(%zu more keys not checked)",
-                 nmiss ? " " : "", n - m);
-    }
-    return FCCL_OK;
-}
-
-static int cancel_wait(struct sc_call *k, const char *const *keys,
-                       size_t n)
-{
-    uint64_t dl = drain_deadline(k);
-    k->io_deadline = dl;
-    int rc = sc_put_op(k, OP_CANCEL_WAIT);
-    if (rc == FCCL_OK)
-        rc = sc_flush(k);
-    uint8_t b = 0;
-    if (rc == FCCL_OK)
-        rc = sc_read_u8(k, &b, dl);
-    if (rc < 0)
-        return rc;
-    if (b == REPLY_STOP_WAITING) {
-        /* The keys arrived while the cancel was on its way. */
-        if ((rc = sc_read_u8(k, &b, dl)) < 0)
-            return rc;
-        if (b != REPLY_WAIT_CANCELED)
-            return bad_byte(k, "where WAIT_CANCELED was due", b);
-        LOG_DEBUG("STORE", "%s %s: wait completed as it was cancelled",
-                  k->op, k->what);
-        return FCCL_OK;
-    }
-    if (b != REPLY_WAIT_CANCELED)
-        return bad_byte(k, "in reply to CANCEL_WAIT", b);
-    char missing[256];
-    rc = name_missing(k, keys, n, dl, missing, sizeof(missing));
-    if (rc < 0)
-        return rc;
-    return sc_soft(k, FCCL_ERR_TIMEOUT,
-                   "timed out after %.3f s; still missing: %s", elapsed_s(k),
-                   missing);
-}
-
-int sc_wait_reply(struct sc_call *k, const char *const *keys, size_t n,
-                  uint64_t deadline)
-{
-    uint8_t b;
-    int rc = sc_try_read(k, &b, 1, deadline);
-    if (rc == FCCL_OK) {
-        if (b != REPLY_STOP_WAITING)
-            return bad_byte(k, "in reply to WAIT", b);
-        /* The wait may have used the whole deadline: what follows gets a
-         * fresh one. */
-        k->io_deadline = fccl_deadline_ms(k->c->timeout_ms);
-        return FCCL_OK;
-    }
-    if (rc != FCCL_ERR_TIMEOUT)
-        return rc;
-    if (k->c->dialect == DIALECT_MODERN)
-        return cancel_wait(k, keys, n);
-    char ks[200];
-    sc_describe_keys(k, keys, n, ks, sizeof(ks));
-    fccl_err(FCCL_ERR_TIMEOUT,
-             "timed out after %.3f s waiting for %s (the legacy dialect "
-             "cannot cancel a wait: reconnecting on the next call)",
-             elapsed_s(k), ks);
-    return sc_fail(k, FCCL_ERR_TIMEOUT);
-}
 
 /* ---- operations ---- */
 
@@ -163,16 +16,14 @@ static int null_key(const char *op, const char *key)
                     key ? "bad argument" : "NULL key");
 }
 
-static int set_once(fccl_store_t *s, const char *key, const void *val,
-                   size_t len)
+int sc_key_value(fccl_store_t *s, enum store_op op, const char *name,
+                 const char *key, const void *val, size_t len)
 {
-    if (!key || (!val && len))
-        return null_key("SET", key);
     struct sc_call k;
-    int rc = sc_begin(&k, s, "SET", key);
+    int rc = sc_begin(&k, s, name, key);
     if (rc < 0)
         return rc;
-    if ((rc = sc_put_op(&k, OP_SET)) == FCCL_OK) {
+    if ((rc = sc_put_op(&k, op)) == FCCL_OK) {
         sc_put_key(&k, key);
         codec_put_str(&k.c->out, val, len);
         rc = sc_flush_write(&k);
@@ -181,9 +32,17 @@ static int set_once(fccl_store_t *s, const char *key, const void *val,
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
-int fccl_store_set(fccl_store_t *s, const char *key, const void *val, size_t len)
+static int set_once(fccl_store_t *s, const char *key, const void *val,
+                   size_t len)
+{
+    if (!key || (!val && len))
+        return null_key("SET", key);
+    return sc_key_value(s, OP_SET, "SET", key, val, len);
+}
+
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
+int fccl_store_set(fccl_store_t *s, const char *key, const void *val,
+                   size_t len)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -260,14 +119,15 @@ out:
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
-int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len, int64_t timeout_ms)
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
+int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
+                   int64_t timeout_ms)
 {
     uint64_t dl = sc_retry_deadline(s, timeout_ms);
     int rc, tries = 0;
     do
-        rc = get_once(s, key, val, len, sc_retry_timeout(timeout_ms, dl, tries));
+        rc = get_once(s, key, val, len,
+                      sc_retry_timeout(timeout_ms, dl, tries));
     while (sc_retry(s, rc, dl, &tries));
     return rc;
 }
@@ -356,9 +216,9 @@ done:
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
-int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n, int *all_present)
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
+int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
+                     int *all_present)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -388,9 +248,9 @@ done:
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
-int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n, int64_t timeout_ms)
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
+int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
+                    int64_t timeout_ms)
 {
     uint64_t dl = sc_retry_deadline(s, timeout_ms);
     int rc, tries = 0;
@@ -420,9 +280,9 @@ done:
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
-int sc_key_i64(fccl_store_t *s, enum store_op op, const char *name, const char *key, int64_t *out)
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
+int sc_key_i64(fccl_store_t *s, enum store_op op, const char *name,
+               const char *key, int64_t *out)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -458,8 +318,7 @@ done:
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
 int fccl_store_num_keys(fccl_store_t *s, int64_t *n)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
@@ -475,17 +334,7 @@ int fccl_store_append(fccl_store_t *s, const char *key, const void *val,
 {
     if (!key || (!val && len))
         return null_key("APPEND", key);
-    struct sc_call k;
-    int rc = sc_begin(&k, s, "APPEND", key);
-    if (rc < 0)
-        return rc;
-    if ((rc = sc_put_op(&k, OP_APPEND)) == FCCL_OK) {
-        sc_put_key(&k, key);
-        codec_put_str(&k.c->out, val, len);
-        rc = sc_flush_write(&k);
-    }
-    sc_end(&k);
-    return rc;
+    return sc_key_value(s, OP_APPEND, "APPEND", key, val, len);
 }
 
 static int ping_once(fccl_store_t *s, double *rtt_us)
@@ -514,8 +363,7 @@ done:
     return rc;
 }
 
-/* Repeated after a dropped connection when opts.reconnect is set (harmless:
- * it changes nothing or sets the same thing again). */
+/* Repeatable (sc_retry); the loop is written out: C has no closures. */
 int fccl_store_ping(fccl_store_t *s, double *rtt_us)
 {
     uint64_t dl = sc_retry_deadline(s, -1);

@@ -1,6 +1,7 @@
 /*
- * Internals shared by the server's event-loop glue (server.c) and its
- * command dispatch (server_ops.c).  Not installed, not for other modules.
+ * Internals shared by the files of the server (store/server/): its state,
+ * the connection, and what each file offers the others.  Not installed,
+ * not for other modules.
  */
 #ifndef FCCL_STORE_SERVER_INT_H
 #define FCCL_STORE_SERVER_INT_H
@@ -40,11 +41,26 @@ struct big_req {
     uint64_t vlen, got;
 };
 
+/* Where a connection is in its life (server_conn.c).  It only moves down
+ * this list, maybe skipping steps (a plain connection skips HANDSHAKE). */
+enum conn_state {
+    CONN_SNIFF,     /* TLS configured, first byte not seen (conn_tls.c) */
+    CONN_HANDSHAKE, /* TLS handshake not finished */
+    CONN_OPEN,      /* serving requests */
+    CONN_CLOSING,   /* EOF seen: flush what is queued, then free */
+    CONN_BROKEN,    /* send failed or aborted: output dropped, freed at
+                       its next event */
+};
+
+struct conn_type; /* conn_type.h: the byte transport, plain or TLS */
+
 struct store_conn {
     struct store_server *s;
+    const struct conn_type *ct; /* plain, or TLS once the sniff says so */
+    enum conn_state state;
     struct bufferevent *bev; /* owns the socket; output side */
     struct evbuffer *in;     /* bytes of incomplete requests */
-    struct event *rev;       /* the socket's read event */
+    struct event *rev;       /* the socket's read event (plain only) */
     struct evbuffer_cb_entry *out_cb; /* counts queued bytes in s->out_held */
     int fd;
     struct store_conn *prev, *next; /* the server's list of connections */
@@ -54,26 +70,21 @@ struct store_conn {
     struct big_req *big; /* a large value being read, or NULL */
     struct list_job *list; /* a LIST_KEYS in progress (server_list.c) */
     struct waiter *wait; /* the pending WAIT, if any */
+    struct barrier_wait *bar; /* a parked BARRIER (server_barrier.c) */
     struct addr_slot *slot;           /* this client address's slot */
     struct store_conn *sprev, *snext; /* connections of the same address */
     uint64_t last_ms;    /* monotonic ms of the last byte read */
     uint64_t part_ms;    /* when the unfinished request (or TLS handshake)
                             began; 0 when there is none */
     uint64_t part_bytes; /* bytes of it read so far */
-    char *sync_msg;      /* first refusal since the last SYNC, or NULL */
-    int sync_code;       /* its SYNC_* code, 0 = none */
-    uint8_t sync_aware;  /* sent a SYNC: refused writes are reported, not
-                            closed */
-    uint8_t handshaking; /* TLS handshake not finished */
-    uint8_t paused;  /* reads stopped: replies pile up unread */
-    uint8_t closing; /* EOF seen: flush what is queued, then free */
-    uint8_t broken;  /* send failed: drop output, free at the next event */
-    uint8_t tls;     /* bev is a bufferevent_openssl; in is its input */
-    uint8_t peeked;  /* first byte looked at (TLS configured only) */
-    struct barrier_wait *bar; /* a parked BARRIER (server_barrier.c) */
-    uint8_t validated; /* VALIDATE seen (a second one closes) */
-    uint8_t jheld;     /* replies held until the journal's next fdatasync */
+    uint8_t paused;   /* reads stopped: replies pile up unread (any state) */
+    uint8_t jheld;    /* replies held until the journal's next fdatasync */
     struct store_conn *jnext; /* the server's list of such connections */
+    uint8_t sync_aware; /* sent a SYNC: refused writes are reported, not
+                           closed */
+    int sync_code;      /* first refusal since the last SYNC, 0 = none */
+    char *sync_msg;     /* its message, or NULL */
+    uint8_t validated; /* VALIDATE seen (a second one closes) */
     uint8_t auth;      /* AUTH_READ_WRITE / AUTH_READ_ONLY once proven */
     uint8_t nonce_set; /* an AUTH_HELLO challenge is outstanding */
     uint8_t nonce[AUTH_NONCE_LEN];
@@ -161,6 +172,12 @@ void store_conn_list_done(struct store_conn *c);
  * connection's request runs). */
 void store_conn_abort(struct store_conn *c, const char *why);
 
+/* Keep c's queued output off the socket (the journal's group commit):
+ * 1 if it stays there until store_conn_release, 0 if c's transport
+ * cannot hold it back. */
+int store_conn_hold(struct store_conn *c);
+void store_conn_release(struct store_conn *c);
+
 /* Would holding `more` bytes (an unfinished request or a queued reply)
  * pass the server's byte limit?  Stored, held and queued bytes all count. */
 int store_would_overflow(const struct store_server *s, uint64_t more);
@@ -219,32 +236,43 @@ void store_format_peer(const struct sockaddr *sa, char *out, size_t outlen);
  * FCCL_OK or FCCL_ERR_AUTH naming the file and OpenSSL's reason. */
 int store_tls_setup(struct store_server *s);
 void store_tls_teardown(struct store_server *s);
-/* 1 if the next byte on fd is a TLS handshake record, 0 if not (or EOF),
- * -1 if no byte is there yet. */
-int store_tls_peek(int fd);
-/* A server-side bufferevent_openssl on fd (closes fd when freed), or NULL. */
-struct bufferevent *store_tls_bufferevent(struct store_server *s, int fd);
-/* Why a TLS connection failed (OpenSSL's queue, else errno). */
-const char *store_tls_conn_error(struct bufferevent *bev);
+/* OpenSSL's text for error e, or `fallback` when e is 0. */
+const char *store_tls_reason(unsigned long e, const char *fallback);
 
-/* ---- journal hooks (server_ops.c) ---- */
+/* ---- server_journal.c ---- */
+
+/* Open and replay the configured journal (before anyone can connect) and
+ * set up its fdatasync events; FCCL_OK without one.  Errors as
+ * journal_open, or FCCL_ERR_NOMEM. */
+int store_jrn_open(struct store_server *s);
+void store_jrn_close(struct store_server *s);
+/* From the periodic sweep: finish a background compaction that is done. */
+void store_jrn_poll(struct store_server *s);
 
 /* Record a mutation before it is applied (no-op without a journal):
- * FCCL_OK or FCCL_ERR_IO (refuse the mutation).  store_jrn_undo takes the
- * record back when the mutation then fails. */
-int store_jrn(struct store_server *s, enum journal_rec type,
-              struct codec_slice k, const uint8_t *v, uint64_t vlen);
+ * FCCL_OK, or FCCL_ERR_IO when the journal refuses writes (the mutation
+ * is then refused too).  store_jrn_undo takes the record back when the
+ * mutation fails after all. */
+int store_jrn_record(struct store_server *s, enum journal_rec type,
+                     struct codec_slice k, const uint8_t *v, uint64_t vlen);
 int store_jrn_add(struct store_server *s, struct codec_slice k, int64_t d);
 void store_jrn_undo(struct store_server *s);
-/* Set s->joined from the replayed "init/" counter. */
-void store_joined_from_table(struct store_server *s);
-/* --fsync always, group commit (server_conn.c): replies queued while
- * journal records are not yet on disk are held in their connection's
- * output; one fdatasync at the end of the loop turn (commit_ev, activated
- * by the first held reply) releases them all. */
-void store_jrn_commit(evutil_socket_t fd, short what, void *arg);
+
+/* --fsync always, group commit.  Must c's reply bytes wait for the
+ * journal's fdatasync?  Then 1: queue them but do not send them; the
+ * fdatasync at the end of the loop turn releases them (or, failing,
+ * closes c without them).  0: send them now. */
+int store_jrn_hold(struct store_conn *c);
+/* c is closing: its held replies may go once they are on disk.  FCCL_OK,
+ * or FCCL_ERR_IO when that sync failed and c is closed without them. */
+int store_jrn_closing(struct store_conn *c);
+/* c is freed: it no longer waits for a sync. */
+void store_jrn_forget(struct store_conn *c);
 
 /* ---- server_ops.c ---- */
+
+/* Set s->joined from the "init/" counter (after the journal's replay). */
+void store_joined_from_table(struct store_server *s);
 
 /* Run one parsed request for c.  FCCL_OK, or a negative status whose
  * message (fccl_last_error) says why c must be closed. */

@@ -156,19 +156,23 @@ static int conn_open(struct store_client_conn *c, uint64_t deadline)
     }
 }
 
-static void conn_unref(struct store_client_conn *c)
+static void conn_destroy(struct store_client_conn *c)
 {
-    pthread_mutex_lock(&c->mu);
-    int last = --c->refs == 0;
-    pthread_mutex_unlock(&c->mu);
-    if (!last)
-        return;
     conn_drop_fd(c);
     sc_tls_free(c);
     sc_auth_free(c);
     codec_buf_free(&c->out);
     pthread_mutex_destroy(&c->mu);
     free(c);
+}
+
+static void conn_unref(struct store_client_conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int last = --c->refs == 0;
+    pthread_mutex_unlock(&c->mu);
+    if (last)
+        conn_destroy(c);
 }
 
 static int64_t default_timeout(int64_t opt_ms)
@@ -200,11 +204,7 @@ static int conn_new(const fccl_store_opts_t *o, struct store_client_conn **out)
     c->nonce = (uint32_t)fccl_now_ns() | 1u;
     codec_buf_init(&c->out);
     if ((rc = sc_tls_config(c, o)) < 0 || (rc = sc_auth_config(c, o)) < 0) {
-        sc_tls_free(c);
-        sc_auth_free(c);
-        codec_buf_free(&c->out);
-        pthread_mutex_destroy(&c->mu);
-        free(c);
+        conn_destroy(c);
         return rc;
     }
     *out = c;
@@ -575,10 +575,10 @@ int sc_flush(struct sc_call *k)
 
 /* ---- reading ---- */
 
-static int wait_readable(int fd, uint64_t deadline)
+int sc_wait_fd(int fd, short events, uint64_t deadline)
 {
     for (;;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
+        struct pollfd p = {.fd = fd, .events = events};
         int r = poll(&p, 1, fccl_ms_left(deadline));
         if (r > 0)
             return FCCL_OK;
@@ -619,7 +619,7 @@ static ssize_t recv_some(struct store_client_conn *c, void *buf, size_t cap,
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             if (block)
                 continue; /* a slice passed; look at the deadline again */
-            int rc = wait_readable(c->fd, deadline);
+            int rc = sc_wait_fd(c->fd, POLLIN, deadline);
             if (rc < 0)
                 return rc;
             continue;

@@ -27,7 +27,6 @@
 #include <openssl/x509v3.h>
 
 #include "client_int.h"
-#include "clock.h"
 #include "err.h"
 #include "private_file.h"
 
@@ -148,18 +147,8 @@ static int is_ip_literal(const char *s)
 /* Poll for what OpenSSL wants (err is SSL_get_error's answer). */
 static int wait_ssl(struct store_client_conn *c, int err, uint64_t deadline)
 {
-    struct pollfd p = {.fd = c->fd,
-                       .events = err == SSL_ERROR_WANT_WRITE ? POLLOUT
-                                                             : POLLIN};
-    for (;;) {
-        int r = poll(&p, 1, fccl_ms_left(deadline));
-        if (r > 0)
-            return FCCL_OK;
-        if (r == 0)
-            return fccl_err(FCCL_ERR_TIMEOUT, "no reply before the deadline");
-        if (errno != EINTR)
-            return fccl_err_sys(FCCL_ERR_IO, errno, "poll");
-    }
+    return sc_wait_fd(c->fd, err == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN,
+                      deadline);
 }
 
 /* The peer closed without close_notify (OpenSSL 3 reports it as an
