@@ -15,7 +15,16 @@ timeout raises :class:`TimeoutError`, a dead peer :class:`PeerError`, and
 Ctrl-C in a blocking call raises KeyboardInterrupt (the group is then
 failed, as after a timeout).
 """
-from . import _fccl
+import os as _os
+
+# libfabric loads PSM's libinfinipath, whose constructor replaces the
+# handlers of SIGINT, SIGTERM, SIGSEGV, SIGBUS, SIGILL and SIGABRT with one
+# that calls exit(1): Ctrl-C would end the interpreter instead of raising
+# KeyboardInterrupt.  This variable, read by that constructor, keeps
+# Python's handlers.
+_os.environ.setdefault("IPATH_NO_BACKTRACE", "1")
+
+from . import _fccl  # noqa: E402
 from ._fccl import CommHandle, Error, Group, PeerError, TimeoutError
 from .coll import *  # noqa: F401,F403
 from .coll import __all__ as _coll_all
