@@ -88,19 +88,29 @@ class TCPStore:
         connect_host = host
         if is_master and host_name in ("", "0.0.0.0", "::"):
             connect_host = "127.0.0.1"
-        try:
-            self.instance = _fccl.Store(
-                f"{connect_host}:{self.port}", timeout_ms, dialect, False,
+        def connect(raw):
+            return _fccl.Store(
+                f"{connect_host}:{self.port}", timeout_ms, dialect, raw,
                 tls, tls_ca, tls_cert, tls_key, tls_server_name, token_file,
                 -1 if reconnect is None else int(bool(reconnect)))
+        try:
+            self.instance = connect(False)
             if world_size is not None and wait_for_workers:
-                self._wait_for_workers(world_size, is_master, timeout_ms)
+                # PyTorch counts users under the raw key "init/" (no "/"
+                # in front, unlike its users' keys)
+                raw = connect(True)
+                try:
+                    self._wait_for_workers(raw, world_size, is_master,
+                                           timeout_ms)
+                finally:
+                    raw.close()
         except BaseException:
             self._stop_server()
             raise
 
-    def _wait_for_workers(self, world_size, is_master, timeout_ms):
-        joined = self.instance.add(_INIT_KEY, 1)
+    @staticmethod
+    def _wait_for_workers(raw, world_size, is_master, timeout_ms):
+        joined = raw.add(_INIT_KEY, 1)
         if not is_master:
             return
         deadline = time.monotonic() + timeout_ms / 1000.0
@@ -110,7 +120,7 @@ class TCPStore:
                     f"TCPStore: {joined} of {world_size} store users joined "
                     f"within {timeout_ms} ms")
             time.sleep(0.01)
-            joined = self.instance.add(_INIT_KEY, 0)
+            joined = raw.add(_INIT_KEY, 0)
 
     def _stop_server(self):
         if self._server is not None:

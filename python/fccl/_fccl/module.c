@@ -36,20 +36,38 @@ int fpy_forked;
 
 /* ---- errors ---- */
 
-/* The world rank a PEER message names: "world rank N", else "rank N". */
+/* The world rank a PEER message names as failed, until the library says
+ * it in a field of its own: the "rank N" followed by " is dead" or " (pid"
+ * (the transport's words; its ranks are world ranks); else the one world
+ * rank the message names as "(world W" (the ranks the call waited for);
+ * else a "world rank N"; -1 when it is not clear (never a guess: the
+ * message also names this rank). */
 static long peer_rank_of(const char *msg)
 {
-    const char *p = strstr(msg, "world rank ");
-    size_t skip = 11;
-    if (!p) {
-        p = strstr(msg, "rank ");
-        skip = 5;
+    long named = -1, waited = -1;
+    int several = 0;
+    for (const char *p = strstr(msg, "rank "); p; p = strstr(p + 1, "rank ")) {
+        char *end;
+        long r = strtol(p + 5, &end, 10);
+        if (end == p + 5)
+            continue;
+        if (strncmp(end, " is dead", 8) == 0 || strncmp(end, " (pid", 5) == 0)
+            return r;
+        if (named < 0 && p - msg >= 6 && strncmp(p - 6, "world ", 6) == 0)
+            named = r;
     }
-    if (!p)
-        return -1;
-    char *end;
-    long r = strtol(p + skip, &end, 10);
-    return end == p + skip ? -1 : r;
+    for (const char *p = strstr(msg, "(world "); p; p = strstr(p + 1, "(world ")) {
+        char *end;
+        long w = strtol(p + 7, &end, 10);
+        if (end == p + 7)
+            continue;
+        if (waited >= 0 && w != waited)
+            several = 1;
+        waited = w;
+    }
+    if (waited >= 0 && !several)
+        return waited;
+    return named;
 }
 
 PyObject *fpy_raise(int rc, const char *what)

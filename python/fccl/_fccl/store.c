@@ -4,7 +4,7 @@
  *
  * Every call releases the GIL (one round trip or more).  Calls that wait
  * for keys (get, wait, multi_get, a blocking queue_pop) wait in slices of
- * 100 ms and check for signals in between, so Ctrl-C ends them at once;
+ * 50 ms and check for signals in between, so Ctrl-C ends them at once;
  * their deadline is the call's timeout (the store's default when -1), and
  * running out of it raises fccl.TimeoutError naming the keys.
  * fccl.TCPStore (fccl/store.py) adds the seed's argument checks.
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SLICE_MS 100
+#define SLICE_MS 50
 
 typedef struct {
     PyObject_HEAD
