@@ -17,6 +17,7 @@
 #include "fcclpy.h"
 
 #include <string.h>
+#include <time.h>
 
 #define ARGS PyObject *self, PyObject *const *a, Py_ssize_t na
 #define NARGS(fn, k)                                                           \
@@ -1020,6 +1021,37 @@ out:
     return res;
 }
 
+/* c_loop(tensor, iters, group) -> seconds: `iters` blocking all_reduce
+ * (sum) calls of the library in a C loop, GIL released: the C cost per
+ * call, to set Python's per-call overhead against (bench/py_overhead.py). */
+static PyObject *py_c_loop(ARGS)
+{
+    NARGS("c_loop", 3);
+    long iters;
+    if (fpy_int_arg(a[1], &iters, "c_loop", "iters") < 0)
+        return NULL;
+    fpy_group *grp = fpy_group_arg(a[2], "c_loop");
+    fbuf b;
+    if (!grp || fbuf_get(a[0], &b, 1, "c_loop", "tensor") < 0)
+        return NULL;
+    int rc = 0;
+    struct timespec t0, t1;
+    fpy_enter(grp);
+    Py_BEGIN_ALLOW_THREADS
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long i = 0; i < iters && rc == 0; i++)
+        rc = fccl_all_reduce(b.ptr, b.ptr, b.count, b.dtype, FCCL_SUM,
+                             grp->g, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    Py_END_ALLOW_THREADS
+    fpy_leave(grp);
+    fbuf_release(&b);
+    if (rc < 0)
+        return fpy_raise(rc, "c_loop");
+    return PyFloat_FromDouble((double)(t1.tv_sec - t0.tv_sec) +
+                              (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+}
+
 #define M(name) {#name, (PyCFunction)(void (*)(void))py_##name, METH_FASTCALL, \
                  "See fccl." #name "."}
 PyMethodDef fpy_coll_methods[] = {
@@ -1028,6 +1060,6 @@ PyMethodDef fpy_coll_methods[] = {
     M(reduce_scatter_tensor), M(reduce_scatter_tensor_uneven),
     M(gather_into_tensor), M(scatter_tensor), M(all_to_all_single),
     M(all_to_all_v_c), M(all_gather), M(reduce_scatter), M(gather),
-    M(scatter), M(all_to_all),
+    M(scatter), M(all_to_all), M(c_loop),
     {NULL, NULL, 0, NULL},
 };
