@@ -277,7 +277,7 @@ def test_gil_released_while_blocked(rank, size):
         pytest.skip("needs a peer to wait for")
     fccl.barrier()  # everyone is here: rank 0's delay below is the wait
     if rank == 0:
-        time.sleep(0.6)  # the others wait in the barrier meanwhile
+        time.sleep(1.0)  # the others wait in the barrier meanwhile
         fccl.barrier()
         return
     count, stop = [0], threading.Event()
