@@ -179,6 +179,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(INTLIB)
 test: all tests
 	$(MAKE) check-embed
 	scripts/run-tests.sh $(BUILD)
+	tests/py/run.sh $(BUILD)
 	tests/multihost/run.sh $(BUILD)
 	$(MAKE) SAN=1 all tests
 	FCCL_TEST_REDUCED=1 scripts/run-tests.sh build-san
@@ -186,6 +187,7 @@ test: all tests
 
 check: all tests
 	scripts/run-tests.sh $(BUILD)
+	tests/py/run.sh $(BUILD)
 	tests/multihost/run.sh $(BUILD)
 
 # Jobs across network-namespace hosts (root only; prints SKIPPED and
@@ -240,6 +242,9 @@ uninstall:
 
 clean:
 	rm -rf build build-san build-fuzz
+
+# The Python package: build/python (python/python.mk).
+include python/python.mk
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 

@@ -1,0 +1,609 @@
+"""The collectives of MindSpore's ``comm_func`` (torch.distributed's names),
+on NumPy arrays, C-contiguous buffer-protocol objects and torch CPU tensors.
+
+Every function works in place on the arrays it is given, as comm_func does
+in its default (in-place) mode, and returns ``None``, or a
+:class:`CommHandle` when ``async_op=True`` (call ``handle.wait()`` before
+touching the arrays).  ``group`` is a group name (``new_group`` /
+``create_group``), a :class:`Group`, or ``None`` for the world group
+``"fccl_world_group"``.  ``src``, ``dst`` and ``peer`` are **global** (world)
+ranks, as in the seeds; they must be members of ``group``.
+
+Errors: a wrong argument type raises TypeError and a wrong value or size
+ValueError before anything is sent; a timeout raises
+:class:`fccl.TimeoutError`, a failed peer :class:`fccl.PeerError`, any
+other library failure :class:`fccl.Error` (all RuntimeErrors).
+
+Each wrapper below only passes its arguments to the C extension, which
+checks them and makes one library call with the GIL released.
+"""
+from . import _fccl
+
+__all__ = [
+    "ReduceOp", "all_reduce", "all_gather_into_tensor",
+    "all_gather_into_tensor_uneven", "all_gather", "reduce_scatter_tensor",
+    "reduce_scatter_tensor_uneven", "reduce_scatter", "all_to_all_single",
+    "all_to_all", "all_to_all_v_c", "broadcast", "reduce",
+    "gather_into_tensor", "scatter_tensor", "gather", "scatter", "barrier",
+    "send", "recv", "isend", "irecv", "P2POp", "batch_isend_irecv",
+]
+
+
+class ReduceOp:
+    """Reduction operations, as strings (MindSpore's ``ReduceOp``).
+
+    - ``SUM`` ("sum"): the sum (integers wrap around).
+    - ``PROD`` ("prod"): the product.
+    - ``MAX`` ("max"), ``MIN`` ("min"): element-wise maximum / minimum.
+    - ``AVG`` ("avg"): the mean (an fccl extension; integers truncate toward
+      zero; not for bool).
+    """
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    AVG = "avg"
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce `tensor` across every rank of the group; every rank gets the
+    same result, in place.
+
+    Args:
+        tensor: input and output of the collective, with the same shape and
+            dtype on every rank.
+        op (str): ``ReduceOp.SUM``, ``PROD``, ``MAX``, ``MIN`` or ``AVG``.
+            Default ``ReduceOp.SUM``.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: `tensor` is not a tensor, `op` is not one of the ops,
+            `group` is not a str or `async_op` not a bool.
+        RuntimeError: the process group is not initialized or the call
+            failed (fccl.Error, fccl.TimeoutError, fccl.PeerError).
+
+    Example (2 ranks)::
+
+        >>> x = np.ones([2, 8], np.float32)
+        >>> fccl.all_reduce(x)
+        >>> x[0, 0]
+        2.0
+    """
+    return _fccl.all_reduce(tensor, op, group, async_op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None,
+                           async_op=False):
+    """Gather every rank's `input_tensor` into `output_tensor`, rank by
+    rank along the first dimension.
+
+    Args:
+        output_tensor: receives the blocks; with N ranks it holds N times
+            the elements of `input_tensor` (shape (N*x1, x2, ...)).
+        input_tensor: this rank's block, the same shape on every rank.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: an argument is not a tensor, the dtypes differ, `group`
+            is not a str or `async_op` not a bool.
+        ValueError: `output_tensor` does not hold N times the input.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.all_gather_into_tensor(output_tensor, input_tensor, group,
+                                        async_op)
+
+
+def all_gather_into_tensor_uneven(output, input, output_split_sizes=None,
+                                  group=None, async_op=False):
+    """All-gather tensors whose first dimension differs between ranks.
+
+    Args:
+        output: the concatenation of every rank's input along the first
+            dimension, shape (sum of the split sizes, x2, ...).
+        input: this rank's tensor, shape (output_split_sizes[rank], x2, ...).
+        output_split_sizes (list[int], optional): the first-dimension size
+            of each rank's input, in group rank order; ``None`` means equal
+            sizes.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        ValueError: `input` or `output` does not match `output_split_sizes`.
+        TypeError: bad argument types.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.all_gather_into_tensor_uneven(output, input,
+                                               output_split_sizes, group,
+                                               async_op)
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False):
+    """Gather every rank's `tensor` into the list `tensor_list` (item i
+    receives group rank i's tensor).
+
+    Args:
+        tensor_list (list): one output tensor per rank of the group, each
+            of `tensor`'s shape and dtype.
+        tensor: this rank's input.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: `tensor` is not a tensor or `tensor_list` not a list of
+            them, the list's length is not the group size, or an item's
+            shape or dtype differs from `tensor`'s.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.all_gather(tensor_list, tensor, group, async_op)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None,
+                          async_op=False):
+    """Reduce `input` across ranks and scatter the result: rank r receives
+    block r (of N equal blocks along the first dimension) in `output`.
+
+    Args:
+        output: this rank's block of the result, 1/N of `input`.
+        input: the tensor to reduce, N times `output`'s elements.
+        op (str): the reduction. Default ``ReduceOp.SUM``.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: bad argument types or an unknown `op`.
+        ValueError: `input` does not hold N times `output`.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.reduce_scatter_tensor(output, input, op, group, async_op)
+
+
+def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None,
+                                 op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce `input` across ranks and scatter it in blocks of uneven size:
+    rank r receives the first-dimension rows of block r.
+
+    Args:
+        output: shape (input_split_sizes[rank], x2, ...).
+        input: the same shape on every rank; its first dimension is the sum
+            of `input_split_sizes`.
+        input_split_sizes (list[int], optional): rows of each rank's block;
+            ``None`` splits evenly.
+        op (str): the reduction. Default ``ReduceOp.SUM``.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        ValueError: `output` or `input` does not match `input_split_sizes`.
+        TypeError: bad argument types or an unknown `op`.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.reduce_scatter_tensor_uneven(output, input,
+                                              input_split_sizes, op, group,
+                                              async_op)
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None,
+                   async_op=False):
+    """Reduce the lists across ranks: rank r receives in `output` the
+    reduction of every rank's ``input_list[r]``.
+
+    Args:
+        output: this rank's result, of ``input_list[rank]``'s shape.
+        input_list (list): one tensor per rank of the group.
+        op (str): the reduction. Default ``ReduceOp.SUM``.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: bad argument types, an unknown `op`, a list whose length
+            is not the group size, or items whose shape or dtype differ
+            from `output`'s.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.reduce_scatter(output, input_list, op, group, async_op)
+
+
+def all_to_all_single(output, input, output_split_sizes=None,
+                      input_split_sizes=None, group=None, async_op=False):
+    """Split `input` along its first dimension, send block p to rank p, and
+    concatenate the blocks received, in rank order, into `output`.
+
+    Args:
+        output: receives the blocks.
+        input: the blocks to send.
+        output_split_sizes (list[int], optional): rows received from each
+            rank; ``None`` splits `output` evenly.
+        input_split_sizes (list[int], optional): rows sent to each rank;
+            ``None`` splits `input` evenly.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: `input` or `output` is not a tensor, bad `group` or
+            `async_op`.
+        ValueError: without split sizes, a first dimension that the group
+            size does not divide; split sizes that do not add up.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.all_to_all_single(output, input, output_split_sizes,
+                                   input_split_sizes, group, async_op)
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None,
+               async_op=False):
+    """Send ``input_tensor_list[p]`` to rank p and receive rank p's tensor
+    for this rank into ``output_tensor_list[p]``; sizes may differ per pair.
+
+    Args:
+        output_tensor_list (list): one tensor per rank, receiving.
+        input_tensor_list (list): one tensor per rank, sent.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: items that are not tensors or whose dtypes differ, bad
+            `group` or `async_op`.
+        ValueError: lists that do not have one tensor per rank.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.all_to_all(output_tensor_list, input_tensor_list, group,
+                            async_op)
+
+
+def all_to_all_v_c(output, input, send_count_matrix, group=None,
+                   async_op=False):
+    """all_to_all with the whole send-count matrix known to every rank.
+
+    Args:
+        output: receives the blocks from every rank, in rank order.
+        input: the blocks to send, in rank order.
+        send_count_matrix (list[int]): ``N*N`` ints, the same on every rank;
+            entry ``i*N + j`` is what rank i sends to rank j, counted in
+            first-dimension rows of `input`.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: `input` or `output` is not a tensor, the matrix is not a
+            list of N*N ints, bad `group` or `async_op`.
+        ValueError: `input` or `output` too small for the matrix.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.all_to_all_v_c(output, input, send_count_matrix, group,
+                                async_op)
+
+
+def broadcast(tensor, src, group=None, async_op=False):
+    """Send rank `src`'s `tensor` to every rank of the group, in place.
+
+    Args:
+        tensor: the data on `src`; the receiving buffer elsewhere (same
+            shape and dtype everywhere).
+        src (int): the **global** rank that sends.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: `tensor` is not a tensor, `src` not an int, bad `group`
+            or `async_op`.
+        ValueError: `src` is not a member of `group`.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.broadcast(tensor, src, group, async_op)
+
+
+def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce `tensor` across the group into `tensor` on rank `dst` (in
+    place); the other ranks' tensors are left as they were.
+
+    Args:
+        tensor: input everywhere, output on `dst`.
+        dst (int): the **global** rank that receives the result.
+        op (str): the reduction. Default ``ReduceOp.SUM``.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: bad argument types or an unknown `op`.
+        ValueError: `dst` is not a member of `group`.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.reduce(tensor, dst, op, group, async_op)
+
+
+def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None,
+                       async_op=False):
+    """Gather every rank's `input_tensor` into `output_tensor` on rank
+    `dst`, rank by rank along the first dimension.
+
+    Args:
+        output_tensor: on `dst`, N times the input's elements; ignored (but
+            still a tensor) elsewhere.
+        input_tensor: this rank's block, the same size on every rank.
+        dst (int): the **global** rank that receives. Default 0.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: bad argument types.
+        ValueError: `dst` not in `group`, or a wrong output size on `dst`.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.gather_into_tensor(output_tensor, input_tensor, dst, group,
+                                    async_op)
+
+
+def scatter_tensor(output_tensor, input_tensor, src=0, group=None,
+                   async_op=False):
+    """Split `input_tensor` on rank `src` into N equal blocks along the
+    first dimension; rank r receives block r into `output_tensor`.
+
+    Args:
+        output_tensor: this rank's block, the same size on every rank.
+        input_tensor: on `src`, N times the output's elements; ignored (but
+            still a tensor) elsewhere.
+        src (int): the **global** rank that sends. Default 0.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: bad argument types.
+        ValueError: `src` not in `group`, or a wrong input size on `src`.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.scatter_tensor(output_tensor, input_tensor, src, group,
+                                async_op)
+
+
+def gather(tensor, gather_list, dst=0, group=None, async_op=False):
+    """Gather every rank's `tensor` into the list `gather_list` on `dst`
+    (item i receives group rank i's tensor).
+
+    Args:
+        tensor: this rank's input, the same shape on every rank.
+        gather_list (list): on `dst`, one tensor per rank of `tensor`'s shape
+            and dtype; not used elsewhere (a list, possibly empty, or None).
+        dst (int): the **global** rank that receives. Default 0.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: bad argument types; on `dst`, a list whose length is not
+            the group size or whose items differ from `tensor`.
+        ValueError: `dst` is not a member of `group`.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.gather(tensor, gather_list, dst, group, async_op)
+
+
+def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
+    """Send ``scatter_list[r]`` on rank `src` to rank r's `tensor`.
+
+    Args:
+        tensor: this rank's output.
+        scatter_list (list): on `src`, one tensor per rank of `tensor`'s
+            shape and dtype; not used elsewhere (a list or None).
+        src (int): the **global** rank that sends. Default 0.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: bad argument types; on `src`, a list whose length is not
+            the group size or whose items differ from `tensor`.
+        ValueError: `src` is not a member of `group`.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.scatter(tensor, scatter_list, src, group, async_op)
+
+
+def barrier(group=None, async_op=False, device_ids=None):
+    """Block until every rank of the group has entered the barrier.
+
+    Args:
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+        device_ids: reserved (ignored), as in the seed.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: `group` is not a str or `async_op` not a bool.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.barrier(group, async_op)
+
+
+def send(tensor, dst=0, group=None, tag=0):
+    """Send `tensor` to rank `dst` and wait until it may be reused.
+
+    Args:
+        tensor: the data.
+        dst (int): the **global** rank to send to. Default 0.
+        group (str, optional): the group; ``None`` is the world group.
+        tag (int): matches the receive with the same tag (>= 0). Default 0.
+
+    Raises:
+        TypeError: `tensor` is not a tensor, `dst` or `tag` not an int,
+            `group` not a str.
+        ValueError: `dst` is this rank, or not a member of `group`.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.send(tensor, dst, group, tag)
+
+
+def recv(tensor, src=0, group=None, tag=0):
+    """Receive into `tensor` from rank `src` (the sizes must match).
+
+    Args:
+        tensor: the buffer to fill.
+        src (int): the **global** rank to receive from. Default 0.
+        group (str, optional): the group; ``None`` is the world group.
+        tag (int): matches the send with the same tag (>= 0). Default 0.
+
+    Returns:
+        int: 0 once the data has arrived.
+
+    Raises:
+        TypeError: `tensor` is not a tensor, `src` or `tag` not an int,
+            `group` not a str.
+        ValueError: `src` is this rank, or not a member of `group`.
+        RuntimeError: not initialized, or the call failed.
+    """
+    return _fccl.recv(tensor, src, group, tag)
+
+
+def isend(tensor, dst=0, group=None, tag=0):
+    """Start sending `tensor` to rank `dst`; returns at once.
+
+    Args and raises: as :func:`send`.
+
+    Returns:
+        CommHandle: wait() on it before touching `tensor`.
+    """
+    return _fccl.isend(tensor, dst, group, tag)
+
+
+def irecv(tensor, src=0, group=None, tag=0):
+    """Start receiving into `tensor` from rank `src`; returns at once.
+
+    Args and raises: as :func:`recv`.
+
+    Returns:
+        CommHandle: the data is in `tensor` once wait() returned.
+    """
+    return _fccl.irecv(tensor, src, group, tag)
+
+
+class P2POp:
+    """One send or receive of :func:`batch_isend_irecv`.
+
+    Args:
+        op: ``"isend"`` or ``"irecv"``, or the functions :func:`isend` /
+            :func:`irecv`.
+        tensor: the data to send, or the buffer that receives (in place).
+        peer (int): the **global** rank of the other end.
+        group (str, optional): the group; ``None`` is the world group.
+            Every op of one batch uses the same group.
+        tag (int): matches the other end's op with the same tag (>= 0; the
+            seed reserves it, fccl carries it). Default 0.
+
+    Raises:
+        TypeError: `op` is neither, `tensor` is not a tensor, `peer` or
+            `tag` is not an int.
+    """
+    __slots__ = ("op", "tensor", "peer", "group", "tag")
+
+    def __init__(self, op, tensor, peer, group=None, tag=0):
+        if isinstance(op, str):
+            if op not in ("isend", "irecv"):
+                raise TypeError(
+                    f"Expected op to be of type isend or irecv, but got {op}")
+        elif op is isend or op is irecv:
+            op = op.__name__
+        else:
+            raise TypeError(
+                f"Expected op to be of type isend or irecv, but got {op}")
+        if not _is_tensor(tensor):
+            raise TypeError(
+                f"Expected tensor to be Tensor, but got {type(tensor)}.")
+        if not isinstance(peer, int) or isinstance(peer, bool):
+            raise TypeError("For P2POp, the peer must be int")
+        if not isinstance(tag, int) or isinstance(tag, bool):
+            raise TypeError("For P2POp, the tag must be int")
+        self.op = op
+        self.tensor = tensor
+        self.peer = peer
+        self.group = group
+        self.tag = tag
+
+    def __repr__(self):
+        return (f"P2POp({self.op!r}, peer={self.peer}, group={self.group!r}, "
+                f"tag={self.tag})")
+
+
+_is_tensor = _fccl.is_tensor
+
+
+def batch_isend_irecv(p2p_op_list):
+    """Post a list of sends and receives at once.
+
+    Args:
+        p2p_op_list (list[P2POp]): the operations; the sends and receives
+            of the ranks involved must match each other, and every op uses
+            the same group.
+
+    Returns:
+        list[CommHandle]: one handle that completes when every op has; the
+        received data is in the receive ops' tensors after its wait().
+
+    Raises:
+        TypeError: an empty list, an item that is not a P2POp, or ops of
+            different groups.
+        ValueError: a peer that is this rank or not in the group.
+        RuntimeError: not initialized, or the call failed.
+    """
+    if not p2p_op_list:
+        raise TypeError("p2p_op_list can not be empty list.")
+    for p in p2p_op_list:
+        if not isinstance(p, P2POp):
+            raise TypeError("The elements in p2p_op_list must be type of "
+                            "P2POp.")
+    group = p2p_op_list[0].group
+    ops = []
+    for p in p2p_op_list:
+        if p.group != group:
+            raise TypeError("The group name in p2p_op_list must be "
+                            "consistent.")
+        ops.append((p.op == "isend", p.tensor, p.peer, p.tag))
+    return [_fccl.batch(ops, group)]

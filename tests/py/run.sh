@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The Python suites of `make test`: the single-process ones (the store, a
+# killed rank, pip and make install), then the multi-rank ones under
+# fccl-run, one launch per provider and rank count running every case,
+# then the README's example.  Debian's /usr/bin/python3 and pytest;
+# PYTHONPATH=BUILD/python.  Prints "N passed, N failed" launches at the end.
+set -u
+BUILD=${1:-build}
+ROOT=$PWD
+PY=/usr/bin/python3
+LAUNCH_TIMEOUT=${FCCL_PY_TIMEOUT:-300}
+if ! ls "$BUILD"/python/fccl/_fccl*.so >/dev/null 2>&1; then
+    echo "== python: SKIPPED (no $BUILD/python: python3-dev missing?)"
+    exit 0
+fi
+export PYTHONPATH="$ROOT/$BUILD/python" PYTHONDONTWRITEBYTECODE=1
+export FCCL_BIN="$ROOT/$BUILD/bin" FCCL_TIMEOUT=${FCCL_TIMEOUT:-60}
+PYTEST=("$PY" -m pytest -q -p no:cacheprovider)
+pass=0 fail=0 failed=()
+
+run() { # NAME COMMAND...: run it, count it, show the tail on failure
+    local name=$1
+    shift
+    local start out rc secs
+    start=$(date +%s)
+    out=$(timeout -k 10 "$LAUNCH_TIMEOUT" "$@" 2>&1)
+    rc=$?
+    secs=$(($(date +%s) - start))
+    local summary
+    summary=$(printf '%s\n' "$out" | grep -E '^(\[0\] )?[0-9]+ (passed|failed)' | tail -n 1)
+    if [ $rc -eq 0 ]; then
+        echo "== $name: ok ${summary#\[0\] } [${secs}s]"
+        pass=$((pass + 1))
+    else
+        printf '%s\n' "$out" | tail -n 60
+        echo "== $name: FAILED (exit $rc) ${summary#\[0\] } [${secs}s]"
+        fail=$((fail + 1))
+        failed+=("$name")
+    fi
+}
+
+cd "$ROOT/tests/py" || exit 1
+run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py test_install.py
+cd "$ROOT/tests/py/multi" || exit 1
+for prov in shm 'tcp;ofi_rxm'; do
+    for n in 1 2 3 4; do
+        FCCL_PROVIDER=$prov run "py $n ranks $prov" \
+            "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_coll.py mr_groups.py
+    done
+done
+cd "$ROOT" || exit 1
+run "py example" "$BUILD/bin/fccl-run" -n 2 "$PY" python/example.py
+[ ${#failed[@]} -gt 0 ] && echo "python failed: ${failed[*]}"
+echo "python: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
