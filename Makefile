@@ -60,14 +60,16 @@ LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 #   bootstrap     init, topology, groups                     (on store, coll)
 INC_common := include common
 INC_store := $(INC_common) store
-INC_coll := $(INC_common) coll
-INC_bootstrap := $(INC_common) store coll bootstrap
+INC_transport := $(INC_common) coll/transport
+INC_coll := $(INC_common) coll coll/transport
+INC_bootstrap := $(INC_common) store coll coll/transport bootstrap
 INC_all := $(INC_bootstrap)
 
 $(BUILD)/obj/%.o: INC = $(INC_all)
 $(BUILD)/obj/common/%.o: INC = $(INC_common)
 $(BUILD)/obj/store/%.o: INC = $(INC_store)
 $(BUILD)/obj/coll/%.o: INC = $(INC_coll)
+$(BUILD)/obj/coll/transport/%.o: INC = $(INC_transport)
 $(BUILD)/obj/bootstrap/%.o: INC = $(INC_bootstrap)
 
 PUB_HDRS := $(sort $(wildcard include/fccl/*.h))
@@ -84,6 +86,11 @@ THELPERS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(THELP_SRCS))
 # scripts with mpicc, not here.
 BENCH_SRCS := $(filter-out bench/mpi_%.c,$(sort $(wildcard bench/*.c)))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+# The one-way call orders the headers state, checked on the objects
+# before any library is made (scripts/check-calls.sh): the transport's
+# files in the order of tp.h's module map.
+CALLS_OK := $(BUILD)/obj/.calls-ok
 
 SHLIB := $(BUILD)/lib/libfccl.so.$(VERSION)
 # The installed static library is one prelinked object whose internal
@@ -115,9 +122,13 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(addprefix -I,$(INC)) -MMD -MP -c $< -o $@
 
+$(CALLS_OK): $(LIB_OBJS) scripts/check-calls.sh coll/transport/tp.h
+	scripts/check-calls.sh $(BUILD)/obj/coll/transport --map coll/transport/tp.h
+	touch $@
+
 # Linking fails when the library would export or define anything but
 # fccl_* names (scripts/check-symbols.sh).
-$(SHLIB): $(LIB_OBJS) scripts/check-symbols.sh
+$(SHLIB): $(LIB_OBJS) $(CALLS_OK) scripts/check-symbols.sh
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libfccl.so.$(SOMAJOR) $(SANLD) -o $@.tmp \
 	  $(LIB_OBJS) $(LIBS)
@@ -127,7 +138,7 @@ $(SHLIB): $(LIB_OBJS) scripts/check-symbols.sh
 	ln -sf libfccl.so.$(VERSION) $(BUILD)/lib/libfccl.so.$(SOMAJOR)
 	ln -sf libfccl.so.$(SOMAJOR) $(BUILD)/lib/libfccl.so
 
-$(STLIB): $(LIB_OBJS) scripts/check-symbols.sh
+$(STLIB): $(LIB_OBJS) $(CALLS_OK) scripts/check-symbols.sh
 	@mkdir -p $(dir $@)
 	rm -f $@ $(BUILD)/lib/fccl.o
 	$(LD) -r -o $(BUILD)/lib/fccl.o $(LIB_OBJS)
@@ -136,10 +147,10 @@ $(STLIB): $(LIB_OBJS) scripts/check-symbols.sh
 	ar rcs $@ $(BUILD)/lib/fccl.o
 	rm -f $(BUILD)/lib/fccl.o
 
-$(INTLIB): $(LIB_OBJS)
+$(INTLIB): $(LIB_OBJS) $(CALLS_OK)
 	@mkdir -p $(dir $@)
 	rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(LIB_OBJS)
 
 $(BUILD)/lib/libfccl-preload.so: preload/kallsyms.c
 	@mkdir -p $(dir $@)
