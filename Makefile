@@ -51,25 +51,52 @@ ALL_CFLAGS := $(CFLAGS_BASE) $(OPT) $(CFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 
 # The floors, bottom up.  Each folder is compiled with the include paths
-# of itself and of the floors below it only, so an #include that reaches
+# of itself and of the floors below it only, and headers are included by
+# bare name ("tp.h", not "transport/tp.h"), so an #include that reaches
 # up a floor does not compile.  Programs, tests and benchmarks see all.
-#   include/fccl  the public headers (every floor sees them)
-#   common        errors, logs, clocks, sockets, environment
-#   store         the TCPStore codec, client and server      (on common)
-#   coll          the collective engine                      (on common)
-#   bootstrap     init, topology, groups                     (on store, coll)
+#   include/fccl    the public headers (every floor sees them)
+#   common          errors, logs, clocks, sockets, environment
+#   store           the TCPStore codec, client and server    (on common)
+#   coll            the collective engine, itself in floors   (on common):
+#     reduce        data types and the reduction kernels
+#     transport     libfabric: endpoints, point-to-point, liveness
+#     run           the group, one call's execution and its point-to-point
+#                   primitives                       (on reduce, transport)
+#     shm           the one-host shared segment                  (on run)
+#     algo          the algorithms, one per file            (on shm, run)
+#     select        the algorithm tables and the selector       (on algo)
+#     api           the public collective and point-to-point calls
+#                                                             (on select)
+#   bootstrap       init, topology, groups             (on store, all coll)
+#   moe             the MoE operators: the public API and common only
 INC_common := include common
 INC_store := $(INC_common) store
+INC_reduce := $(INC_common) coll/reduce
 INC_transport := $(INC_common) coll/transport
-INC_coll := $(INC_common) coll coll/transport
-INC_bootstrap := $(INC_common) store coll coll/transport bootstrap
-INC_all := $(INC_bootstrap)
+INC_run := $(INC_common) coll/reduce coll/transport coll/run
+INC_shm := $(INC_run) coll/shm
+INC_algo := $(INC_shm) coll/algo
+INC_select := $(INC_algo) coll/select
+INC_api := $(INC_select) coll/api
+INC_coll := $(INC_api)
+INC_bootstrap := $(INC_common) store $(filter coll/%,$(INC_coll)) bootstrap
+INC_moetmp := $(INC_coll) coll/moe
+INC_all := $(INC_bootstrap) coll/moe
 
 $(BUILD)/obj/%.o: INC = $(INC_all)
 $(BUILD)/obj/common/%.o: INC = $(INC_common)
 $(BUILD)/obj/store/%.o: INC = $(INC_store)
-$(BUILD)/obj/coll/%.o: INC = $(INC_coll)
+# A coll folder without a line here sees common only, until it is given
+# its floor (here, and in the order check below).
+$(BUILD)/obj/coll/%.o: INC = $(INC_common)
+$(BUILD)/obj/coll/reduce/%.o: INC = $(INC_reduce)
 $(BUILD)/obj/coll/transport/%.o: INC = $(INC_transport)
+$(BUILD)/obj/coll/run/%.o: INC = $(INC_run)
+$(BUILD)/obj/coll/shm/%.o: INC = $(INC_shm)
+$(BUILD)/obj/coll/algo/%.o: INC = $(INC_algo)
+$(BUILD)/obj/coll/select/%.o: INC = $(INC_select)
+$(BUILD)/obj/coll/api/%.o: INC = $(INC_api)
+$(BUILD)/obj/coll/moe/%.o: INC = $(INC_moetmp)
 $(BUILD)/obj/bootstrap/%.o: INC = $(INC_bootstrap)
 
 PUB_HDRS := $(sort $(wildcard include/fccl/*.h))
@@ -88,9 +115,13 @@ BENCH_SRCS := $(filter-out bench/mpi_%.c,$(sort $(wildcard bench/*.c)))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 # The one-way call orders the headers state, checked on the objects
-# before any library is made (scripts/check-calls.sh): the transport's
-# files in the order of tp.h's module map.
+# before any library is made (scripts/check-calls.sh): coll's floors top
+# down (moe sits above them until it moves out), and the files of the
+# transport and of the API in the order of their module maps (tp.h,
+# request.h).  Include paths cannot see a call through a public header
+# (fccl_dtype_size from an algorithm); the symbols do.
 CALLS_OK := $(BUILD)/obj/.calls-ok
+COLL_ORDER := moe api select algo shm run transport reduce
 
 SHLIB := $(BUILD)/lib/libfccl.so.$(VERSION)
 # The installed static library is one prelinked object whose internal
@@ -122,8 +153,13 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(addprefix -I,$(INC)) -MMD -MP -c $< -o $@
 
-$(CALLS_OK): $(LIB_OBJS) scripts/check-calls.sh coll/transport/tp.h
-	scripts/check-calls.sh $(BUILD)/obj/coll/transport --map coll/transport/tp.h
+$(CALLS_OK): $(LIB_OBJS) scripts/check-calls.sh coll/transport/tp.h \
+  coll/api/request.h
+	scripts/check-calls.sh $(BUILD)/obj/coll $(COLL_ORDER) -- $(LIB_OBJS)
+	scripts/check-calls.sh $(BUILD)/obj/coll/transport \
+	  --map coll/transport/tp.h -- $(LIB_OBJS)
+	scripts/check-calls.sh $(BUILD)/obj/coll/api \
+	  --map coll/api/request.h -- $(LIB_OBJS)
 	touch $@
 
 # Linking fails when the library would export or define anything but

@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 int coll_alltoall_linear(struct coll_run *run)
 {

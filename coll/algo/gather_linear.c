@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 int coll_gather_linear(struct coll_run *run)
 {

@@ -3,7 +3,7 @@
  *
  * They go straight to the transport, with no sequence number and no worker
  * thread: the tag is the group's context id plus the user's tag in the
- * point-to-point half of the tag space (algo/tag.h), so user messages
+ * point-to-point half of the tag space (run/tag.h), so user messages
  * never meet collective traffic.  Sizes must match on both ends (a
  * receive that gets a different length fails with FCCL_ERR_PROTOCOL);
  * zero-count transfers complete at once without a message.  Failures are
@@ -13,13 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/request.h"
-#include "algo/run.h"
-#include "algo/tag.h"
-#include "select/select.h"
-#include "shm/shm.h"
-#include "log.h"
 #include "clock.h"
+#include "request.h"
+#include "tag.h"
 
 static int check_op(const struct fccl_group *g, const char *what,
                     const void *buf, size_t count, fccl_dtype_t dtype,

@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "api/request.h"
+#include "request.h"
 #include "clock.h"
 #include "err.h"
 #include "fccl/pg.h"

@@ -14,7 +14,7 @@
  * manipulation (branch-free, so the blocks vectorise), combined in float and
  * rounded back to nearest-even.
  */
-#include "reduce/reduce.h"
+#include "reduce.h"
 
 #include <string.h>
 

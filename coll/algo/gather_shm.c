@@ -8,8 +8,7 @@
  */
 #include <string.h>
 
-#include "shm/shm.h"
-#include "algo/algos.h"
+#include "algos.h"
 
 
 int coll_gather_shm(struct coll_run *run)
