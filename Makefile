@@ -3,7 +3,7 @@
 # sanitized build); `make install PREFIX=/usr/local DESTDIR=`.
 #
 # Sources are picked up by directory, so adding a file needs no edit here:
-#   common/ store/ coll/ bootstrap/  **/*.c (any depth) -> libfccl
+#   common/ store/ coll/ bootstrap/ moe/  **/*.c (any depth) -> libfccl
 #   cli/NAME.c                            -> build/bin/NAME
 #   tests/test_NAME.c                     -> build/tests/test_NAME (Criterion)
 #   tests/*.c without test_ prefix        -> helper programs build/tests/NAME
@@ -68,7 +68,8 @@ LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 #     api           the public collective and point-to-point calls
 #                                                             (on select)
 #   bootstrap       init, topology, groups             (on store, all coll)
-#   moe             the MoE operators: the public API and common only
+#   moe             the MoE operators, on the public collective and group
+#                   API (so above the bootstrap) and common only
 INC_common := include common
 INC_store := $(INC_common) store
 INC_reduce := $(INC_common) coll/reduce
@@ -78,10 +79,11 @@ INC_shm := $(INC_run) coll/shm
 INC_algo := $(INC_shm) coll/algo
 INC_select := $(INC_algo) coll/select
 INC_api := $(INC_select) coll/api
+# all of coll (api sees every floor below it)
 INC_coll := $(INC_api)
-INC_bootstrap := $(INC_common) store $(filter coll/%,$(INC_coll)) bootstrap
-INC_moetmp := $(INC_coll) coll/moe
-INC_all := $(INC_bootstrap) coll/moe
+INC_bootstrap := $(INC_coll) store bootstrap
+INC_moe := include common moe
+INC_all := $(INC_bootstrap) moe
 
 $(BUILD)/obj/%.o: INC = $(INC_all)
 $(BUILD)/obj/common/%.o: INC = $(INC_common)
@@ -96,12 +98,12 @@ $(BUILD)/obj/coll/shm/%.o: INC = $(INC_shm)
 $(BUILD)/obj/coll/algo/%.o: INC = $(INC_algo)
 $(BUILD)/obj/coll/select/%.o: INC = $(INC_select)
 $(BUILD)/obj/coll/api/%.o: INC = $(INC_api)
-$(BUILD)/obj/coll/moe/%.o: INC = $(INC_moetmp)
 $(BUILD)/obj/bootstrap/%.o: INC = $(INC_bootstrap)
+$(BUILD)/obj/moe/%.o: INC = $(INC_moe)
 
 PUB_HDRS := $(sort $(wildcard include/fccl/*.h))
 
-LIB_SRCS := $(sort $(shell find common store coll bootstrap -name '*.c'))
+LIB_SRCS := $(sort $(shell find common store coll bootstrap moe -name '*.c'))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 CLI_SRCS := $(sort $(wildcard cli/*.c))
 PROGS := $(patsubst cli/%.c,$(BUILD)/bin/%,$(CLI_SRCS))
@@ -115,13 +117,14 @@ BENCH_SRCS := $(filter-out bench/mpi_%.c,$(sort $(wildcard bench/*.c)))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 # The one-way call orders the headers state, checked on the objects
-# before any library is made (scripts/check-calls.sh): coll's floors top
-# down (moe sits above them until it moves out), and the files of the
-# transport and of the API in the order of their module maps (tp.h,
-# request.h).  Include paths cannot see a call through a public header
-# (fccl_dtype_size from an algorithm); the symbols do.
+# before any library is made (scripts/check-calls.sh): the top floors,
+# coll's floors, and the files of the transport and of the API in the
+# order of their module maps (tp.h, request.h).  Include paths cannot see
+# a call through a public header (fccl_dtype_size from an algorithm); the
+# symbols do.
 CALLS_OK := $(BUILD)/obj/.calls-ok
-COLL_ORDER := moe api select algo shm run transport reduce
+LIB_ORDER := moe bootstrap coll store common
+COLL_ORDER := api select algo shm run transport reduce
 
 SHLIB := $(BUILD)/lib/libfccl.so.$(VERSION)
 # The installed static library is one prelinked object whose internal
@@ -155,10 +158,11 @@ $(BUILD)/obj/%.o: %.c
 
 $(CALLS_OK): $(LIB_OBJS) scripts/check-calls.sh coll/transport/tp.h \
   coll/api/request.h
-	scripts/check-calls.sh $(BUILD)/obj/coll $(COLL_ORDER) -- $(LIB_OBJS)
-	scripts/check-calls.sh $(BUILD)/obj/coll/transport \
+	@scripts/check-calls.sh $(BUILD)/obj $(LIB_ORDER) -- $(LIB_OBJS)
+	@scripts/check-calls.sh $(BUILD)/obj/coll $(COLL_ORDER) -- $(LIB_OBJS)
+	@scripts/check-calls.sh $(BUILD)/obj/coll/transport \
 	  --map coll/transport/tp.h -- $(LIB_OBJS)
-	scripts/check-calls.sh $(BUILD)/obj/coll/api \
+	@scripts/check-calls.sh $(BUILD)/obj/coll/api \
 	  --map coll/api/request.h -- $(LIB_OBJS)
 	touch $@
 

@@ -539,3 +539,8 @@ int fccl_group_set_timeout(fccl_group_t *g, int64_t timeout_ms)
     g->timeout_ms = timeout_ms;
     return FCCL_OK;
 }
+
+int64_t fccl_group_timeout(const fccl_group_t *g)
+{
+    return g ? g->timeout_ms : -1;
+}

@@ -1,5 +1,6 @@
 /*
- * Point-to-point operations: send, recv, isend, irecv, batch_isend_irecv.
+ * Point-to-point operations: send, recv, isend, irecv, batch_isend_irecv,
+ * and their requests' wait, test and cancel.
  *
  * They go straight to the transport, with no sequence number and no worker
  * thread: the tag is the group's context id plus the user's tag in the
@@ -284,12 +285,17 @@ int coll_p2p_wait(fccl_request_t *r, int64_t timeout_ms)
     }
 }
 
-void coll_p2p_cancel(fccl_request_t *r)
+int fccl_cancel(fccl_request_t *r)
 {
-    if (!r || r->kind != REQ_P2P)
-        return;
+    if (!r)
+        return fccl_err(FCCL_ERR_INVALID, "cancel: request is NULL");
+    if (r->kind != REQ_P2P)
+        return fccl_err(FCCL_ERR_INVALID, "cancel: %s seq %u on group %s is "
+                        "a collective, which cannot be cancelled (wait for "
+                        "it)", r->args.opname, r->seq, r->g->name);
     cancel_pending(r->g, r->tp, r->ntp);
     p2p_free(r);
+    return FCCL_OK;
 }
 
 int coll_p2p_test(fccl_request_t *r, int *done)

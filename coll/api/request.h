@@ -65,10 +65,6 @@ int coll_submit(struct fccl_group *g, const struct coll_args *a,
  * fccl_wait / fccl_test. */
 int coll_p2p_wait(fccl_request_t *req, int64_t timeout_ms);
 int coll_p2p_test(fccl_request_t *req, int *done);
-/* Cancel what is still pending of a REQ_P2P request (the transport
- * returns its buffers) and free the handle; nothing sticks to the group.
- * For a receive whose sender will never come (MoE's config check). */
-void coll_p2p_cancel(fccl_request_t *req);
 
 /* The worker's locks (FCCL_ERR_NOMEM if they cannot be made), and its
  * end: let it drain the queue, join it, free the locks. */
