@@ -85,7 +85,9 @@ static void axpy4_f32(float *restrict acc, const float *restrict r0,
 }
 
 /* The first four rows: acc = ((w0 r0 + w1 r1) + w2 r2) + w3 r3, the same
- * bits as a first axpy and three more, one pass instead of four. */
+ * bits as a first axpy and three more, one pass instead of four.  Not
+ * axpy4 on a zeroed acc: skipping that pass and the loads of acc is the
+ * point (and 0 + -0 would give +0 where a first axpy keeps -0). */
 MOE_CLONES
 static void first4_bf16(float *restrict acc, const uint16_t *restrict r0,
                         const uint16_t *restrict r1,

@@ -131,7 +131,12 @@ static int start(struct fccl_group *g, const struct coll_args *a,
             return rc_;                                                        \
     } while (0)
 
-/* ---- collectives ---- */
+/* ---- collectives ----
+ *
+ * Each entry point spells out its own checks, in the order coll.h names
+ * them for that call.  They read alike on purpose: a helper per family
+ * (rooted, blocked, v) would hide which checks a call makes, and the
+ * message must name the buffer and the side (root or not) it is about. */
 
 int fccl_barrier(fccl_group_t *g, fccl_request_t **req)
 {

@@ -54,6 +54,8 @@ static void complete_locally(struct tp_req *req, int peer, int is_send)
     tp_req_complete_empty(req, peer, is_send);
 }
 
+/* cr_isend and cr_irecv mirror each other; one function with a direction
+ * flag would add a branch to every message every algorithm posts. */
 int cr_isend(struct coll_run *run, const struct coll_view *v, int vpeer,
              uint32_t step, const void *buf, size_t len, struct tp_req *req)
 {
