@@ -3,7 +3,7 @@
 # sanitized build); `make install PREFIX=/usr/local DESTDIR=`.
 #
 # Sources are picked up by directory, so adding a file needs no edit here:
-#   common/ store/ coll/ bootstrap/  **/*.c (any depth) -> libfccl
+#   common/ store/ coll/ bootstrap/ moe/  **/*.c (any depth) -> libfccl
 #   cli/NAME.c                            -> build/bin/NAME
 #   tests/test_NAME.c                     -> build/tests/test_NAME (Criterion)
 #   tests/*.c without test_ prefix        -> helper programs build/tests/NAME
@@ -51,24 +51,46 @@ ALL_CFLAGS := $(CFLAGS_BASE) $(OPT) $(CFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 
 # The floors, bottom up.  Each folder is compiled with the include paths
-# of itself and of the floors below it only, so an #include that reaches
+# of itself and of the floors below it only, and headers are included by
+# bare name ("tp.h", not "transport/tp.h"), so an #include that reaches
 # up a floor does not compile.  Programs, tests and benchmarks see all.
-#   include/fccl  the public headers (every floor sees them)
-#   common        errors, logs, clocks, sockets, environment
-#   store/proto   the wire codec, token and private files    (on common)
-#   store/client  the TCPStore client                        (on proto)
-#   store/server  the libevent server, its table and journal (on proto)
-#   coll          the collective engine                      (on common)
-#   bootstrap     init, topology, groups    (on store client and server, coll)
-# The store's client and server are side by side: neither sees the other.
+#   include/fccl    the public headers (every floor sees them)
+#   common          errors, logs, clocks, sockets, environment
+#   store/proto     the wire codec, token and private files   (on common)
+#   store/client    the TCPStore client                        (on proto)
+#   store/server    the libevent server, its table and journal (on proto)
+#                   (the client and the server are side by side: neither
+#                   sees the other)
+#   coll            the collective engine, itself in floors   (on common):
+#     reduce        data types and the reduction kernels
+#     transport     libfabric: endpoints, point-to-point, liveness
+#     run           the group, one call's execution and its point-to-point
+#                   primitives                       (on reduce, transport)
+#     shm           the one-host shared segment                  (on run)
+#     algo          the algorithms, one per file            (on shm, run)
+#     select        the algorithm tables and the selector       (on algo)
+#     api           the public collective and point-to-point calls
+#                                                             (on select)
+#   bootstrap       init, topology, groups   (on store client and server,
+#                   all of coll)
+#   moe             the MoE operators, on the public collective and group
+#                   API (so above the bootstrap) and common only
 INC_common := include common
 INC_proto := $(INC_common) store/proto
 INC_client := $(INC_proto) store/client
 INC_server := $(INC_proto) store/server
-INC_coll := $(INC_common) coll
-INC_bootstrap := $(INC_common) store/proto store/client store/server coll \
-  bootstrap
-INC_all := $(INC_bootstrap)
+INC_reduce := $(INC_common) coll/reduce
+INC_transport := $(INC_common) coll/transport
+INC_run := $(INC_common) coll/reduce coll/transport coll/run
+INC_shm := $(INC_run) coll/shm
+INC_algo := $(INC_shm) coll/algo
+INC_select := $(INC_algo) coll/select
+INC_api := $(INC_select) coll/api
+# all of coll (api sees every floor below it)
+INC_coll := $(INC_api)
+INC_bootstrap := $(INC_coll) store/proto store/client store/server bootstrap
+INC_moe := include common moe
+INC_all := $(INC_bootstrap) moe
 
 $(BUILD)/obj/%.o: INC = $(INC_all)
 $(BUILD)/obj/common/%.o: INC = $(INC_common)
@@ -77,12 +99,22 @@ $(BUILD)/obj/store/%.o: INC = $(INC_proto)
 $(BUILD)/obj/store/proto/%.o: INC = $(INC_proto)
 $(BUILD)/obj/store/client/%.o: INC = $(INC_client)
 $(BUILD)/obj/store/server/%.o: INC = $(INC_server)
-$(BUILD)/obj/coll/%.o: INC = $(INC_coll)
+# A coll folder without a line here sees common only, until it is given
+# its floor (here, and in the order check below).
+$(BUILD)/obj/coll/%.o: INC = $(INC_common)
+$(BUILD)/obj/coll/reduce/%.o: INC = $(INC_reduce)
+$(BUILD)/obj/coll/transport/%.o: INC = $(INC_transport)
+$(BUILD)/obj/coll/run/%.o: INC = $(INC_run)
+$(BUILD)/obj/coll/shm/%.o: INC = $(INC_shm)
+$(BUILD)/obj/coll/algo/%.o: INC = $(INC_algo)
+$(BUILD)/obj/coll/select/%.o: INC = $(INC_select)
+$(BUILD)/obj/coll/api/%.o: INC = $(INC_api)
 $(BUILD)/obj/bootstrap/%.o: INC = $(INC_bootstrap)
+$(BUILD)/obj/moe/%.o: INC = $(INC_moe)
 
 PUB_HDRS := $(sort $(wildcard include/fccl/*.h))
 
-LIB_SRCS := $(sort $(shell find common store coll bootstrap -name '*.c'))
+LIB_SRCS := $(sort $(shell find common store coll bootstrap moe -name '*.c'))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 CLI_SRCS := $(sort $(wildcard cli/*.c))
 PROGS := $(patsubst cli/%.c,$(BUILD)/bin/%,$(CLI_SRCS))
@@ -94,6 +126,16 @@ THELPERS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(THELP_SRCS))
 # scripts with mpicc, not here.
 BENCH_SRCS := $(filter-out bench/mpi_%.c,$(sort $(wildcard bench/*.c)))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+
+# The one-way call orders the headers state, checked on the objects
+# before any library is made (scripts/check-calls.sh): the top floors,
+# coll's floors, and the files of the transport and of the API in the
+# order of their module maps (tp.h, request.h).  Include paths cannot see
+# a call through a public header (fccl_dtype_size from an algorithm); the
+# symbols do.
+CALLS_OK := $(BUILD)/obj/.calls-ok
+LIB_ORDER := moe bootstrap coll store common
+COLL_ORDER := api select algo shm run transport reduce
 
 SHLIB := $(BUILD)/lib/libfccl.so.$(VERSION)
 # The installed static library is one prelinked object whose internal
@@ -125,9 +167,19 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(addprefix -I,$(INC)) -MMD -MP -c $< -o $@
 
+$(CALLS_OK): $(LIB_OBJS) scripts/check-calls.sh coll/transport/tp.h \
+  coll/api/request.h
+	@scripts/check-calls.sh $(BUILD)/obj $(LIB_ORDER) -- $(LIB_OBJS)
+	@scripts/check-calls.sh $(BUILD)/obj/coll $(COLL_ORDER) -- $(LIB_OBJS)
+	@scripts/check-calls.sh $(BUILD)/obj/coll/transport \
+	  --map coll/transport/tp.h -- $(LIB_OBJS)
+	@scripts/check-calls.sh $(BUILD)/obj/coll/api \
+	  --map coll/api/request.h -- $(LIB_OBJS)
+	touch $@
+
 # Linking fails when the library would export or define anything but
 # fccl_* names (scripts/check-symbols.sh).
-$(SHLIB): $(LIB_OBJS) scripts/check-symbols.sh
+$(SHLIB): $(LIB_OBJS) $(CALLS_OK) scripts/check-symbols.sh
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libfccl.so.$(SOMAJOR) $(SANLD) -o $@.tmp \
 	  $(LIB_OBJS) $(LIBS)
@@ -137,7 +189,7 @@ $(SHLIB): $(LIB_OBJS) scripts/check-symbols.sh
 	ln -sf libfccl.so.$(VERSION) $(BUILD)/lib/libfccl.so.$(SOMAJOR)
 	ln -sf libfccl.so.$(SOMAJOR) $(BUILD)/lib/libfccl.so
 
-$(STLIB): $(LIB_OBJS) scripts/check-symbols.sh
+$(STLIB): $(LIB_OBJS) $(CALLS_OK) scripts/check-symbols.sh
 	@mkdir -p $(dir $@)
 	rm -f $@ $(BUILD)/lib/fccl.o
 	$(LD) -r -o $(BUILD)/lib/fccl.o $(LIB_OBJS)
@@ -146,10 +198,10 @@ $(STLIB): $(LIB_OBJS) scripts/check-symbols.sh
 	ar rcs $@ $(BUILD)/lib/fccl.o
 	rm -f $(BUILD)/lib/fccl.o
 
-$(INTLIB): $(LIB_OBJS)
+$(INTLIB): $(LIB_OBJS) $(CALLS_OK)
 	@mkdir -p $(dir $@)
 	rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(LIB_OBJS)
 
 $(BUILD)/lib/libfccl-preload.so: preload/kallsyms.c
 	@mkdir -p $(dir $@)

@@ -2,6 +2,7 @@
 #ifndef FCCL_BOOT_H
 #define FCCL_BOOT_H
 
+#include "coll_group.h"
 #include "group.h"
 #include "fccl/pg.h"
 #include "fccl/store.h"

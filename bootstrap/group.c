@@ -311,10 +311,7 @@ static int make_group(const int *world_order, int size, const char *name,
     if (!g)
         return fccl_err(FCCL_ERR_NOMEM, "group: out of memory");
     memcpy(g->world, world_order, (size_t)size * sizeof(int));
-    g->rank = -1;
-    for (int r = 0; r < size; r++)
-        if (g->world[r] == boot.rank)
-            g->rank = r;
+    g->rank = group_rank_of_world(g, boot.rank);
     snprintf(g->name, sizeof(g->name), "%s", name);
     g->ctx = ctx;
     int rc = boot_group_finish(g);
@@ -510,14 +507,12 @@ int fccl_group_from_world(const fccl_group_t *g, int world_rank, int *grank)
 {
     if (!g || !grank)
         return fccl_err(FCCL_ERR_INVALID, "group: NULL argument");
-    for (int r = 0; r < g->size; r++) {
-        if (g->world[r] == world_rank) {
-            *grank = r;
-            return FCCL_OK;
-        }
-    }
-    return fccl_err(FCCL_ERR_INVALID, "group %s: world rank %d is not a member",
-                    g->name, world_rank);
+    int r = group_rank_of_world(g, world_rank);
+    if (r < 0)
+        return fccl_err(FCCL_ERR_INVALID, "group %s: world rank %d is not a "
+                        "member", g->name, world_rank);
+    *grank = r;
+    return FCCL_OK;
 }
 
 int fccl_group_members(const fccl_group_t *g, int *out, size_t outlen)
@@ -538,4 +533,9 @@ int fccl_group_set_timeout(fccl_group_t *g, int64_t timeout_ms)
         return fccl_err(FCCL_ERR_INVALID, "group: timeout must be positive");
     g->timeout_ms = timeout_ms;
     return FCCL_OK;
+}
+
+int64_t fccl_group_timeout(const fccl_group_t *g)
+{
+    return g ? g->timeout_ms : -1;
 }

@@ -35,7 +35,7 @@
 #include "net.h"
 #include "server.h"
 #include "topology.h"
-#include "transport/tp.h"
+#include "tp.h"
 
 struct boot_state boot;
 

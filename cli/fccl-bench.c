@@ -29,8 +29,8 @@
 
 #include "clock.h"
 #include "fccl/fccl.h"
-#include "reduce/reduce.h"
-#include "select/select.h"
+#include "reduce.h"
+#include "select.h"
 
 enum bop { B_ALLREDUCE, B_BCAST, B_REDUCE, B_ALLGATHER, B_REDUCESCATTER,
            B_ALLTOALL, B_GATHER, B_SCATTER, B_BARRIER, B_SENDRECV };

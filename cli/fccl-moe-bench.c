@@ -35,7 +35,7 @@
 
 #include "clock.h"
 #include "fccl/fccl.h"
-#include "moe/moe_int.h"
+#include "moe_int.h"
 
 static struct {
     int bs, k, E, S, tp, iters, warmup, check, csv;

@@ -21,7 +21,7 @@
 
 #include "boot.h"
 #include "fccl/fccl.h"
-#include "transport/tp.h"
+#include "tp.h"
 
 static int die(const char *what, int rc)
 {

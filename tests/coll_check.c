@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "coll_group.h"
 #include "group.h"
 #include "coll_ref.h"
 #include "fccl/pg.h"

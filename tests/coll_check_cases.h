@@ -344,6 +344,22 @@ static int args_mode(struct rt *t)
         "rabenseifner");
     INV(fccl_set_algo(g, "all_reduce_x", "ring"), "unknown op", "unknown");
     INV(fccl_wait(NULL, 0), "wait NULL", "NULL");
+    INV(fccl_cancel(NULL), "cancel NULL", "NULL");
+    if (fccl_group_timeout(g) != g->timeout_ms ||
+        fccl_group_timeout(NULL) != -1) {
+        fprintf(stderr, "[rank %d] fccl_group_timeout: %lld, want %lld\n", me,
+                (long long)fccl_group_timeout(g), (long long)g->timeout_ms);
+        t->fails++;
+    }
+    /* a receive nobody will match, cancelled: freed, nothing sticks (the
+     * cases below run on g) */
+    fccl_request_t *lone = NULL;
+    if (n > 1 && (fccl_irecv(buf, 1, F32, (me + 1) % n, 777, g, &lone) < 0 ||
+                  fccl_cancel(lone) != FCCL_OK)) {
+        fprintf(stderr, "[rank %d] cancel of a lone irecv: %s\n", me,
+                fccl_last_error());
+        t->fails++;
+    }
     /* FCCL_ALGO_<OP> with an unknown name */
     setenv("FCCL_ALGO_ALL_REDUCE", "bogus", 1);
     struct fccl_group *g3 = make_group(t->tp, me, n, NULL, 3, NULL, 60000, "g3");
@@ -365,6 +381,14 @@ static int args_mode(struct rt *t)
         fprintf(stderr, "[rank %d] an invalid call took a sequence number "
                 "(%u -> %u)\n", me, seq0, g->seq);
         t->fails++;
+    }
+    /* a collective's handle cannot be cancelled; it is still waited for */
+    fccl_request_t *coll_req = NULL;
+    if (fccl_barrier(g, &coll_req) == FCCL_OK) {
+        expect_invalid(t, fccl_cancel(coll_req), "cancel a collective",
+                       "collective");
+        if (fccl_wait(coll_req, -1) < 0)
+            t->fails++;
     }
     /* nothing was sent: the group still works, with valid forced names */
     setenv("FCCL_ALGO_ALL_REDUCE", "RING", 1);

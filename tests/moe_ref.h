@@ -1,5 +1,5 @@
 /*
- * Test-side model of one MoE layer, independent of coll/moe: inputs as pure
+ * Test-side model of one MoE layer, independent of moe/: inputs as pure
  * functions of (case seed, world rank, token, element), the routing, the
  * experts' functions, and the dense reference in double precision.
  * Header-only, used by tests/moe_check.c.

@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "fccl/coll.h"
-#include "reduce/reduce.h"
+#include "reduce.h"
 
 #define N 1037 /* not a multiple of any block size: exercises the tails */
 

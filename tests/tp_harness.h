@@ -48,7 +48,7 @@
 
 #include "clock.h"
 #include "fccl/core.h"
-#include "transport/tp.h"
+#include "tp.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>

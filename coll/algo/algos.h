@@ -1,17 +1,20 @@
 /*
  * Internal: the algorithms, as the selector's tables and other algorithms
- * call them.  Each lives in its own file (algo/<op>_<algorithm>.c,
- * shm/<op>_shm.c); the building blocks below are the pieces composite
- * algorithms are made of (ring all_reduce = ring reduce_scatter + ring
- * all_gather, hier = binomial reduce + leaders' all_reduce + binomial
- * broadcast).
+ * call them.  Each lives in its own file (<op>_<algorithm>.c, the ones
+ * through a one-host group's shared segment <op>_shm.c); the building
+ * blocks below are the pieces composite algorithms are made of (ring
+ * all_reduce = ring reduce_scatter + ring all_gather, hier = binomial
+ * reduce + leaders' all_reduce + binomial broadcast).  They see the run's
+ * point-to-point primitives (run.h), the segment (shm.h) and the
+ * reduction kernels (reduce.h), never the selector above them.
  */
 #ifndef FCCL_COLL_ALGOS_H
 #define FCCL_COLL_ALGOS_H
 
-#include "algo/layout.h"
-#include "algo/run.h"
-#include "reduce/reduce.h"
+#include "layout.h"
+#include "reduce.h"
+#include "run.h"
+#include "shm.h"
 
 /* ---- whole operations over the group (table entries) ---- */
 int coll_allreduce_ring(struct coll_run *run);
@@ -37,9 +40,19 @@ int coll_barrier_dissemination(struct coll_run *run);
 int coll_gather_linear(struct coll_run *run);
 int coll_scatter_linear(struct coll_run *run);
 int coll_neighbor_exchange(struct coll_run *run);
-/* all_reduce by the algorithm the selector picks among those that use the
- * transport (select/select.c): what the shm algorithms fall back to. */
-int coll_allreduce_transport(struct coll_run *run);
+/* Through a one-host group's segment (<op>_shm.c).  Without a segment
+ * each runs a transport algorithm instead: all_reduce returns
+ * COLL_FALLBACK (the selector's choice among the transport's algorithms
+ * depends on the size), the others call their general algorithm. */
+int coll_allreduce_shm(struct coll_run *run);
+int coll_reduce_shm(struct coll_run *run);
+int coll_allgather_shm(struct coll_run *run);
+int coll_barrier_shm(struct coll_run *run);
+int coll_bcast_shm(struct coll_run *run);
+int coll_gather_shm(struct coll_run *run);
+int coll_scatter_shm(struct coll_run *run);
+int coll_reducescatter_shm(struct coll_run *run);
+int coll_alltoall_shm(struct coll_run *run);
 
 /* ---- building blocks (each in its own file) ---- */
 
@@ -109,6 +122,30 @@ int coll_fold_out(struct coll_run *run, const struct coll_view *v,
 
 /* Dissemination barrier over v (barrier_dissemination.c). */
 int coll_dissemination_barrier(struct coll_run *run, const struct coll_view *v);
+
+/* all_reduce (root < 0) or reduce to root through the segment
+ * (allreduce_shm.c); COLL_FALLBACK for an all_reduce without one. */
+int coll_shm_reduce(struct coll_run *run, int root);
+/* The same on segment s whatever group it belongs to: reduce count
+ * elements (run->a's dtype and op) of every member's src into dst of
+ * member `root` (segment index), or of every member if root < 0. */
+int coll_seg_reduce(struct coll_run *run, struct coll_seg *s, int root,
+                    const void *src, void *dst, size_t count);
+/* Reduce-scatter over the members of segment s (whatever group it belongs
+ * to; run->a's dtype and op): src holds every block of layout l (one per
+ * member), member i's reduced block i lands in dst (reducescatter_shm.c).
+ * Whole-slot rounds (starts with coll_seg_large). */
+int coll_seg_reduce_scatter(struct coll_run *run, struct coll_seg *s,
+                            const struct coll_layout *l, const void *src,
+                            void *dst);
+/* All-gather over the members of s: buf is laid out by l with my block
+ * already in place; afterwards it holds every block (allgather_shm.c).
+ * Whole-slot rounds (starts with coll_seg_large). */
+int coll_seg_all_gather(struct coll_run *run, struct coll_seg *s,
+                        const struct coll_layout *l, void *buf);
+/* Broadcast `bytes` of buf from segment member `root` (bcast_shm.c). */
+int coll_seg_bcast(struct coll_run *run, struct coll_seg *s, int root,
+                   void *buf, size_t bytes);
 
 /* all_to_all helpers (alltoall_pairwise.c): elements that go to
  * (send = 1) or come from (send = 0) rank p and their element offsets;

@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 int coll_bruck_all_gather(struct coll_run *run, const struct coll_view *v,
                           void *buf, const struct coll_layout *l,

@@ -18,7 +18,7 @@
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 #define AG_WINDOW COLL_WINDOW
 

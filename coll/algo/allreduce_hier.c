@@ -27,8 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/algos.h"
-#include "shm/shm.h"
+#include "algos.h"
 
 #define HIER_RD_MAX (64u * 1024u) /* leaders use rd up to this many bytes */
 #define HIER_2D_MIN (256u * 1024u) /* above: slices across hosts (2d) */

@@ -25,8 +25,7 @@
  * depends only on the layout and the size, so all ranks agree even when
  * one host has no segment.
  */
-#include "algo/algos.h"
-#include "shm/shm.h"
+#include "algos.h"
 
 #define H2D_RD_MAX (64u * 1024u) /* slices up to this use rd across hosts */
 

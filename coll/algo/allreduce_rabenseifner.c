@@ -21,7 +21,7 @@
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 struct rab {
     struct coll_run *run;

@@ -20,7 +20,7 @@
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 #define STEP_FOLD 0
 #define STEP_UNFOLD 1

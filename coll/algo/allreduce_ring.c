@@ -13,7 +13,7 @@
  * optimal for any n (no power-of-two restriction); the 2(n-1) latency
  * terms make it the wrong choice for small vectors.
  */
-#include "algo/algos.h"
+#include "algos.h"
 
 int coll_ring_all_reduce(struct coll_run *run, const struct coll_view *v,
                          const void *src, void *dst, size_t count,

@@ -11,10 +11,12 @@
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 int coll_alltoall_linear(struct coll_run *run)
 {
+    /* the same view of the call as alltoall_pairwise.c opens with; what
+     * the two share beyond it is in coll_a2a_* there */
     const struct coll_args *a = run->a;
     struct coll_view v = view_of_group(run->g);
     int n = v.n, me = v.me;

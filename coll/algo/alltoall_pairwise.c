@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 size_t coll_a2a_count(const struct coll_args *a, int send, int p)
 {

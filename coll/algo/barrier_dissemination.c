@@ -9,7 +9,7 @@
  * Cost: ceil(log2 n) alpha.  Any n, no folding: unlike a butterfly the
  * pattern does not need a power of two.
  */
-#include "algo/algos.h"
+#include "algos.h"
 
 int coll_dissemination_barrier(struct coll_run *run, const struct coll_view *v)
 {

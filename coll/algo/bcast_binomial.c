@@ -15,7 +15,7 @@
  * Any n (the tree is cut off at n).  Data is only copied: every rank gets
  * the root's bytes.
  */
-#include "algo/algos.h"
+#include "algos.h"
 
 #define BB_WINDOW 8
 #define BB_MAXCHILD 32

@@ -16,7 +16,7 @@
  */
 #include <stdlib.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 #define STEP_SCATTER 0
 #define STEP_AG 1

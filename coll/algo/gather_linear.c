@@ -9,10 +9,16 @@
  *
  * Any n, any count.  In place (root's sendbuf == recvbuf): the root's own
  * block is first moved from the start of the buffer to its slot.
+ *
+ * scatter_linear.c is this file's mirror image (it sends where this one
+ * receives).  They stay two files on purpose, each reading as its own
+ * operation: where they differ is the point (the root's own block moves
+ * before the transfers here and after them there, and only receivers
+ * check lengths).
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 int coll_gather_linear(struct coll_run *run)
 {

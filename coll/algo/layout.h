@@ -1,13 +1,14 @@
 /*
  * Internal: how a vector splits into n blocks, and a walk over the chunks
- * of a sequence of blocks (ring algorithms).  Pure arithmetic.
+ * of a sequence of blocks (ring algorithms).  Pure arithmetic, all inline:
+ * the algorithms call it per chunk.
  */
 #ifndef FCCL_COLL_LAYOUT_H
 #define FCCL_COLL_LAYOUT_H
 
 #include <stddef.h>
 
-#include "algo/args.h"
+#include "args.h"
 
 enum lay_mode { LAY_EVEN, LAY_SPLIT, LAY_V };
 
@@ -73,7 +74,14 @@ static inline struct coll_layout lay_of_args(const struct coll_args *a, int n)
     return l;
 }
 /* Total bytes of blocks [first, first+k) in ring order (mod n). */
-size_t lay_range_bytes(const struct coll_layout *l, int first, int k);
+static inline size_t lay_range_bytes(const struct coll_layout *l, int first,
+                                     int k)
+{
+    size_t b = 0;
+    for (int i = 0; i < k; i++)
+        b += lay_bytes(l, (first + i) % l->n);
+    return b;
+}
 
 /* Walks the chunks of a sequence of blocks, block (base - s) mod n for
  * s = 0..nsteps-1, each cut into pieces of at most `chunk` bytes; empty

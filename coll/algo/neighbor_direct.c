@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 static void self_copy(const struct coll_args *a, int me, size_t es)
 {

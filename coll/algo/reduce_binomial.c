@@ -16,7 +16,7 @@
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 #define RB_MAXCHILD 32
 

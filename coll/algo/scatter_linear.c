@@ -7,11 +7,12 @@
  *
  * Any n, any count.  In place (root's recvbuf == sendbuf): the root's own
  * block is copied to the start of the buffer after the sends are done
- * (they may still read that region before).
+ * (they may still read that region before).  The mirror image of
+ * gather_linear.c, kept apart on purpose (see there).
  */
 #include <string.h>
 
-#include "algo/algos.h"
+#include "algos.h"
 
 int coll_scatter_linear(struct coll_run *run)
 {

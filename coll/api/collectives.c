@@ -4,71 +4,15 @@
  * Each call checks its arguments on the calling rank before anything is
  * sent (a mistake returns FCCL_ERR_INVALID here and never reaches the
  * wire), returns the group's sticky error or abort at once, and hands a
- * normalised `struct coll_args` to coll_submit (api/request.c), which runs it
- * inline or queues it.  coll_execute runs one collective: it stamps the
- * tag (context id, sequence number) and the deadline, lets the selector
- * pick the algorithm, finishes avg, and makes any failure stick.
+ * normalised `struct coll_args` to coll_submit (request.c), which runs it
+ * inline or queues it; coll_execute (execute.c) then runs it.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/request.h"
-#include "algo/run.h"
-#include "algo/tag.h"
-#include "reduce/reduce.h"
-#include "select/select.h"
-#include "shm/shm.h"
-#include "log.h"
-#include "clock.h"
-
-/* ---- execution ---- */
-
-static void finish_avg(const struct coll_args *a, const struct fccl_group *g)
-{
-    if (a->op != FCCL_AVG)
-        return;
-    switch (a->kind) {
-    case COLL_ALLREDUCE:
-        coll_reduce_avg_finish(a->recvbuf, a->count, a->dtype, g->size);
-        break;
-    case COLL_REDUCE:
-        if (g->rank == a->root)
-            coll_reduce_avg_finish(a->recvbuf, a->count, a->dtype, g->size);
-        break;
-    case COLL_REDUCESCATTER:
-        coll_reduce_avg_finish(a->recvbuf,
-                               a->counts ? a->counts[g->rank] : a->count,
-                               a->dtype, g->size);
-        break;
-    default: break;
-    }
-}
-
-int coll_execute(struct fccl_group *g, const struct coll_args *a,
-                 uint32_t seq)
-{
-    int rc = coll_group_check(g);
-    if (rc < 0)
-        return rc;
-    struct coll_run run = {
-        .g = g, .st = g->state, .a = a, .seq = seq,
-        .tag = coll_tag_base(g->ctx, seq), .step0 = 0,
-        .nsteps = COLL_STEP_MAX, .deadline = fccl_deadline_ms(g->timeout_ms),
-    };
-    const struct coll_algo *al = coll_select(&run, &rc);
-    if (!al)
-        return rc;
-    run.algo = al->name;
-    LOG_TRACE("COLL", "%s seq %u on %s: %s", a->opname, seq, g->name,
-              al->name);
-    rc = al->fn(&run);
-    if (rc < 0) {
-        cr_cancel_pending(&run);
-        return coll_fail(g, rc);
-    }
-    finish_avg(a, g);
-    return FCCL_OK;
-}
+#include "reduce.h"
+#include "request.h"
+#include "select.h"
 
 /* ---- argument checks ---- */
 
@@ -187,7 +131,12 @@ static int start(struct fccl_group *g, const struct coll_args *a,
             return rc_;                                                        \
     } while (0)
 
-/* ---- collectives ---- */
+/* ---- collectives ----
+ *
+ * Each entry point spells out its own checks, in the order coll.h names
+ * them for that call.  They read alike on purpose: a helper per family
+ * (rooted, blocked, v) would hide which checks a call makes, and the
+ * message must name the buffer and the side (root or not) it is about. */
 
 int fccl_barrier(fccl_group_t *g, fccl_request_t **req)
 {

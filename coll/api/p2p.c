@@ -1,9 +1,10 @@
 /*
- * Point-to-point operations: send, recv, isend, irecv, batch_isend_irecv.
+ * Point-to-point operations: send, recv, isend, irecv, batch_isend_irecv,
+ * and their requests' wait, test and cancel.
  *
  * They go straight to the transport, with no sequence number and no worker
  * thread: the tag is the group's context id plus the user's tag in the
- * point-to-point half of the tag space (algo/tag.h), so user messages
+ * point-to-point half of the tag space (run/tag.h), so user messages
  * never meet collective traffic.  Sizes must match on both ends (a
  * receive that gets a different length fails with FCCL_ERR_PROTOCOL);
  * zero-count transfers complete at once without a message.  Failures are
@@ -13,13 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/request.h"
-#include "algo/run.h"
-#include "algo/tag.h"
-#include "select/select.h"
-#include "shm/shm.h"
-#include "log.h"
 #include "clock.h"
+#include "request.h"
+#include "tag.h"
 
 static int check_op(const struct fccl_group *g, const char *what,
                     const void *buf, size_t count, fccl_dtype_t dtype,
@@ -288,12 +285,17 @@ int coll_p2p_wait(fccl_request_t *r, int64_t timeout_ms)
     }
 }
 
-void coll_p2p_cancel(fccl_request_t *r)
+int fccl_cancel(fccl_request_t *r)
 {
-    if (!r || r->kind != REQ_P2P)
-        return;
+    if (!r)
+        return fccl_err(FCCL_ERR_INVALID, "cancel: request is NULL");
+    if (r->kind != REQ_P2P)
+        return fccl_err(FCCL_ERR_INVALID, "cancel: %s seq %u on group %s is "
+                        "a collective, which cannot be cancelled (wait for "
+                        "it)", r->args.opname, r->seq, r->g->name);
     cancel_pending(r->g, r->tp, r->ntp);
     p2p_free(r);
+    return FCCL_OK;
 }
 
 int coll_p2p_test(fccl_request_t *r, int *done)

@@ -19,10 +19,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "api/request.h"
-#include "algo/run.h"
-#include "log.h"
 #include "clock.h"
+#include "log.h"
+#include "request.h"
 
 
 /* ---- the worker ---- */

@@ -1,8 +1,20 @@
 /*
- * Internal: requests and execution behind the public entry points.  A
- * collective runs inline (coll_execute) or through the group's worker
- * (coll_submit, api/request.c); point-to-point requests go to the
- * transport directly (api/p2p.c).
+ * Internal: what the API floor's files call of each other: requests and
+ * the execution behind the public entry points, and the group's sticky
+ * error.  A collective runs inline (coll_execute) or through the group's
+ * worker (coll_submit); point-to-point requests go to the transport
+ * directly.
+ *
+ * Module map, top down:
+ *   collectives.c  the public collectives: argument checks, coll_submit
+ *   coll_group.c   a group handed over by the bootstrap, and taken back
+ *   request.c      the group's worker and queue, fccl_wait and fccl_test
+ *   execute.c      coll_execute: one collective on this thread
+ *   p2p.c          the public point-to-point calls and their requests
+ *   sticky.c       the group's sticky error (coll_fail, coll_group_check)
+ * Each file calls only files below it in this list (the build checks it
+ * on the objects, scripts/check-calls.sh), so the queue runs collectives
+ * without knowing the entry points that fill it.
  */
 #ifndef FCCL_COLL_REQUEST_H
 #define FCCL_COLL_REQUEST_H
@@ -10,9 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "algo/args.h"
+#include "args.h"
 #include "group.h"
-#include "transport/tp.h"
+#include "run.h"
+#include "tp.h"
 
 enum req_kind { REQ_COLL, REQ_P2P };
 
@@ -35,7 +48,7 @@ struct fccl_request {
     size_t one_want;
 };
 
-/* ---- execution (api/collectives.c, api/request.c) ---- */
+/* ---- execution (execute.c, request.c) ---- */
 
 /* Run one collective now on this thread: seq, deadline, algorithm, avg,
  * sticky error.  a must stay valid for the call. */
@@ -52,10 +65,6 @@ int coll_submit(struct fccl_group *g, const struct coll_args *a,
  * fccl_wait / fccl_test. */
 int coll_p2p_wait(fccl_request_t *req, int64_t timeout_ms);
 int coll_p2p_test(fccl_request_t *req, int *done);
-/* Cancel what is still pending of a REQ_P2P request (the transport
- * returns its buffers) and free the handle; nothing sticks to the group.
- * For a receive whose sender will never come (MoE's config check). */
-void coll_p2p_cancel(fccl_request_t *req);
 
 /* The worker's locks (FCCL_ERR_NOMEM if they cannot be made), and its
  * end: let it drain the queue, join it, free the locks. */
@@ -63,6 +72,11 @@ struct coll_worker;
 int coll_worker_init(struct coll_worker *w);
 void coll_worker_stop(struct coll_worker *w);
 
+/* ---- the sticky error (sticky.c) ---- */
+
+/* Fail the group: keep the first fatal error (code and this thread's
+ * message) in g->err / g->errmsg.  Returns code. */
+int coll_fail(struct fccl_group *g, int code);
 /* FCCL_OK, or the group's sticky error / abort with its message. */
 int coll_group_check(struct fccl_group *g);
 

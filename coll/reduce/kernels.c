@@ -14,10 +14,11 @@
  * manipulation (branch-free, so the blocks vectorise), combined in float and
  * rounded back to nearest-even.
  */
-#include "reduce/reduce.h"
+#include "reduce.h"
 
 #include <string.h>
 
+#include "bf16.h"
 #include "err.h"
 
 #define KBLK 16
@@ -80,20 +81,10 @@ static inline uint16_t f2h(float f)
     return (uint16_t)(o | sign);
 }
 
-static inline float bf2f(uint16_t h) { return u2f((uint32_t)h << 16); }
-
-static inline uint16_t f2bf(float f)
-{
-    uint32_t u = f2u(f);
-    uint32_t nan = (u >> 16) | 0x40u; /* keep it a (quiet) NaN */
-    uint32_t rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rne);
-}
-
 float coll_half_to_float(uint16_t h) { return h2f(h); }
 uint16_t coll_float_to_half(float f) { return f2h(f); }
-float coll_bf16_to_float(uint16_t h) { return bf2f(h); }
-uint16_t coll_float_to_bf16(float f) { return f2bf(f); }
+float coll_bf16_to_float(uint16_t h) { return fccl_bf16_to_float(h); }
+uint16_t coll_float_to_bf16(float f) { return fccl_float_to_bf16(f); }
 
 /* ---- kernel generators ---- */
 
@@ -173,7 +164,7 @@ INT_KERNELS(u64, uint64_t, uint64_t)
 FLT_KERNELS(f32, float)
 FLT_KERNELS(f64, double)
 HALF_KERNELS(f16, h2f, f2h)
-HALF_KERNELS(bf16, bf2f, f2bf)
+HALF_KERNELS(bf16, fccl_bf16_to_float, fccl_float_to_bf16) /* bf16.h */
 /* bool: any non-zero byte is true; results are exactly 0 or 1. */
 KERNEL(or_b, uint8_t, (uint8_t)((x | y) != 0))
 KERNEL(and_b, uint8_t, (uint8_t)((x != 0) & (y != 0)))
@@ -243,7 +234,9 @@ void coll_reduce_avg_finish(void *buf, size_t count, fccl_dtype_t dtype,
     case FCCL_FLOAT32: DIV_LOOP(float, float); break;
     case FCCL_FLOAT64: DIV_LOOP(double, double); break;
     case FCCL_FLOAT16: HDIV_LOOP(h2f, f2h); break;
-    case FCCL_BFLOAT16: HDIV_LOOP(bf2f, f2bf); break;
+    case FCCL_BFLOAT16:
+        HDIV_LOOP(fccl_bf16_to_float, fccl_float_to_bf16);
+        break;
     default: break; /* bool: refused by coll_reduce_check */
     }
 }

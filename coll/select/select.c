@@ -15,9 +15,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "select/select.h"
-#include "shm/shm.h"
-#include "algo/algos.h"
+#include "algos.h"
+#include "select.h"
 
 static const struct coll_algo allreduce_algos[] = {
     {0, "rd", "recursive doubling; log(n) steps, full vector each", coll_allreduce_rd},
@@ -278,9 +277,15 @@ static int auto_allreduce(const struct coll_run *run)
     return one_host_shm(run->g) ? 4 : transport_allreduce(run);
 }
 
-int coll_allreduce_transport(struct coll_run *run)
+const struct coll_algo *coll_select_fallback(struct coll_run *run, int *rc)
 {
-    return allreduce_algos[transport_allreduce(run)].fn(run);
+    *rc = FCCL_OK;
+    if (run->a->kind == COLL_ALLREDUCE)
+        return &allreduce_algos[transport_allreduce(run)];
+    *rc = fccl_err(FCCL_ERR_STATE, "%s[%s] on %s: internal: no fallback for "
+                   "this operation", run->a->opname,
+                   run->algo ? run->algo : "?", run->g->name);
+    return NULL;
 }
 
 static int auto_choice(const struct coll_run *run)

@@ -47,9 +47,8 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "shm/shm.h"
-#include "algo/algos.h"
 #include "log.h"
+#include "shm.h"
 
 #define SEG_LINE 64
 #define SEG_NAME_MAX 64

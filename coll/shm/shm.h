@@ -1,17 +1,18 @@
 /*
- * Internal: the one-host path.  A group whose members share a host maps
- * one segment (shm/seg.c) and runs its collectives through it
- * (shm/<op>_shm.c), bypassing the transport.
+ * Internal: the one-host segment.  A group whose members share a host maps
+ * one segment (seg.c) and the *_shm algorithms (algo/<op>_shm.c) run its
+ * collectives through it, bypassing the transport.  This floor holds the
+ * segment alone: its setup (messages over the run's primitives), its
+ * slots, its barrier and its tiny calls; the algorithms sit above it.
  */
 #ifndef FCCL_COLL_SHM_H
 #define FCCL_COLL_SHM_H
 
 #include <stddef.h>
 
-#include "algo/run.h"
+#include "run.h"
 
 struct coll_seg;
-struct coll_layout;
 /* The group's segment, set up with all members on first use: *out is NULL
  * for a group of one rank or spread over hosts, and (for good) when it
  * cannot be made.  Errors are those of the setup messages. */
@@ -31,7 +32,7 @@ unsigned char *coll_seg_slot(const struct coll_seg *s, int rank);
 /* Wait until every member has entered as many barriers as I have: fails
  * on the call's deadline, an abort, or a member that has exited. */
 int coll_seg_barrier(struct coll_run *run, struct coll_seg *s);
-/* Every *_shm.c call is one of two kinds (see allreduce_shm.c for why
+/* Every *_shm.c algorithm is one of two kinds (see allreduce_shm.c for why
  * this is safe).  A one-barrier call (up to COLL_SHM_SMALL) uses half of
  * each slot, alternating from call to call: coll_seg_small returns the
  * byte offset of this call's half.  A call that fills whole slots starts
@@ -59,39 +60,5 @@ void coll_seg_tiny_get(const struct coll_seg *s, int q, void *dst,
  * algorithm.  *rc < 0 on a setup error. */
 struct coll_seg *coll_seg_for_small(struct coll_run *run, size_t per_rank,
                                     size_t *half, int *rc);
-
-/* ---- the algorithms (table entries) ---- */
-int coll_allreduce_shm(struct coll_run *run);
-int coll_reduce_shm(struct coll_run *run);
-int coll_allgather_shm(struct coll_run *run);
-int coll_barrier_shm(struct coll_run *run);
-int coll_bcast_shm(struct coll_run *run);
-int coll_gather_shm(struct coll_run *run);
-int coll_scatter_shm(struct coll_run *run);
-int coll_reducescatter_shm(struct coll_run *run);
-int coll_alltoall_shm(struct coll_run *run);
-/* all_reduce (root < 0) or reduce to root through the segment
- * (shm/allreduce_shm.c). */
-int coll_shm_reduce(struct coll_run *run, int root);
-/* The same on segment s whatever group it belongs to: reduce count
- * elements (run->a's dtype and op) of every member's src into dst of
- * member `root` (segment index), or of every member if root < 0. */
-int coll_seg_reduce(struct coll_run *run, struct coll_seg *s, int root,
-                    const void *src, void *dst, size_t count);
-/* Reduce-scatter over the members of segment s (whatever group it belongs
- * to; run->a's dtype and op): src holds every block of layout l (one per
- * member), member i's reduced block i lands in dst (shm/reducescatter_shm.c).
- * Whole-slot rounds (starts with coll_seg_large). */
-int coll_seg_reduce_scatter(struct coll_run *run, struct coll_seg *s,
-                            const struct coll_layout *l, const void *src,
-                            void *dst);
-/* All-gather over the members of s: buf is laid out by l with my block
- * already in place; afterwards it holds every block (shm/allgather_shm.c).
- * Whole-slot rounds (starts with coll_seg_large). */
-int coll_seg_all_gather(struct coll_run *run, struct coll_seg *s,
-                        const struct coll_layout *l, void *buf);
-/* Broadcast `bytes` of buf from segment member `root` (shm/bcast_shm.c). */
-int coll_seg_bcast(struct coll_run *run, struct coll_seg *s, int root,
-                   void *buf, size_t bytes);
 
 #endif

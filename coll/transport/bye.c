@@ -26,7 +26,7 @@
 
 #include "clock.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 #define TP_BYE_MS 10000
 #define TP_BYE_LIVE_NS 50000000ull /* exited peers: checked every 50 ms */

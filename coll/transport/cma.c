@@ -18,7 +18,7 @@
 
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 static uint64_t pidns_inode(void)
 {

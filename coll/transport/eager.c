@@ -32,7 +32,7 @@
 #include "env.h"
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 #define EAGER_ENV "FCCL_EAGER_BYTES"
 
@@ -99,11 +99,6 @@ void tp_eager_post(struct tp_ep *e)
         else
             e->eager_unposted++;
     }
-}
-
-int tp_eager_is(const struct tp_ep *e, size_t len)
-{
-    return e->eager_max && len <= e->eager_max;
 }
 
 struct tp_eager_slot *tp_eager_slot_of(struct tp_ep *e, void *ctx)

@@ -19,7 +19,7 @@
 #include "clock.h"
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 #define TP_FI_VERSION FI_VERSION(1, 17)
 

@@ -57,7 +57,7 @@
 #include "clock.h"
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 #define HB_MAGIC 0x31424846u /* "FHB1" little-endian */
 #define HB_MSG 24

@@ -18,7 +18,7 @@
 
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 static int pidfd_open_(int pid)
 {
@@ -62,6 +62,22 @@ void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
     atomic_store_explicit(&p->live_tried, 1, memory_order_release);
 }
 
+/* Open rank r's liveness handle without resolving it (under tp->lock):
+ * its blob comes from the lookup resolve.c uses too, which is the
+ * transport's state, not resolve.c's, so this stays here, below it. */
+static void watch_locked(struct fccl_tp *tp, int r)
+{
+    const void *blob = NULL;
+    size_t len = 0;
+    int local = 0;
+    struct tp_peer *p = &tp->peers[r];
+    if (r == tp->my_rank || atomic_load(&p->live_tried))
+        return;
+    if (tp->lookup(tp->lookup_arg, r, &blob, &len, &local) < 0)
+        return; /* no record: the deadline still bounds the wait */
+    tp_live_add(tp, p, blob, len, local);
+}
+
 /* Rank r's pidfd, opened on the first check that needs it: a job of n
  * ranks on one host opens only those it waits for, not n - 1 each at
  * start.  Under the lock, like resolve.c's (which opens it too). */
@@ -70,7 +86,7 @@ static void live_ensure(struct fccl_tp *tp, int r)
     if (atomic_load_explicit(&tp->peers[r].live_tried, memory_order_acquire))
         return;
     pthread_mutex_lock(&tp->lock);
-    tp_watch_locked(tp, r);
+    watch_locked(tp, r);
     pthread_mutex_unlock(&tp->lock);
 }
 

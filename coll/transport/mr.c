@@ -21,7 +21,7 @@
 
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 #define TP_MR_MAX 64
 

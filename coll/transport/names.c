@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "err.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 #define BLOB_MAGIC "FTP1"
 

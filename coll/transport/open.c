@@ -13,7 +13,7 @@
 #include "clock.h"
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 #define TP_DRAIN_MS 200 /* bound on letting operations in flight finish */
 

@@ -19,7 +19,7 @@
 #include "clock.h"
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 #define TP_SRC_MAX (1 << (64 - TP_TAG_BITS)) /* ranks without directed recv */
 #define TP_SPIN_ENV "FCCL_SPIN_US"

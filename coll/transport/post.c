@@ -19,7 +19,7 @@
 
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 struct cma_desc {
     uint64_t addr, len, cookie;
@@ -28,14 +28,6 @@ struct cma_desc {
 int tp_post_busy(ssize_t rc)
 {
     return rc == -FI_EAGAIN || rc == -FI_ENOMEM;
-}
-
-size_t tp_chunk_limit(const struct fccl_tp *tp, const struct tp_ep *e)
-{
-    size_t lim = e->max_msg;
-    if (tp->max_chunk && tp->max_chunk < lim)
-        lim = tp->max_chunk;
-    return lim ? lim : 1;
 }
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
@@ -77,7 +69,7 @@ ssize_t tp_post_data(struct fccl_tp *tp, struct tp_req *r)
         return rc;
     }
     p->chunk = p->total;
-    if (tp_eager_is(e, p->total)) { /* eager.c */
+    if (tp_eager_is(e, p->total)) { /* an eager message (eager.c) */
         uint64_t etag = TP_EAGER_TAG | (uint64_t)tp->my_rank;
         if (p->total > e->inject_size)
             return fi_tsenddata(e->ep, p->buf, p->total, tp_mr_desc(p->mr),

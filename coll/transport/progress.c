@@ -21,7 +21,7 @@
 #include "clock.h"
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 #define TP_CQ_BATCH 16
 

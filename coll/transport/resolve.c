@@ -21,7 +21,7 @@
 
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 static int ep_index(const struct fccl_tp *tp, int kind)
 {
@@ -131,17 +131,4 @@ int tp_resolve(struct fccl_tp *tp, int r)
     int rc = tp_resolve_locked(tp, r);
     pthread_mutex_unlock(&tp->lock);
     return rc;
-}
-
-void tp_watch_locked(struct fccl_tp *tp, int r)
-{
-    const void *blob = NULL;
-    size_t len = 0;
-    int local = 0;
-    struct tp_peer *p = &tp->peers[r];
-    if (r == tp->my_rank || atomic_load(&p->live_tried))
-        return;
-    if (tp->lookup(tp->lookup_arg, r, &blob, &len, &local) < 0)
-        return; /* no record: the deadline still bounds the wait */
-    tp_live_add(tp, p, blob, len, local);
 }

@@ -98,7 +98,7 @@
 
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 /* Below this shm's own path is as fast: 2-rank all_to_all with 32 and
  * 64 KiB blocks takes the same time either way, with 128 KiB blocks 15-19

@@ -27,7 +27,10 @@
  *               heartbeats between ring neighbours (dead hosts within
  *               FCCL_PEER_TIMEOUT), name blobs
  * Each file calls only files below it in this list (wait -> progress ->
- * rndv -> post), never back up.
+ * rndv -> post), never back up; what several of them ask of the shared
+ * state alone sits in tp_int.h, below them all.  The build checks the
+ * order on the objects (scripts/check-calls.sh reads this list), so a new
+ * file needs its line here.
  *
  * All calls are thread-safe: several threads may post and wait at once
  * (completions found by any thread are credited to their owners).

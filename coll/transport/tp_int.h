@@ -14,7 +14,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-#include "transport/tp.h"
+#include "tp.h"
 
 #define TP_MAX_EPS 2
 /* Waiters poll this long after progress, then poll with sched_yield(),
@@ -64,7 +64,7 @@ enum { TP_CMA_UNKNOWN = 0, TP_CMA_PROBING, TP_CMA_YES, TP_CMA_NO };
 enum { TP_CMA_OFF = 0, TP_CMA_AFTER_CTS, TP_CMA_EAGER };
 
 enum tp_ep_kind { TP_EP_SHM = 1, TP_EP_NET = 2, TP_EP_PROC = 3, /* blob only */
-                  TP_EP_HB = 4 /* blob only: heartbeat socket (live.c) */ };
+                  TP_EP_HB = 4 /* blob only: heartbeat socket (hb.c) */ };
 #define TP_PROC_NAME "proc"
 #define TP_LIVE_ADDR_LEN 12
 #define TP_HB_NAME "hb"
@@ -206,7 +206,7 @@ struct tp_peer {
      * process was already gone then (pidfd_open said ESRCH). */
     _Atomic int live_tried;
     int live_gone;
-    /* live.c heartbeats: where its heartbeat socket listens (has_hb),
+    /* hb.c heartbeats: where its heartbeat socket listens (has_hb),
      * its pid as the blob says (datagrams must carry it), when we last
      * heard from it (ns; written by the heartbeat thread only), and
      * whether it said goodbye (finalized: not watched any more, and its
@@ -219,7 +219,7 @@ struct tp_peer {
     uint64_t hb_heard;
 };
 
-struct tp_hb; /* live.c: the heartbeat thread's state */
+struct tp_hb; /* hb.c: the heartbeat thread's state */
 
 struct fccl_tp {
     struct tp_ep eps[TP_MAX_EPS];
@@ -245,12 +245,34 @@ struct fccl_tp {
     int cma_ok, pid;         /* CMA works in this process (FCCL_CMA) */
     uint64_t pidns, cma_magic;
     _Atomic uint64_t st_eagain, st_chunks, st_completions, st_cma;
-    struct tp_hb *hb;        /* live.c; NULL when heartbeats are off */
-    _Atomic int dead_rank;   /* a rank declared dead (live.c), or -1 */
+    struct tp_hb *hb;        /* hb.c; NULL when heartbeats are off */
+    _Atomic int dead_rank;   /* a rank declared dead (hb.c), or -1 */
     char dead_why[160];      /* why; written once before dead_rank */
     unsigned char hb_self[TP_HB_ADDR_LEN]; /* our heartbeat address */
     int hb_self_ok;                        /* ... published in the blob */
 };
+
+/* Two questions about an endpoint that files on both sides of the call
+ * order ask (post.c and eager.c, rndv.c): answered from its fields alone,
+ * so they live here, below every file, and stay inline on the post path. */
+
+/* The largest wire message on e: max_msg_size, or opts.max_chunk if
+ * smaller (never 0).  A request above it goes in chunks. */
+static inline size_t tp_chunk_limit(const struct fccl_tp *tp,
+                                    const struct tp_ep *e)
+{
+    size_t lim = e->max_msg;
+    if (tp->max_chunk && tp->max_chunk < lim)
+        lim = tp->max_chunk;
+    return lim ? lim : 1;
+}
+
+/* Does a message of len bytes go eager on e (eager.c; eager_max is 0
+ * where eager messages are off)? */
+static inline int tp_eager_is(const struct tp_ep *e, size_t len)
+{
+    return e->eager_max && len <= e->eager_max;
+}
 
 /* bye.c: goodbyes to the peers we talked to over net, then wait (bounded)
  * for theirs (tp_close, before the endpoints close). */
@@ -302,12 +324,10 @@ int tp_route(const struct fccl_tp *tp, int r, const void *blob, size_t len,
 int tp_peer_where(const struct fccl_tp *tp, int r, int *epi);
 int tp_resolve(struct fccl_tp *tp, int r);
 int tp_resolve_locked(struct fccl_tp *tp, int r);
-/* Open rank r's liveness handle (local peers) without resolving it. */
-void tp_watch_locked(struct fccl_tp *tp, int r);
 /* peers.c: free tp_add_peers' copy of the blobs (tp_close). */
 void tp_free_own_names(struct fccl_tp *tp);
 
-/* live.c (uses hb.c, names.c) */
+/* live.c (uses names.c) */
 void tp_live_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
                  size_t len, int local);
 void tp_live_close(struct tp_peer *p);
@@ -315,16 +335,17 @@ void tp_live_close(struct tp_peer *p);
  * ranks that said goodbye (heartbeats) do not count. */
 int tp_live_dead(const struct fccl_tp *tp, const int *ranks, size_t n,
                  int skip_bye);
-/* Heartbeats (live.c): tp_hb_open binds the socket (before the blob is
- * encoded; failure only logs), tp_hb_start starts the watcher thread once
- * the peers are known, tp_hb_stop says goodbye and joins it (tp_close).
+/* Heartbeats (hb.c, uses names.c): tp_hb_open binds the socket (before
+ * the blob is encoded; failure only logs), tp_hb_start starts the watcher
+ * thread once the peers are known, tp_hb_stop says goodbye and joins it
+ * (tp_close).
  * tp_hb_open also fills tp->hb_self, which names.c publishes. */
 void tp_hb_open(struct fccl_tp *tp);
 void tp_hb_start(struct fccl_tp *tp);
 void tp_hb_stop(struct fccl_tp *tp);
 /* The rank declared dead (heartbeats), or -1; its reason in tp->dead_why. */
 int tp_hb_dead(const struct fccl_tp *tp);
-/* A peer's address and pid from its blob (tp_live_add calls it). */
+/* A peer's address and pid from its blob (tp_add_peers calls it). */
 void tp_hb_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
                size_t len, int local);
 /* A wait failed because `rank` is gone (broken connection, exited): if no
@@ -334,7 +355,6 @@ void tp_hb_suspect(struct fccl_tp *tp, int rank, const char *why);
 /* post.c: put messages on the wire (all under tp->lock).  Each returns 0
  * or a negative fi errno; tp_post_busy() tells the ones to retry later. */
 int tp_post_busy(ssize_t rc);
-size_t tp_chunk_limit(const struct fccl_tp *tp, const struct tp_ep *e);
 ssize_t tp_post_data(struct fccl_tp *tp, struct tp_req *r); /* 1: inject,
                                                      complete already */
 ssize_t tp_post_recv(struct fccl_tp *tp, struct tp_req *r);
@@ -358,14 +378,13 @@ void tp_q_pop(struct fccl_tp *tp, struct tp_req *r);
 /* eager.c (all under tp->lock; rndv.c finishes the requests):
  * set up and post the bounce receives of a network endpoint (after
  * tp_ep_open; off where it does not apply); post the ones not posted;
- * does a message of len go eager on e; which slot a context is; start an
+ * which slot a context is; start an
  * eager receive (1 and *status: a kept message completed it; 0: it waits
  * on its peer's list); take it off that list; a slot completed (the
  * receive it completed, with *status, or NULL); a slot failed; free what
  * is left (after the endpoints are closed). */
 int tp_eager_open(struct fccl_tp *tp, struct tp_ep *e);
 void tp_eager_post(struct tp_ep *e);
-int tp_eager_is(const struct tp_ep *e, size_t len);
 struct tp_eager_slot *tp_eager_slot_of(struct tp_ep *e, void *ctx);
 int tp_eager_recv(struct fccl_tp *tp, struct tp_req *r, int *status);
 void tp_eager_unlink(struct fccl_tp *tp, struct tp_req *r);

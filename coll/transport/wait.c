@@ -24,7 +24,7 @@
 #include "clock.h"
 #include "err.h"
 #include "log.h"
-#include "transport/tp_int.h"
+#include "tp_int.h"
 
 #define TP_YIELD_NS 1000000ull  /* then sched_yield() until this */
 #define TP_SLEEP_MIN_NS 20000L  /* then sleep, doubling up to the max */

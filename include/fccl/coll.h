@@ -209,6 +209,37 @@ FCCL_API int fccl_wait(fccl_request_t *req, int64_t timeout_ms);
  *     is NULL.
  */
 FCCL_API int fccl_test(fccl_request_t *req, int *done);
+/**
+ * Cancel a point-to-point request (from fccl_isend(), fccl_irecv() or
+ * fccl_batch_isend_irecv()) and free its handle: what is still pending is
+ * taken back from the transport, what has already completed is dropped
+ * unreported.  For a receive whose sender will never come (a protocol
+ * that gives up on a peer), or a send nobody will receive.
+ *
+ * Blocks while the transport takes the operations back: usually not at
+ * all, at most about 200 ms for each one the provider still holds.
+ * Nothing sticks to the group and the peer is not told: a cancelled send
+ * may or may not have been delivered, and a message that arrives later
+ * for a cancelled receive waits for the next receive of the same peer,
+ * group and tag (use a new tag, or tell stale messages apart, when
+ * trying again).
+ *
+ * Ownership: on return the buffers are the caller's again, with one rare
+ * exception: a send the provider has already taken and does not give
+ * back within that time is abandoned (the log says so at level warn);
+ * the provider may still read its buffer, so free or reuse it only where
+ * stale bytes reaching the peer do no harm, or keep it until
+ * fccl_finalize().
+ *
+ * Thread-safety as fccl_wait(): cancelling counts as using the group.
+ *
+ * @param req a point-to-point handle, not yet freed; not NULL.
+ * @return FCCL_OK (the handle is freed); FCCL_ERR_INVALID if req is NULL
+ *     or is a collective's handle (a collective cannot be taken back, the
+ *     other ranks are in it: finish it with fccl_wait()); the handle then
+ *     stays valid.
+ */
+FCCL_API int fccl_cancel(fccl_request_t *req);
 
 /* ---- point to point (tag >= 0 separates messages between a pair) ---- */
 

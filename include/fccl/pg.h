@@ -316,6 +316,11 @@ FCCL_API int fccl_group_members(const fccl_group_t *g, int *out,
  * @return FCCL_OK; FCCL_ERR_INVALID for a NULL group or timeout_ms <= 0.
  */
 FCCL_API int fccl_group_set_timeout(fccl_group_t *g, int64_t timeout_ms);
+/** The group's timeout in milliseconds, > 0: how long each operation on
+ * it may take (the last fccl_group_set_timeout(), else fccl_init's
+ * timeout_ms, else FCCL_TIMEOUT, else 300 s); -1 for NULL.  Never
+ * blocks; reads what the thread that drives the group set. */
+FCCL_API int64_t fccl_group_timeout(const fccl_group_t *g);
 
 #ifdef __cplusplus
 }

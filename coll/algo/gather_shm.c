@@ -4,13 +4,13 @@
  * to call (see allreduce_shm.c).  Every rank copies its block into its
  * slot and the root copies them all out.  Blocks above COLL_SHM_SMALL (or
  * n of them above half a slot) go the linear way: at that size the root's
- * copying bounds it.
+ * copying bounds it.  scatter_shm.c is the mirror image, and opens the
+ * same way (coll_seg_for_small holds what the two share); the fallback
+ * and the copies, which differ, are all that follows.
  */
 #include <string.h>
 
-#include "shm/shm.h"
-#include "algo/algos.h"
-
+#include "algos.h"
 
 int coll_gather_shm(struct coll_run *run)
 {

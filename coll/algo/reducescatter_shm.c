@@ -20,8 +20,7 @@
  */
 #include <string.h>
 
-#include "shm/shm.h"
-#include "algo/algos.h"
+#include "algos.h"
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 

@@ -3,7 +3,7 @@
  * of allreduce_shm.c with only the root copying the result out (the
  * reduction work is spread over all members the same way).
  */
-#include "shm/shm.h"
+#include "algos.h"
 
 int coll_reduce_shm(struct coll_run *run)
 {

@@ -3,7 +3,8 @@
  * RMSNorm, on one token row at a time in float32.
  *
  * bfloat16 is widened exactly (a shift) and rounded back to nearest-even
- * (NaN stays a quiet NaN, overflow goes to infinity).  The loops are plain
+ * (NaN stays a quiet NaN, overflow goes to infinity), by the conversion
+ * the reduction kernels use too (common/bf16.h).  The loops are plain
  * element loops over contiguous rows so the compiler vectorises them; the
  * file asks for -O3 because -O2's cost model refuses loops whose length is
  * not a known multiple of the vector width.
@@ -22,24 +23,9 @@
 #define MOE_CLONES
 #endif
 
+/* after the pragma, so its inline conversions get O3 here too */
+#include "bf16.h"
 #include "moe_int.h"
-
-static inline float bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-static inline uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    uint32_t nan = (u >> 16) | 0x40u;
-    uint32_t rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rne);
-}
 
 MOE_CLONES
 static void axpy_bf16(float *restrict acc, const uint16_t *restrict row,
@@ -47,11 +33,11 @@ static void axpy_bf16(float *restrict acc, const uint16_t *restrict row,
 {
     if (first) {
         for (size_t i = 0; i < H; i++)
-            acc[i] = w * bf16_to_f32(row[i]);
+            acc[i] = w * fccl_bf16_to_float(row[i]);
         return;
     }
     for (size_t i = 0; i < H; i++)
-        acc[i] += w * bf16_to_f32(row[i]);
+        acc[i] += w * fccl_bf16_to_float(row[i]);
 }
 
 MOE_CLONES
@@ -79,10 +65,10 @@ static void axpy4_bf16(float *restrict acc,
 {
     float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
     for (size_t i = 0; i < H; i++)
-        acc[i] = (((acc[i] + w0 * bf16_to_f32(r0[i])) +
-                   w1 * bf16_to_f32(r1[i])) +
-                  w2 * bf16_to_f32(r2[i])) +
-                 w3 * bf16_to_f32(r3[i]);
+        acc[i] = (((acc[i] + w0 * fccl_bf16_to_float(r0[i])) +
+                   w1 * fccl_bf16_to_float(r1[i])) +
+                  w2 * fccl_bf16_to_float(r2[i])) +
+                 w3 * fccl_bf16_to_float(r3[i]);
 }
 
 MOE_CLONES
@@ -99,7 +85,9 @@ static void axpy4_f32(float *restrict acc, const float *restrict r0,
 }
 
 /* The first four rows: acc = ((w0 r0 + w1 r1) + w2 r2) + w3 r3, the same
- * bits as a first axpy and three more, one pass instead of four. */
+ * bits as a first axpy and three more, one pass instead of four.  Not
+ * axpy4 on a zeroed acc: skipping that pass and the loads of acc is the
+ * point (and 0 + -0 would give +0 where a first axpy keeps -0). */
 MOE_CLONES
 static void first4_bf16(float *restrict acc, const uint16_t *restrict r0,
                         const uint16_t *restrict r1,
@@ -108,9 +96,10 @@ static void first4_bf16(float *restrict acc, const uint16_t *restrict r0,
 {
     float w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
     for (size_t i = 0; i < H; i++)
-        acc[i] = ((w0 * bf16_to_f32(r0[i]) + w1 * bf16_to_f32(r1[i])) +
-                  w2 * bf16_to_f32(r2[i])) +
-                 w3 * bf16_to_f32(r3[i]);
+        acc[i] = ((w0 * fccl_bf16_to_float(r0[i]) +
+                   w1 * fccl_bf16_to_float(r1[i])) +
+                  w2 * fccl_bf16_to_float(r2[i])) +
+                 w3 * fccl_bf16_to_float(r3[i]);
 }
 
 MOE_CLONES
@@ -166,7 +155,7 @@ static void store_bf16(uint16_t *restrict d,
                                   const float *restrict acc, size_t H)
 {
     for (size_t i = 0; i < H; i++)
-        d[i] = f32_to_bf16(acc[i]);
+        d[i] = fccl_float_to_bf16(acc[i]);
 }
 
 void moe_row_store(void *dst, const float *acc, size_t H, fccl_dtype_t dt)
@@ -207,15 +196,15 @@ static float add_bf16(float *restrict acc, const uint16_t *res,
     size_t i = 0;
     for (; i + 8 <= H; i += 8)
         for (int j = 0; j < 8; j++) {
-            float v = acc[i + j] + bf16_to_f32(res[i + j]);
+            float v = acc[i + j] + fccl_bf16_to_float(res[i + j]);
             acc[i + j] = v;
-            x_out[i + j] = f32_to_bf16(v);
+            x_out[i + j] = fccl_float_to_bf16(v);
             s[j] += v * v;
         }
     for (; i < H; i++) {
-        float v = acc[i] + bf16_to_f32(res[i]);
+        float v = acc[i] + fccl_bf16_to_float(res[i]);
         acc[i] = v;
-        x_out[i] = f32_to_bf16(v);
+        x_out[i] = fccl_float_to_bf16(v);
         s[0] += v * v;
     }
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
@@ -248,7 +237,7 @@ static void norm_bf16(const float *restrict acc, const uint16_t *restrict g,
                       float rstd, uint16_t *restrict y, size_t H)
 {
     for (size_t i = 0; i < H; i++)
-        y[i] = f32_to_bf16(acc[i] * rstd * bf16_to_f32(g[i]));
+        y[i] = fccl_float_to_bf16(acc[i] * rstd * fccl_bf16_to_float(g[i]));
 }
 
 MOE_CLONES

@@ -39,11 +39,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "api/request.h"
 #include "clock.h"
 #include "err.h"
 #include "fccl/pg.h"
-#include "group.h"
 #include "moe_int.h"
 
 enum { ST_PENDING = -1, ST_GOOD = 0, ST_BAD = 1 };
@@ -70,11 +68,10 @@ struct tpc {
  * checks or the EP check have already failed it then). */
 static int partner_of(const struct fccl_moe *m)
 {
-    int w = -1, r;
+    int w = -1;
     if (!m->tp || fccl_group_size(m->tp) != 2 ||
         fccl_group_to_world(m->tp, 1 - fccl_group_rank(m->tp), &w) < 0)
         return -1;
-    (void)r;
     return moe_in_group(m->ep, w) ? -1 : w;
 }
 
@@ -176,8 +173,9 @@ static int run(struct tpc *c, int verdict, int64_t *vmax, int *tpv)
 {
     struct fccl_moe *m = c->m;
     uint64_t t0 = fccl_now_ns(), last = t0;
-    uint64_t limit = (uint64_t)(m->ep->timeout_ms > 0 ? m->ep->timeout_ms
-                                                      : 300000) * 1000000ull;
+    int64_t timeout_ms = fccl_group_timeout(m->ep);
+    uint64_t limit = (uint64_t)(timeout_ms > 0 ? timeout_ms : 300000) *
+                     1000000ull;
     for (;;) {
         int progress = 0, rc;
         if (c->hrecv) {
@@ -197,7 +195,7 @@ static int run(struct tpc *c, int verdict, int64_t *vmax, int *tpv)
             return rc;
         int all = rc;
         if (c->bad_seen && c->hrecv) { /* the partner may never answer */
-            coll_p2p_cancel(c->hrecv);
+            fccl_cancel(c->hrecv);
             c->hrecv = NULL;
         }
         if (!c->sent && (!c->hrecv || c->bad_seen)) {
@@ -222,7 +220,7 @@ static int run(struct tpc *c, int verdict, int64_t *vmax, int *tpv)
                             "after %lld ms (do both TP partners pass the "
                             "same TP group of 2, or neither?)",
                             c->hrecv ? "the TP partner" : "the EP group",
-                            (long long)m->ep->timeout_ms);
+                            (long long)timeout_ms);
         nap(now - last);
     }
 }
@@ -231,14 +229,14 @@ static void cleanup(struct tpc *c)
 {
     struct fccl_moe *m = c->m;
     if (c->hrecv)
-        coll_p2p_cancel(c->hrecv);
+        fccl_cancel(c->hrecv);
     if (c->hsend)
-        coll_p2p_cancel(c->hsend);
+        fccl_cancel(c->hsend);
     if (c->ssend)
-        coll_p2p_cancel(c->ssend);
+        fccl_cancel(c->ssend);
     for (int r = 0; c->srecv && r < m->ep_size; r++)
         if (c->srecv[r])
-            coll_p2p_cancel(c->srecv[r]);
+            fccl_cancel(c->srecv[r]);
     free(c->srecv);
     free(c->ops);
     free(c->st);

@@ -1,7 +1,9 @@
 /*
  * Internal: the execution of one collective call, and the point-to-point
- * primitives every algorithm is written against (algo/run.c).  Algorithms
- * see these and nothing of libfabric.
+ * primitives every algorithm is written against (run.c).  Algorithms see
+ * these and nothing of libfabric.  The floor between the transport and
+ * everything that runs a call: the shared segment's setup (shm/), the
+ * algorithms (algo/), the selector and the API.
  *
  * Algorithms run on a rank view (`struct coll_view`): virtual ranks
  * 0..n-1 mapped to group ranks, so a composite algorithm (hier) can run a
@@ -13,12 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "algo/args.h"
+#include "args.h"
 #include "err.h"
 #include "group.h"
 #include "state.h"
-#include "transport/tp.h"
-
+#include "tp.h"
 
 /* Virtual ranks 0..n-1 of an algorithm; map[v] is the group rank (NULL:
  * identity).  me is my virtual rank. */
@@ -54,7 +55,15 @@ struct coll_run {
     size_t nreqs;
 };
 
-/* ---- primitives for algorithms (algo/run.c) ---- */
+/* What an algorithm (a table entry, select.h) returns: FCCL_OK, a
+ * negative error, or COLL_FALLBACK when it cannot run on this group now
+ * (all_reduce[shm] without a segment).  The caller then runs the
+ * selector's general choice on the same run (api/execute.c): an
+ * algorithm never calls the selector, which sits above it.  Positive, so
+ * never taken for an error; never returned past coll_execute. */
+#define COLL_FALLBACK 1
+
+/* ---- primitives for algorithms (run.c) ---- */
 
 /* Post a send/receive of len bytes to/from virtual rank vpeer, tagged with
  * step0 + step.  A zero-length operation is completed locally without any
@@ -100,10 +109,6 @@ void cr_cancel_pending(struct coll_run *run);
  * chunks would only add per-message costs. */
 size_t cr_chunk(const struct coll_run *run, const struct coll_view *v,
                 size_t esize, size_t total, size_t max_chunks);
-
-/* Fail the group: keep the first fatal error (code and this thread's
- * message) in g->err / g->errmsg.  Returns code. */
-int coll_fail(struct fccl_group *g, int code);
 
 /* Pipelined algorithms keep at most this many receives posted ahead per
  * link: enough to overlap transfer and reduction, few enough not to pile

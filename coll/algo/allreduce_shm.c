@@ -34,13 +34,13 @@
  * barrier for the same reason.
  *
  * Only for groups whose members share one host; elsewhere (or if the
- * segment cannot be made) it runs what the selector would have chosen
- * among the transport's algorithms.
+ * segment cannot be made) an all_reduce returns COLL_FALLBACK, and the
+ * caller runs what the selector chooses among the transport's algorithms
+ * (a reduce runs the binomial tree itself).
  */
 #include <string.h>
 
-#include "shm/shm.h"
-#include "algo/algos.h"
+#include "algos.h"
 
 
 /* First element and element count of portion p of a chunk of cnt. */
@@ -163,8 +163,7 @@ static int shm_reduce(struct coll_run *run, int root)
     if (rc < 0)
         return rc;
     if (!s)
-        return root < 0 ? coll_allreduce_transport(run)
-                        : coll_reduce_binomial(run);
+        return root < 0 ? COLL_FALLBACK : coll_reduce_binomial(run);
     return coll_seg_reduce(run, s, root, a->sendbuf, a->recvbuf, a->count);
 }
 

@@ -1,7 +1,11 @@
 /*
  * Internal: the state of a group as the collective engine sees it.  The
- * bootstrap (one layer up) creates and fills these; coll/ only reads the
- * membership and owns the sequence counter, error and abort state.
+ * bootstrap (the floor above coll/) creates and fills these; coll/ only
+ * reads the membership and owns the sequence counter, error and abort
+ * state.  It sits on coll's lowest floor that knows groups (run/), so
+ * every floor from there up, and the bootstrap, read the same struct.
+ * The calls that hand a group to the engine and take it back are the
+ * API floor's (api/coll_group.h).
  */
 #ifndef FCCL_COLL_GROUP_H
 #define FCCL_COLL_GROUP_H
@@ -37,14 +41,8 @@ struct fccl_group {
     struct coll_state *state; /* owned by coll/ */
 };
 
-/* Called by the bootstrap once a group's membership is filled in: set up
- * coll's per-group state (sequence, error, worker).  FCCL_ERR_INVALID for
- * a malformed group, FCCL_ERR_NOMEM. */
-int coll_group_init(struct fccl_group *g);
-/* Tear it down; waits for queued asynchronous work to end. */
-void coll_group_fini(struct fccl_group *g);
-
-/* Group rank of a world rank, or -1 if it is not a member. */
+/* Group rank of a world rank, or -1 if it is not a member: the library's
+ * one translation that way (fccl_group_from_world is it with a message). */
 static inline int group_rank_of_world(const struct fccl_group *g, int world)
 {
     for (int r = 0; r < g->size; r++)

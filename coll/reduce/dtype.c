@@ -2,6 +2,8 @@
  * Data types and reduction ops: sizes, names and parsing.  Names follow the
  * API ("float32", "sum"); the parser also accepts the spellings people type
  * from nccl-tests and PyTorch ("float", "half", "bf16", "fp32", ...).
+ * Public calls (fccl/coll.h), on coll's lowest floor with the kernels:
+ * every floor above, the algorithms included, asks for element sizes.
  */
 #include <stddef.h>
 #include <strings.h>

@@ -1,6 +1,8 @@
 /*
  * Internal: one collective call, normalised: what the public entry points
- * (api/) hand to the selector and the algorithms.
+ * (api/) hand to the selector and the algorithms.  On the run/ floor
+ * because the call's execution (run.h) and the per-group state (state.h)
+ * are made of it.
  */
 #ifndef FCCL_COLL_ARGS_H
 #define FCCL_COLL_ARGS_H
@@ -46,12 +48,5 @@ struct coll_args {
     const size_t *send_counts, *recv_counts;
     size_t nsend, nrecv;
 };
-
-/* Operation name as in FCCL_ALGO_<OP> ("ALL_REDUCE") and in the API
- * ("all_reduce"); kind from an API-style name ("all_reduce", "allreduce"),
- * -1 if none (select/select.c). */
-const char *coll_kind_env(enum coll_kind k);
-const char *coll_kind_name(enum coll_kind k);
-int coll_kind_parse(const char *name);
 
 #endif

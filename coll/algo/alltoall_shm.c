@@ -13,8 +13,7 @@
  */
 #include <string.h>
 
-#include "shm/shm.h"
-#include "algo/algos.h"
+#include "algos.h"
 
 
 int coll_alltoall_shm(struct coll_run *run)

@@ -3,8 +3,7 @@
  * rank bumps its counter and waits for everyone's, no messages.  Without a
  * segment it is the dissemination barrier.
  */
-#include "shm/shm.h"
-#include "algo/algos.h"
+#include "algos.h"
 
 int coll_barrier_shm(struct coll_run *run)
 {

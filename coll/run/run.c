@@ -9,12 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "algo/layout.h"
-#include "algo/run.h"
-#include "algo/tag.h"
-#include "reduce/reduce.h"
-#include "clock.h"
-#include "log.h"
+#include "reduce.h"
+#include "run.h"
+#include "tag.h"
 
 #define SCRATCH_ALIGN 4096
 #define CHUNK_DEFAULT (512u * 1024u)
@@ -57,6 +54,8 @@ static void complete_locally(struct tp_req *req, int peer, int is_send)
     tp_req_complete_empty(req, peer, is_send);
 }
 
+/* cr_isend and cr_irecv mirror each other; one function with a direction
+ * flag would add a branch to every message every algorithm posts. */
 int cr_isend(struct coll_run *run, const struct coll_view *v, int vpeer,
              uint32_t step, const void *buf, size_t len, struct tp_req *req)
 {
@@ -257,41 +256,4 @@ size_t cr_chunk(const struct coll_run *run, const struct coll_view *v,
     if ((total_el + el - 1) / el > max_chunks)
         el = (total_el + max_chunks - 1) / max_chunks;
     return el * esize;
-}
-
-size_t lay_range_bytes(const struct coll_layout *l, int first, int k)
-{
-    size_t b = 0;
-    for (int i = 0; i < k; i++)
-        b += lay_bytes(l, (first + i) % l->n);
-    return b;
-}
-
-int coll_fail(struct fccl_group *g, int code)
-{
-    if (code >= 0)
-        return code;
-    pthread_mutex_lock(&g->lock);
-    if (atomic_load(&g->err) == 0) {
-        snprintf(g->errmsg, sizeof(g->errmsg), "%s", fccl_last_error());
-        atomic_store(&g->err, code);
-        LOG_WARN("COLL", "group %s failed: %s", g->name, g->errmsg);
-    }
-    pthread_mutex_unlock(&g->lock);
-    return code;
-}
-
-int coll_group_check(struct fccl_group *g)
-{
-    if (atomic_load(&g->aborted))
-        return fccl_err(FCCL_ERR_ABORTED, "group %s (rank %d): aborted",
-                        g->name, g->rank);
-    int e = atomic_load(&g->err);
-    if (e == 0)
-        return FCCL_OK;
-    pthread_mutex_lock(&g->lock);
-    fccl_err(e, "group %s (rank %d) failed earlier: %s", g->name, g->rank,
-             g->errmsg);
-    pthread_mutex_unlock(&g->lock);
-    return e;
 }

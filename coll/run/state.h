@@ -3,7 +3,10 @@
  * scratch memory and requests reused across calls, the forced algorithm
  * per operation, the pipeline chunk, the shared segment of a one-host
  * group, and the queue of the group's worker thread (api/request.c).
- * Created by coll_group_init, freed by coll_group_fini (api/state.c).
+ * Created by coll_group_init, freed by coll_group_fini (api/coll_group.c).
+ * The floors above fill their own parts (select/ the forced choices,
+ * shm/ the segments, api/ the worker); it lives here, on the lowest floor
+ * that reads it (the primitives' scratch and requests).
  */
 #ifndef FCCL_COLL_STATE_H
 #define FCCL_COLL_STATE_H
@@ -11,7 +14,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
-#include "algo/args.h"
+#include "args.h"
 
 struct tp_req;
 struct coll_seg;

@@ -155,7 +155,10 @@ int moe_verdict(struct fccl_moe *m, const int64_t *flags, size_t stride,
 
 /* ---- the TP check of fccl_moe_new (moe_tpcheck.c) ---- */
 
-/* Is world_rank a member of g?  (No message, unlike the public call.) */
+/* Is world_rank a member of g?  (fccl_group_from_world: for a non-member
+ * it leaves a message as the thread's last error, which the callers
+ * never report; they keep their own messages in m->msg or save them
+ * before asking.) */
 int moe_in_group(const fccl_group_t *g, int world_rank);
 
 /* Compares the element-wise max of the two partners' option vectors;

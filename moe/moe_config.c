@@ -15,7 +15,6 @@
 
 #include "err.h"
 #include "fccl/pg.h"
-#include "group.h"
 #include "moe_int.h"
 
 void fccl_moe_opts_init(fccl_moe_opts_t *o)
@@ -57,10 +56,8 @@ int moe_verdict(struct fccl_moe *m, const int64_t *flags, size_t stride,
 
 int moe_in_group(const fccl_group_t *g, int world_rank)
 {
-    for (int i = 0; i < g->size; i++)
-        if (g->world[i] == world_rank)
-            return 1;
-    return 0;
+    int r;
+    return fccl_group_from_world(g, world_rank, &r) == FCCL_OK;
 }
 
 static int check_groups(struct fccl_moe *m, const fccl_moe_opts_t *o)

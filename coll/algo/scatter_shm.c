@@ -6,8 +6,7 @@
  */
 #include <string.h>
 
-#include "shm/shm.h"
-#include "algo/algos.h"
+#include "algos.h"
 
 int coll_scatter_shm(struct coll_run *run)
 {

@@ -1,16 +1,17 @@
 /*
  * The engine's per-group state: created when the bootstrap hands over a
  * group (coll_group_init), freed with it (coll_group_fini).  What it holds
- * is described in state.h.
+ * is described in run/state.h.
  */
 #include <stdlib.h>
 
-#include "api/request.h"
 #include "clock.h"
+#include "coll_group.h"
 #include "env.h"
 #include "err.h"
-#include "select/select.h"
-#include "shm/shm.h"
+#include "request.h"
+#include "select.h"
+#include "shm.h"
 #include "state.h"
 
 #define CHUNK_ENV "FCCL_CHUNK_BYTES"

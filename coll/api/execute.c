@@ -1,0 +1,80 @@
+/*
+ * One collective, run now on the calling thread (inline from coll_submit,
+ * or on the group's worker): coll_execute stamps the tag (context id,
+ * sequence number) and the deadline, lets the selector pick the
+ * algorithm (and the general one if that cannot run here), finishes avg,
+ * and makes any failure stick.
+ */
+#include "clock.h"
+#include "log.h"
+#include "reduce.h"
+#include "request.h"
+#include "select.h"
+#include "tag.h"
+
+static void finish_avg(const struct coll_args *a, const struct fccl_group *g)
+{
+    if (a->op != FCCL_AVG)
+        return;
+    switch (a->kind) {
+    case COLL_ALLREDUCE:
+        coll_reduce_avg_finish(a->recvbuf, a->count, a->dtype, g->size);
+        break;
+    case COLL_REDUCE:
+        if (g->rank == a->root)
+            coll_reduce_avg_finish(a->recvbuf, a->count, a->dtype, g->size);
+        break;
+    case COLL_REDUCESCATTER:
+        coll_reduce_avg_finish(a->recvbuf,
+                               a->counts ? a->counts[g->rank] : a->count,
+                               a->dtype, g->size);
+        break;
+    default: break;
+    }
+}
+
+/* The algorithm chosen cannot run on this group now (all_reduce[shm]
+ * without a segment): run the selector's general choice on the same run.
+ * Every member takes this path alike (the segment's setup tells all of
+ * them the same outcome), so they all run the same algorithm. */
+static int run_fallback(struct coll_run *run)
+{
+    int rc;
+    const struct coll_algo *al = coll_select_fallback(run, &rc);
+    if (!al)
+        return rc;
+    LOG_TRACE("COLL", "%s seq %u on %s: %s cannot run here, %s",
+              run->a->opname, run->seq, run->g->name, run->algo, al->name);
+    run->algo = al->name;
+    return al->fn(run);
+}
+
+int coll_execute(struct fccl_group *g, const struct coll_args *a,
+                 uint32_t seq)
+{
+    int rc = coll_group_check(g);
+    if (rc < 0)
+        return rc;
+    struct coll_run run = {
+        .g = g, .st = g->state, .a = a, .seq = seq,
+        .tag = coll_tag_base(g->ctx, seq), .step0 = 0,
+        .nsteps = COLL_STEP_MAX, .deadline = fccl_deadline_ms(g->timeout_ms),
+    };
+    const struct coll_algo *al = coll_select(&run, &rc);
+    if (!al)
+        return rc;
+    run.algo = al->name;
+    LOG_TRACE("COLL", "%s seq %u on %s: %s", a->opname, seq, g->name,
+              al->name);
+    rc = al->fn(&run);
+    if (rc != FCCL_OK) {
+        if (rc == COLL_FALLBACK)
+            rc = run_fallback(&run);
+        if (rc < 0) {
+            cr_cancel_pending(&run);
+            return coll_fail(g, rc);
+        }
+    }
+    finish_avg(a, g);
+    return FCCL_OK;
+}
