@@ -136,7 +136,8 @@ static void usage(FILE *f)
             "  --fake-nodes K      testing: pretend the ranks are spread over "
             "K hosts\n"
             "  --no-prefix         do not prefix output lines with \"[RANK] \"\n"
-            "  -h, --help          this text\n\n"
+            "  -h, --help          this text\n"
+            "  --version           print the version and exit\n\n"
             "Ranks also get FCCL_JOB_ID and GROUP_RANK (the node rank); with "
             "one node,\nFCCL_NET_IFACE=lo unless set (all ranks are local).  "
             "With --nnodes > 1 a\nrank failing on any node stops every node.\n\n"
@@ -198,6 +199,7 @@ static int parse_args(struct launcher *L, int argc, char **argv)
         {"fake-nodes", required_argument, NULL, 'k'},
         {"no-prefix", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     int c, rc = 0;
     L->prefix = 1;
@@ -214,6 +216,7 @@ static int parse_args(struct launcher *L, int argc, char **argv)
         case 'k': L->fake_nodes = optarg; break;
         case 'q': L->prefix = 0; break;
         case 'h': usage(stdout); exit(0);
+        case 'V': printf("fccl-run (fccl) %s\n", fccl_version()); exit(0);
         default: usage(stderr); return -1;
         }
     }

@@ -84,6 +84,7 @@ static void usage(FILE *f)
         "reply was\n"
         "                       lost exit 4 (not sent twice)\n"
         "  -h, --help           this text\n"
+        "  --version            print the version and exit\n"
         "\n"
         "Verbs:\n"
         "  set KEY VALUE        store VALUE (\"-\" reads it from stdin, "
@@ -464,7 +465,8 @@ static const char **tls_field(struct cli *c, const char *o, size_t ol)
     return NULL;
 }
 
-/* Options up to the verb.  Returns 0, -1 for --help, or an exit code. */
+/* Options up to the verb.  Returns 0, -1 for --help, -2 for --version,
+ * or an exit code. */
 static int parse_args(struct cli *c, int argc, char **argv)
 {
     int i = 1;
@@ -473,6 +475,8 @@ static int parse_args(struct cli *c, int argc, char **argv)
         size_t ol = eq ? (size_t)(eq - o) : strlen(o);
         if (!strcmp(o, "-h") || !strcmp(o, "--help"))
             return -1;
+        if (!strcmp(o, "--version"))
+            return -2;
         if (!strcmp(o, "--raw-keys")) {
             c->raw_keys = 1;
             continue;
@@ -536,6 +540,10 @@ int main(int argc, char **argv)
     rc = parse_args(&c, argc, argv);
     if (rc == -1) {
         usage(stdout);
+        return EXIT_DONE;
+    }
+    if (rc == -2) {
+        printf("tcpstore (fccl) %s\n", fccl_version());
         return EXIT_DONE;
     }
     if (rc != 0)
