@@ -365,6 +365,9 @@ static int connect_kv(struct launcher *L, const char *host, int port)
     fccl_store_opts_t o;
     fccl_store_opts_init(&o);
     o.addr = addr;
+    /* The ranks' TLS and token (FCCL_STORE_TLS_*, FCCL_STORE_TOKEN_FILE):
+     * a store that requires them must let the launchers in too. */
+    fccl_store_opts_env(&o, "FCCL_STORE");
     /* Wait for the store as long as ranks would (its node may start
      * later), then reopen with a short call timeout: a node cut off from
      * the store must not hang its exit on it. */

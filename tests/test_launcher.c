@@ -319,6 +319,51 @@ Test(fccl_run, two_nodes_restart_together, .timeout = 180)
     su_server_stop(&srv);
 }
 
+/* The launchers' own store connection takes the ranks' TLS and token
+ * (FCCL_STORE_TLS_CA, FCCL_STORE_TOKEN_FILE), so two nodes meet (and
+ * restart) at a store that requires both. */
+Test(fccl_run, two_nodes_at_a_tls_and_token_store, .timeout = 120)
+{
+    if (system("openssl version >/dev/null 2>&1") != 0)
+        cr_skip_test("no openssl program to make a certificate");
+    char tmp[64], cmd[2048];
+    make_tmp(tmp, sizeof(tmp));
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && openssl req -x509 -newkey rsa:2048 -nodes -days 1 "
+             "-keyout srv.key -out srv.pem -subj /CN=localhost "
+             "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1 && "
+             "head -c 32 /dev/urandom | base64 > tok && chmod 600 srv.key tok",
+             tmp);
+    cr_assert_eq(system(cmd), 0, "cannot make a certificate");
+    char bin[512], cert[128], key[128], tok[128];
+    snprintf(cert, sizeof(cert), "%s/srv.pem", tmp);
+    snprintf(key, sizeof(key), "%s/srv.key", tmp);
+    snprintf(tok, sizeof(tok), "%s/tok", tmp);
+    char *argv[] = {(char *)su_bin("tcpstore-server", bin, sizeof(bin)),
+                    "--host", "127.0.0.1", "--port", "0", "--tls-cert", cert,
+                    "--tls-key", key, "--tls-required", "--token-file", tok,
+                    "--auth-required", NULL};
+    struct su_server srv;
+    cr_assert_eq(su_server_start(&srv, argv, 20), 0, "server did not start");
+    char script[8192];
+    snprintf(script, sizeof(script),
+             "export FCCL_STORE_TLS_CA=%s FCCL_STORE_TOKEN_FILE=%s; "
+             "%s/fccl-run -n 1 --nnodes 2 --node-rank 0 --store %s "
+             "--max-restarts 1 sh -c 'echo n0-$RESTART_COUNT' & a=$!; "
+             "%s/fccl-run -n 1 --nnodes 2 --node-rank 1 --store %s "
+             "--max-restarts 1 sh -c 'echo n1-$RESTART_COUNT; "
+             "[ $RESTART_COUNT = 0 ] && { sleep 0.3; exit 3; }; exit 0' & b=$!; "
+             "wait $a; ra=$?; wait $b; rb=$?; echo \"rc $ra $rb\"",
+             cert, tok, bin_dir, srv.addr, bin_dir, srv.addr);
+    struct su_result r = run_sh(script, 100);
+    cr_expect(strstr(r.out, "rc 0 0\n"), "%s\n%s", r.out, r.err);
+    cr_expect(strstr(r.out, "[0] n0-1\n") && strstr(r.out, "[1] n1-1\n"),
+              "%s", r.out);
+    su_result_free(&r);
+    su_server_stop(&srv);
+    remove_tree(tmp);
+}
+
 /* An fccl job: rank 1 fails before init in attempt 0 while rank 0 waits
  * in init; the restarted job (a fresh job id on the same in-process
  * store) runs boot_check's collectives to the end. */
