@@ -7,6 +7,7 @@
 #   cli/NAME.c                            -> build/bin/NAME
 #   tests/test_NAME.c                     -> build/tests/test_NAME (Criterion)
 #   tests/*.c without test_ prefix        -> helper programs build/tests/NAME
+#   man/NAME.SECTION.in (man(7) roff)     -> build/man/NAME.SECTION
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -152,11 +153,27 @@ else
 PRELOAD := $(BUILD)/lib/libfccl-preload.so
 endif
 
+# Manual pages: man(7) sources with @VERSION@, @DATE@ (the last commit's,
+# or SOURCE_DATE_EPOCH, so a rebuild gives the same bytes) and @PREFIX@
+# filled in; tests/test_man checks that each renders without warnings and
+# names every option its program's --help prints.
+MAN_SRCS := $(sort $(wildcard man/*.[1-9].in))
+MANPAGES := $(patsubst man/%.in,$(BUILD)/man/%,$(MAN_SRCS))
+MAN_DATE := $(shell t=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null)}; \
+  date -u -d "@$${t:-$$(date +%s)}" +%Y-%m-%d)
+MAN_SED = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DATE@|$(MAN_DATE)|g' \
+  -e 's|@PREFIX@|$(PREFIX)|g'
+
 .SECONDARY:
 .PHONY: check-embed all lib progs benches tests test check check-san install uninstall clean demo bench \
-  test-multihost
+  test-multihost man
 
-all: lib progs benches
+all: lib progs benches man
+man: $(MANPAGES)
+
+$(BUILD)/man/%: man/%.in Makefile
+	@mkdir -p $(dir $@)
+	$(MAN_SED) $< > $@.tmp && mv $@.tmp $@
 benches: $(BENCHES)
 
 lib: $(SHLIB) $(STLIB) $(INTLIB) $(PRELOAD)
@@ -268,6 +285,8 @@ check-san:
 demo: all
 	$(BUILD)/bin/fccl-run -n 4 $(BUILD)/bin/fccl-demo
 
+# The manual pages are made again from their sources, for this PREFIX
+# (the paths they name), into share/man/manSECTION.
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/fccl \
 	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
@@ -284,6 +303,10 @@ install: all
 	  $(DESTDIR)$(PREFIX)/share/fccl/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	  conf/fccl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fccl.pc
+	for src in $(MAN_SRCS); do page=$${src#man/}; page=$${page%.in}; \
+	  sec=$${page##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$sec && \
+	  $(MAN_SED) $$src > $(DESTDIR)$(PREFIX)/share/man/man$$sec/$$page && \
+	  chmod 0644 $(DESTDIR)$(PREFIX)/share/man/man$$sec/$$page || exit 1; done
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fccl $(DESTDIR)$(PREFIX)/share/fccl
@@ -291,6 +314,8 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libfccl.* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/fccl.pc \
 	  $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(PROGS)))
+	for src in $(MAN_SRCS); do page=$${src#man/}; page=$${page%.in}; \
+	  rm -f $(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/$$page; done
 
 clean:
 	rm -rf build build-san build-fuzz

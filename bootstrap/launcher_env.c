@@ -1,7 +1,7 @@
 /*
  * launcher_env.c: read rank, size, local rank, local size and the store
- * address from whichever launcher started us (torchrun, Open MPI, MPICH,
- * Slurm); see launcher_env.h for the rules.  Parsing is a pure function of
+ * address from whichever launcher started us (torchrun, msrun, Open MPI,
+ * MPICH, Slurm); see launcher_env.h for the rules.  Parsing is a pure function of
  * a variable lookup, so tests feed it made-up environments.
  */
 #include "launcher_env.h"
@@ -19,6 +19,7 @@ const char *launcher_env_source_name(int source)
 {
     switch (source) {
     case LENV_TORCHRUN: return "torchrun";
+    case LENV_MSRUN: return "msrun";
     case LENV_OPENMPI: return "Open MPI";
     case LENV_MPICH: return "MPICH/PMI";
     case LENV_SLURM: return "Slurm";
@@ -155,6 +156,53 @@ static int from_mpi(lenv_get_fn get, void *ctx, struct launcher_env *e,
     return FCCL_OK;
 }
 
+/* Two variables that must agree when both are set (msrun sets RANK_ID and
+ * MS_NODE_ID, MS_WORKER_NUM and RANK_SIZE to the same values). */
+static int either_int(lenv_get_fn get, void *ctx, const char *first,
+                      const char *second, int *out)
+{
+    int a = -1, b = -1, rc;
+    if ((rc = opt_int(get, ctx, first, &a)) < 0 ||
+        (rc = opt_int(get, ctx, second, &b)) < 0)
+        return rc;
+    if (a >= 0 && b >= 0 && a != b)
+        return fccl_err(FCCL_ERR_INVALID, "init env://: msrun variables "
+                        "disagree: %s=%d but %s=%d", first, a, second, b);
+    *out = a >= 0 ? a : b;
+    return FCCL_OK;
+}
+
+/* msrun (and Ascend scripts with a rank table): RANK_ID / MS_NODE_ID,
+ * MS_WORKER_NUM / RANK_SIZE, LOCAL_RANK.  msrun's RANK is the local
+ * index, never read here. */
+static int from_msrun(lenv_get_fn get, void *ctx, struct launcher_env *e)
+{
+    const char *role = var(get, ctx, "MS_ROLE");
+    if (role && strcmp(role, "MS_WORKER") != 0)
+        return fccl_err(FCCL_ERR_INVALID, "init env://: MS_ROLE=%s: this "
+                        "is msrun's %s process, not a rank (fccl needs no "
+                        "scheduler: rank 0 serves the store)", role,
+                        strcmp(role, "MS_SCHED") == 0 ? "scheduler" : "non-worker");
+    int rc;
+    if ((rc = either_int(get, ctx, "MS_WORKER_NUM", "RANK_SIZE", &e->size)) < 0 ||
+        (rc = either_int(get, ctx, "RANK_ID", "MS_NODE_ID", &e->rank)) < 0 ||
+        (rc = opt_int(get, ctx, "LOCAL_RANK", &e->local_rank)) < 0)
+        return rc;
+    if (e->rank < 0)
+        return fccl_err(FCCL_ERR_INVALID, "init env://: started by msrun "
+                        "(%s is set) but neither RANK_ID nor MS_NODE_ID is: "
+                        "msrun leaves ranks to be assigned at registration "
+                        "unless it is given --node_rank",
+                        var(get, ctx, "MS_WORKER_NUM") ? "MS_WORKER_NUM"
+                                                       : "RANK_SIZE");
+    return FCCL_OK;
+}
+
+static int msrun_vars(lenv_get_fn get, void *ctx)
+{
+    return var(get, ctx, "MS_WORKER_NUM") || var(get, ctx, "RANK_SIZE");
+}
+
 static const char *const OMPI_VARS[4] = {
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"};
@@ -208,8 +256,13 @@ static int slurm_agrees(lenv_get_fn get, void *ctx, const struct launcher_env *e
 
 static int which_source(lenv_get_fn get, void *ctx)
 {
-    if (var(get, ctx, "RANK") || var(get, ctx, "WORLD_SIZE"))
+    /* torchrun's variables first; but msrun exports RANK too (its local
+     * index), so RANK alone next to msrun's variables is msrun's. */
+    if (var(get, ctx, "WORLD_SIZE") ||
+        (var(get, ctx, "RANK") && !msrun_vars(get, ctx)))
         return LENV_TORCHRUN;
+    if (msrun_vars(get, ctx))
+        return LENV_MSRUN;
     if (var(get, ctx, OMPI_VARS[0]))
         return LENV_OPENMPI;
     if (var(get, ctx, PMI_VARS[0]))
@@ -224,6 +277,7 @@ static int read_ranks(lenv_get_fn get, void *ctx, struct launcher_env *e)
     int rc = FCCL_OK;
     switch (e->source) {
     case LENV_TORCHRUN: return from_torchrun(get, ctx, e);
+    case LENV_MSRUN: return from_msrun(get, ctx, e);
     case LENV_OPENMPI: rc = from_mpi(get, ctx, e, OMPI_VARS); break;
     case LENV_MPICH: rc = from_mpi(get, ctx, e, PMI_VARS); break;
     case LENV_SLURM: return from_slurm(get, ctx, e);
@@ -269,6 +323,13 @@ static int read_store(lenv_get_fn get, void *ctx, int need_addr,
     int rc = opt_int(get, ctx, "MASTER_PORT", &e->port);
     if (rc < 0)
         return rc;
+    /* msrun's scheduler address is where its ranks meet: the store. */
+    if (e->source == LENV_MSRUN) {
+        if (!a)
+            a = var(get, ctx, "MS_SCHED_HOST");
+        if (e->port < 0 && (rc = opt_int(get, ctx, "MS_SCHED_PORT", &e->port)) < 0)
+            return rc;
+    }
     if (e->source != LENV_TORCHRUN && e->source != LENV_NONE) {
         e->host_store = 1;
         if (e->port < 0)
@@ -292,6 +353,12 @@ static int read_store(lenv_get_fn get, void *ctx, int need_addr,
         return fccl_err(FCCL_ERR_INVALID, "init env://: started by Slurm but "
                         "neither MASTER_ADDR nor SLURM_JOB_NODELIST is set");
     }
+    if (need_addr && e->source == LENV_MSRUN)
+        return fccl_err(FCCL_ERR_INVALID,
+                        "init env://: started by msrun (or with RANK_SIZE) "
+                        "but neither MS_SCHED_HOST nor MASTER_ADDR is set: "
+                        "export MASTER_ADDR=<host of rank 0> (and "
+                        "MASTER_PORT, default %d)", LENV_DEFAULT_PORT);
     if (need_addr && (e->source == LENV_OPENMPI || e->source == LENV_MPICH))
         return fccl_err(FCCL_ERR_INVALID,
                         "init env://: started by %s (%s is set) but "
@@ -345,6 +412,12 @@ int launcher_env_apply(int need_addr, int *host_store)
     int rc = launcher_env_parse(real_getenv, NULL, need_addr, &e);
     if (rc < 0 || e.source == LENV_NONE || e.source == LENV_TORCHRUN)
         return rc;
+    /* msrun's RANK is its local index: ours is the global rank. */
+    if (e.source == LENV_MSRUN) {
+        char buf[16];
+        snprintf(buf, sizeof(buf), "%d", e.rank);
+        setenv("RANK", buf, 1);
+    }
     set_int("RANK", e.rank);
     set_int("WORLD_SIZE", e.size);
     set_int("LOCAL_RANK", e.local_rank);

@@ -3,8 +3,17 @@
  * so env:// works under srun and mpirun without a wrapper script.
  *
  * Sources, first match wins:
- *   torchrun / fccl-run   RANK or WORLD_SIZE set: RANK, WORLD_SIZE,
- *                         LOCAL_RANK, LOCAL_WORLD_SIZE
+ *   torchrun / fccl-run   WORLD_SIZE set, or RANK set without MS_WORKER_NUM
+ *                         and RANK_SIZE: RANK, WORLD_SIZE, LOCAL_RANK,
+ *                         LOCAL_WORLD_SIZE
+ *   MindSpore msrun, and  MS_WORKER_NUM or RANK_SIZE set: rank RANK_ID,
+ *   Ascend rank tables    else MS_NODE_ID; size MS_WORKER_NUM, else
+ *                         RANK_SIZE (both given must agree); LOCAL_RANK.
+ *                         msrun's RANK is its local index, so RANK alone
+ *                         does not make a torchrun start then.  A process
+ *                         with MS_ROLE other than MS_WORKER (msrun's
+ *                         scheduler, MS_SCHED) is refused: it is no rank,
+ *                         and rank 0 serves the store instead.
  *   Open MPI (mpirun)     OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE
  *   MPICH / PMI (hydra)   PMI_RANK, PMI_SIZE, MPI_LOCALRANKID,
  *                         MPI_LOCALNRANKS
@@ -17,11 +26,13 @@
  * program (srun --mpi=pmi2 sets PMI_RANK too): that counts as Slurm.
  *
  * The store: MASTER_ADDR and MASTER_PORT (default 29500) always win.
- * Without MASTER_ADDR, Slurm's store host is the first host of
+ * Under msrun, MS_SCHED_HOST and MS_SCHED_PORT stand in for whichever of
+ * them is unset.  Without MASTER_ADDR, Slurm's store host is the first host of
  * SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST, else SLURM_NODELIST
  * (compressed forms like "node[01-04,07]" understood), where task 0 runs
  * under the default block distribution; an MPI start without MASTER_ADDR
- * is an error naming the variable.  Under every launcher but torchrun,
+ * (or an msrun start without MS_SCHED_HOST) is an error naming the
+ * variable.  Under every launcher but torchrun,
  * rank 0 serves the store in-process (as PyTorch's env:// does).
  */
 #ifndef FCCL_BOOT_LAUNCHER_ENV_H
@@ -35,6 +46,7 @@
 enum lenv_source {
     LENV_NONE = 0,  /* nothing recognised */
     LENV_TORCHRUN,  /* torchrun, fccl-run, or variables set by hand */
+    LENV_MSRUN,     /* MindSpore msrun, or Ascend's RANK_ID/RANK_SIZE */
     LENV_OPENMPI,
     LENV_MPICH,
     LENV_SLURM,
@@ -61,7 +73,7 @@ typedef const char *(*lenv_get_fn)(void *ctx, const char *name);
 int launcher_env_parse(lenv_get_fn get, void *ctx, int need_addr,
                        struct launcher_env *out);
 
-/* "torchrun", "Open MPI", "MPICH/PMI", "Slurm" or "none". */
+/* "torchrun", "msrun", "Open MPI", "MPICH/PMI", "Slurm" or "none". */
 const char *launcher_env_source_name(int source);
 
 /* First host of a Slurm node list: "node[01-04,07],gpu2" -> "node01",
@@ -73,10 +85,11 @@ int launcher_env_first_host(const char *list, char *out, size_t outlen);
  * FCCL_ERR_INVALID (malformed, or fewer nodes than `node` + 1). */
 int launcher_env_tasks_on_node(const char *spec, int node, int *out);
 
-/* For fccl_init: parse the process environment and, when an MPI or Slurm
- * launcher was found, set the torchrun variables it implies that are not
- * set yet (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
- * MASTER_PORT), so the rest of init and the program see one convention.
+/* For fccl_init: parse the process environment and, when an msrun, MPI or
+ * Slurm launcher was found, set the torchrun variables it implies that are
+ * not set yet (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+ * MASTER_PORT; under msrun RANK is replaced, being msrun's local index),
+ * so the rest of init and the program see one convention.
  * *host_store = 1 when rank 0 should serve the store.  Not thread-safe
  * (setenv).  Returns what launcher_env_parse returns. */
 int launcher_env_apply(int need_addr, int *host_store);

@@ -109,7 +109,9 @@ static void usage(int code)
             "  -a ALGO   force the algorithm (as FCCL_ALGO_<OP>)\n"
             "  -R ROOT   root of rooted operations (0)\n"
             "  -i        in place\n"
-            "  --csv     comma-separated output\n");
+            "  --csv     comma-separated output\n"
+            "  -h, --help  this text\n"
+            "  --version   print the version and exit\n");
     exit(code);
 }
 
@@ -117,6 +119,7 @@ static void parse(int argc, char **argv)
 {
     static const struct option lo[] = {{"csv", no_argument, NULL, 'C'},
                                        {"help", no_argument, NULL, 'h'},
+                                       {"version", no_argument, NULL, 'V'},
                                        {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "b:e:f:n:w:c:o:d:r:a:R:ih", lo,
@@ -133,6 +136,9 @@ static void parse(int argc, char **argv)
         case 'i': O.inplace = 1; break;
         case 'C': O.csv = 1; break;
         case 'h': usage(0); break;
+        case 'V':
+            printf("fccl-bench (fccl) %s\n", fccl_version());
+            exit(0);
         case 'o': {
             size_t k = 0;
             while (k < NBOPS && strcasecmp(optarg, bops[k].name) != 0)

@@ -6,6 +6,7 @@
  * Every rank joins through env://, runs a set of collectives on the world
  * and on subgroups, and checks each result against a value it computes on
  * its own.  Rank 0 prints one line per check; any mismatch exits 1.
+ * `fccl-demo --help` prints the usage instead of joining a job.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -198,8 +199,45 @@ static void subgroups(fccl_group_t *w)
     free(evens);
 }
 
-int main(void)
+static void usage(FILE *f)
 {
+    fputs("usage: fccl-run -n N fccl-demo\n"
+          "Joins the job through env:// (MASTER_ADDR, MASTER_PORT, RANK, "
+          "WORLD_SIZE, ...),\n"
+          "runs all_reduce (sync and async), broadcast, uneven all_gather,\n"
+          "reduce_scatter, all_to_all_v, a group made by rank list and one "
+          "made by\n"
+          "split, and checks every result; rank 0 prints one line per check.\n"
+          "  -h, --help   this text\n"
+          "  --version    print the version and exit\n"
+          "Exit status: 0 when every result is right, 1 on a wrong result or "
+          "a failed\n"
+          "call, 2 on usage errors.\n",
+          f);
+}
+
+/* Only --help and --version: anything else would be a mistake, since the
+ * demo takes its whole job from the environment. */
+static void parse_args(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (!strcmp(argv[i], "--version")) {
+            printf("fccl-demo (fccl) %s\n", fccl_version());
+            exit(0);
+        }
+        fprintf(stderr, "fccl-demo: unexpected argument '%s'\n", argv[i]);
+        usage(stderr);
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    parse_args(argc, argv);
     fccl_group_t *world;
     fccl_init_opts_t o;
     fccl_init_opts_init(&o);

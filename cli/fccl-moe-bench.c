@@ -74,7 +74,9 @@ static void usage(int code)
             "              config's expert buffer, which combine reads in\n"
             "              place on one host (default 1); the unfused path\n"
             "              always uses its own buffer\n"
-            "  --csv       comma-separated output\n");
+            "  --csv       comma-separated output\n"
+            "  -h, --help  this text\n"
+            "  --version   print the version and exit\n");
     exit(code);
 }
 
@@ -119,6 +121,7 @@ static void parse(int argc, char **argv)
 {
     static const struct option lo[] = {{"csv", no_argument, NULL, 'C'},
                                        {"help", no_argument, NULL, 'h'},
+                                       {"version", no_argument, NULL, 'V'},
                                        {NULL, 0, NULL, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "b:H:k:E:S:t:d:n:w:c:p:x:h", lo, NULL)) !=
@@ -137,6 +140,9 @@ static void parse(int argc, char **argv)
         case 'p': O.paths = parse_paths(optarg); break;
         case 'x': O.xbuf = num(optarg, 0, 1); break;
         case 'h': usage(0); break;
+        case 'V':
+            printf("fccl-moe-bench (fccl) %s\n", fccl_version());
+            exit(0);
         case 'd': {
             int d = fccl_dtype_parse(optarg);
             if (d != FCCL_FLOAT32 && d != FCCL_BFLOAT16) {

@@ -7,11 +7,26 @@
  *
  * Starts a store in-process unless one is given (or, with --host-store,
  * serves the given address itself), starts this node's N ranks with the
- * torchrun variables (global rank K*N + local rank), prefixes every output
- * line with the global rank, forwards SIGINT/SIGTERM, and when a rank fails
- * stops the rest and exits with that rank's status (128 + N when it was
- * killed by signal N).  It removes the /dev/shm files a killed rank's
- * libfabric shm endpoint leaves behind (they are named "<pid>:...").
+ * torchrun variables (global rank K*N + local rank) and msrun's, prefixes
+ * every output line with the global rank, forwards SIGINT/SIGTERM, and when
+ * a rank fails stops the rest and exits with that rank's status (128 + N
+ * when it was killed by signal N).  It removes the /dev/shm files a killed
+ * rank's libfabric shm endpoint leaves behind (they are named "<pid>:...").
+ *
+ * Options of torchrun's and msrun's kind:
+ *  - --log-dir DIR: each rank's stdout and stderr are also copied, byte for
+ *    byte and without the prefix, to DIR/attempt_<A>/rank<R>.stdout and
+ *    .stderr (A the attempt, R the global rank; DIR is created).
+ *  - --max-restarts N: when a rank fails, the node's ranks are stopped and
+ *    all started again, at most N times; attempt A (0 first) runs with
+ *    RESTART_COUNT = TORCHELASTIC_RESTART_COUNT = A and FCCL_JOB_ID =
+ *    "<job>" for A = 0, "<job>-r<A>" after, so a new attempt never meets
+ *    the keys of a failed one.  The exit status is the last attempt's.
+ *  - --bind-to core: the CPUs this launcher may use, grouped into cores
+ *    (hardware threads of one core stay together), are shared out in
+ *    order: with C cores and N <= C ranks, local rank r gets cores
+ *    r*(C/N) .. r*(C/N)+C/N-1 (the C mod N last cores stay idle); with
+ *    N > C, rank r gets core r mod C.  Set in the child before exec.
  *
  * Several nodes meet through the store, under keys "fccl-run/...":
  *  - job id: --job-id, else FCCL_JOB_ID, else TORCHELASTIC_RUN_ID; with
@@ -31,17 +46,31 @@
  *    waits (up to 8 s) for that before it stops serving.  With a given job
  *    id, node 0 also deletes them at its start: keys left by an earlier
  *    launch of that id whose node was killed outright.
+ *  - restarts (--max-restarts, the same on every node): the keys above
+ *    are per attempt, under the attempt's job id <ns> ("<job>", then
+ *    "<job>-r<A>").  A node whose ranks all succeeded ADDs "<ns>/done"
+ *    and waits (FCCL_TIMEOUT at most) until every node has (the job
+ *    succeeded) or "<ns>/failed" appears (it joins the restart, or after
+ *    the last attempt exits with that status).  After a failure, once
+ *    its ranks are stopped, a node ADDs "<ns>/stopped" (or "<ns>/veto"
+ *    when it will not restart: no restarts left, interrupted); node 0
+ *    waits (30 s at most) for M-1 stopped and no veto, deletes the next
+ *    attempt's keys and SETs "<ns>/restart" to "go", else to "stop"; the
+ *    others wait for that key.  Each node then ADDs "<ns>/exited" and the
+ *    last deletes the attempt's keys.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,29 +90,39 @@
  * most a watch period plus the SIGTERM grace to stop their ranks. */
 #define END_WAIT_MS (GRACE_MS + 5000)
 #define LAUNCH_KEY "fccl-run/launch"
+/* Node 0 waits this long for the others to stop their ranks before a
+ * restart; they need a watch period, the grace and the output drain. */
+#define RESTART_WAIT_MS 30000
+#define NAP_MS 50
 
 struct stream {
     int fd;          /* read end, -1 when closed */
     FILE *out;       /* stdout or stderr */
     char *buf;
     size_t len;
+    int log_fd;      /* --log-dir copy, -1 if none */
 };
 
 struct rank_proc {
     pid_t pid;
     int done, status;
     struct stream io[2];
+    cpu_set_t *cpus;  /* --bind-to core: this rank's CPUs, else NULL */
+    size_t cpus_size;
 };
 
 struct launcher {
     int n, prefix;
     int nnodes, node_rank, host_store;
-    const char *store_addr, *provider, *fake_nodes, *job_opt;
-    char job[128];
+    int max_restarts, attempt, bind_cores;
+    const char *store_addr, *provider, *fake_nodes, *job_opt, *log_dir;
+    char job[128];            /* the launch's job id */
+    char ns[160];             /* this attempt's: job, or job-r<attempt> */
     char **argv;
     struct rank_proc *ranks;
     int running;
-    int fail_rank, fail_code; /* first failure */
+    int fail_rank, fail_code; /* first failure (of this attempt) */
+    int start_failed;         /* this attempt's ranks could not start */
     int signalled;            /* signal the launcher got, 0 if none */
     uint64_t kill_at;         /* SIGKILL survivors at this time */
     struct store_server *server;
@@ -136,13 +175,31 @@ static void usage(FILE *f)
             "  --fake-nodes K      testing: pretend the ranks are spread over "
             "K hosts\n"
             "  --no-prefix         do not prefix output lines with \"[RANK] \"\n"
-            "  -h, --help          this text\n\n"
-            "Ranks also get FCCL_JOB_ID and GROUP_RANK (the node rank); with "
-            "one node,\nFCCL_NET_IFACE=lo unless set (all ranks are local).  "
+            "  --log-dir DIR       also write each rank's stdout and stderr to\n"
+            "                      DIR/attempt_<A>/rank<R>.stdout and .stderr\n"
+            "                      (DIR created if missing)\n"
+            "  --max-restarts N    when a rank fails, stop the others and start "
+            "all\n"
+            "                      again, at most N times (default 0); with "
+            "--nnodes\n"
+            "                      every node restarts together (give each "
+            "node the same N)\n"
+            "  --bind-to core|none pin each rank to its own share of the cores "
+            "this\n"
+            "                      launcher may use (default none; more ranks "
+            "than\n"
+            "                      cores wrap around)\n"
+            "  -h, --help          this text\n"
+            "  --version           print the version and exit\n\n"
+            "Ranks also get FCCL_JOB_ID and GROUP_RANK (the node rank), "
+            "RESTART_COUNT and\nTORCHELASTIC_RESTART_COUNT (the attempt, 0 "
+            "first), msrun's MS_WORKER_NUM,\nMS_SCHED_HOST, MS_SCHED_PORT, "
+            "MS_NODE_ID, RANK_ID and RANK_SIZE; with one node,\n"
+            "FCCL_NET_IFACE=lo unless set (all ranks are local).  "
             "With --nnodes > 1 a\nrank failing on any node stops every node.\n\n"
-            "Exit status: 0 when every rank exits 0; else the first failing "
-            "rank's\nstatus (128 + N if killed by signal N); 2 on usage "
-            "errors.\n");
+            "Exit status: 0 when every rank of an attempt exits 0; else the "
+            "last attempt's\nfirst failing rank's status (128 + N if killed "
+            "by signal N); 2 on usage\nerrors.\n");
 }
 
 static int parse_count(const char *opt, const char *arg, long lo, long hi,
@@ -197,7 +254,11 @@ static int parse_args(struct launcher *L, int argc, char **argv)
         {"provider", required_argument, NULL, 'p'},
         {"fake-nodes", required_argument, NULL, 'k'},
         {"no-prefix", no_argument, NULL, 'q'},
+        {"log-dir", required_argument, NULL, 'L'},
+        {"max-restarts", required_argument, NULL, 'R'},
+        {"bind-to", required_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     int c, rc = 0;
     L->prefix = 1;
@@ -213,7 +274,24 @@ static int parse_args(struct launcher *L, int argc, char **argv)
         case 'p': L->provider = optarg; break;
         case 'k': L->fake_nodes = optarg; break;
         case 'q': L->prefix = 0; break;
+        case 'L':
+            L->log_dir = optarg;
+            if (!*optarg) {
+                fprintf(stderr, "fccl-run: --log-dir needs a directory\n");
+                rc = -1;
+            }
+            break;
+        case 'R': rc = parse_count("--max-restarts", optarg, 0, 1 << 20, &L->max_restarts); break;
+        case 'B':
+            if (strcmp(optarg, "core") != 0 && strcmp(optarg, "none") != 0) {
+                fprintf(stderr, "fccl-run: --bind-to must be core or none, "
+                                "got '%s'\n", optarg);
+                rc = -1;
+            }
+            L->bind_cores = strcmp(optarg, "core") == 0;
+            break;
         case 'h': usage(stdout); exit(0);
+        case 'V': printf("fccl-run (fccl) %s\n", fccl_version()); exit(0);
         default: usage(stderr); return -1;
         }
     }
@@ -268,10 +346,16 @@ static int start_store(struct launcher *L, char *host, size_t hostlen,
 
 /* ---- nodes meeting through the store (nnodes > 1) ---- */
 
+static void ns_key(const char *ns, char *out, size_t len, const char *what)
+{
+    snprintf(out, len, "fccl-run/%s/%s", ns, what);
+}
+
+/* A key of this attempt. */
 static void job_key(const struct launcher *L, char *out, size_t len,
                     const char *what)
 {
-    snprintf(out, len, "fccl-run/%s/%s", L->job, what);
+    ns_key(L->ns, out, len, what);
 }
 
 static int connect_kv(struct launcher *L, const char *host, int port)
@@ -281,6 +365,9 @@ static int connect_kv(struct launcher *L, const char *host, int port)
     fccl_store_opts_t o;
     fccl_store_opts_init(&o);
     o.addr = addr;
+    /* The ranks' TLS and token (FCCL_STORE_TLS_*, FCCL_STORE_TOKEN_FILE):
+     * a store that requires them must let the launchers in too. */
+    fccl_store_opts_env(&o, "FCCL_STORE");
     /* Wait for the store as long as ranks would (its node may start
      * later), then reopen with a short call timeout: a node cut off from
      * the store must not hang its exit on it. */
@@ -315,6 +402,7 @@ static int agree_job_id(struct launcher *L)
         if (fccl_store_set(L->kv, LAUNCH_KEY, L->job, strlen(L->job)) < 0)
             goto fail;
         L->launch_pending = 1;
+        snprintf(L->ns, sizeof(L->ns), "%s", L->job);
         return 0;
     }
     void *v = NULL;
@@ -323,6 +411,7 @@ static int agree_job_id(struct launcher *L)
                        fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS)) < 0)
         goto fail;
     snprintf(L->job, sizeof(L->job), "%.*s", (int)len, (char *)v);
+    snprintf(L->ns, sizeof(L->ns), "%s", L->job);
     free(v);
     char key[200];
     job_key(L, key, sizeof(key), "seen");
@@ -336,16 +425,20 @@ fail:
     return -1;
 }
 
-static const char *const JOB_KEYS[] = {"failed", "nfail", "seen", "exited"};
+static const char *const JOB_KEYS[] = {"failed",  "nfail", "seen",
+                                       "exited",  "done",  "stopped",
+                                       "veto",    "restart"};
 
-static void clear_job_keys(struct launcher *L)
+static void clear_ns_keys(struct launcher *L, const char *ns)
 {
     char key[200];
     for (size_t i = 0; i < sizeof(JOB_KEYS) / sizeof(JOB_KEYS[0]); i++) {
-        job_key(L, key, sizeof(key), JOB_KEYS[i]);
+        ns_key(ns, key, sizeof(key), JOB_KEYS[i]);
         fccl_store_delete(L->kv, key, NULL);
     }
 }
+
+static void clear_job_keys(struct launcher *L) { clear_ns_keys(L, L->ns); }
 
 static int pick_job_id(struct launcher *L, const char *host, int port)
 {
@@ -359,6 +452,7 @@ static int pick_job_id(struct launcher *L, const char *host, int port)
     else if (L->nnodes == 1)
         snprintf(L->job, sizeof(L->job), "run-%d-%lld", (int)getpid(),
                  (long long)time(NULL));
+    snprintf(L->ns, sizeof(L->ns), "%s", L->job);
     if (L->nnodes == 1)
         return 0;
     if (connect_kv(L, host, port) < 0)
@@ -400,26 +494,12 @@ static void publish_failure(struct launcher *L, int code, const char *what)
 
 static void signal_all(struct launcher *L, int sig);
 
-/* Every WATCH_MS: another node's failure stops ours; node 0 removes the
- * launch key once every node has read it. */
-static void watch(struct launcher *L)
+/* Another node's failure in this attempt ("<ns>/failed"): 1 when there is
+ * one (remote_fail and fail_code set, the cause printed followed by
+ * `then`), 0 when not or when the store was lost. */
+static int other_node_failed(struct launcher *L, const char *then)
 {
-    if (!L->kv || fccl_now_ns() < L->next_watch)
-        return;
-    L->next_watch = fccl_now_ns() + WATCH_MS * 1000000ull;
     char key[200];
-    if (L->launch_pending) {
-        int64_t seen = 0;
-        job_key(L, key, sizeof(key), "seen");
-        if (fccl_store_add(L->kv, key, 0, &seen) >= 0 &&
-            seen >= L->nnodes - 1) {
-            fccl_store_delete(L->kv, LAUNCH_KEY, NULL);
-            fccl_store_delete(L->kv, key, NULL);
-            L->launch_pending = 0;
-        }
-    }
-    if (L->remote_fail || L->fail_rank >= 0)
-        return;
     job_key(L, key, sizeof(key), "failed");
     const char *kp = key;
     int present = 0;
@@ -431,26 +511,51 @@ static void watch(struct launcher *L)
                 L->node_rank, fccl_last_error());
         fccl_store_close(L->kv);
         L->kv = NULL;
-        return;
+        return 0;
     }
     if (present && L->stale_fail)
-        return; /* an earlier launch's, until node 0 deletes it */
+        return 0; /* an earlier launch's, until node 0 deletes it */
     L->stale_fail = 0;
     if (!present)
-        return;
+        return 0;
     void *v = NULL;
     size_t len = 0;
     if (fccl_store_get(L->kv, key, &v, &len, 5000) < 0)
-        return;
+        return 0;
     char *text = NULL;
     long code = strtol(v, &text, 10);
     L->remote_fail = 1;
     L->fail_code = code > 0 && code < 256 ? (int)code : 1;
-    fprintf(stderr, "fccl-run: node %d: %s; stopping this node's ranks\n",
-            L->node_rank, text && *text ? text + 1 : "a rank failed");
+    fprintf(stderr, "fccl-run: node %d: %s; %s\n", L->node_rank,
+            text && *text ? text + 1 : "a rank failed", then);
     free(v);
-    signal_all(L, SIGTERM);
-    L->kill_at = fccl_now_ns() + GRACE_MS * 1000000ull;
+    return 1;
+}
+
+/* Every WATCH_MS: another node's failure stops ours; node 0 removes the
+ * launch key once every node has read it. */
+static void watch(struct launcher *L)
+{
+    if (!L->kv || fccl_now_ns() < L->next_watch)
+        return;
+    L->next_watch = fccl_now_ns() + WATCH_MS * 1000000ull;
+    if (L->launch_pending) {
+        char key[200];
+        int64_t seen = 0;
+        ns_key(L->job, key, sizeof(key), "seen");
+        if (fccl_store_add(L->kv, key, 0, &seen) >= 0 &&
+            seen >= L->nnodes - 1) {
+            fccl_store_delete(L->kv, LAUNCH_KEY, NULL);
+            fccl_store_delete(L->kv, key, NULL);
+            L->launch_pending = 0;
+        }
+    }
+    if (L->remote_fail || L->fail_rank >= 0)
+        return;
+    if (other_node_failed(L, "stopping this node's ranks")) {
+        signal_all(L, SIGTERM);
+        L->kill_at = fccl_now_ns() + GRACE_MS * 1000000ull;
+    }
 }
 
 /* The node that brings "exited" to M removes the job's launcher keys; the
@@ -518,8 +623,19 @@ static void exec_rank(struct launcher *L, int r, int out_fd, int err_fd)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != launcher_pid)
         _exit(128 + SIGKILL);
-    set_env_int("RANK", L->node_rank * L->n + r);
+    int g = L->node_rank * L->n + r;
+    set_env_int("RANK", g);
     set_env_int("LOCAL_RANK", r);
+    /* msrun's names for the rank (MS_ROLE stays unset: with it, a
+     * MindSpore program would look for msrun's scheduler at our store). */
+    set_env_int("RANK_ID", g);
+    set_env_int("MS_NODE_ID", g);
+    struct rank_proc *p = &L->ranks[r];
+    if (p->cpus && sched_setaffinity(0, p->cpus_size, p->cpus) < 0) {
+        fprintf(stderr, "fccl-run: rank %d: cannot bind to its CPUs: %s\n", g,
+                strerror(errno));
+        _exit(127);
+    }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
@@ -551,8 +667,8 @@ static int spawn_ranks(struct launcher *L)
         close(pe[1]);
         struct rank_proc *p = &L->ranks[r];
         p->pid = pid;
-        p->io[0] = (struct stream){.fd = po[0], .out = stdout};
-        p->io[1] = (struct stream){.fd = pe[0], .out = stderr};
+        p->io[0].fd = po[0];
+        p->io[1].fd = pe[0];
         fcntl(po[0], F_SETFL, O_NONBLOCK);
         fcntl(pe[0], F_SETFL, O_NONBLOCK);
         L->running++;
@@ -569,6 +685,30 @@ static void emit(struct launcher *L, int r, struct stream *s, const char *line,
     if (len == 0 || line[len - 1] != '\n')
         fputc('\n', s->out);
     fflush(s->out);
+}
+
+/* --log-dir: the rank's bytes as they came.  A failing write (disk full)
+ * stops that copy with one message; the console output goes on. */
+static void log_copy(struct launcher *L, int r, struct stream *s,
+                     const char *p, size_t n)
+{
+    while (s->log_fd >= 0 && n > 0) {
+        ssize_t w = write(s->log_fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            fprintf(stderr, "fccl-run: rank %d: writing its %s log: %s; no "
+                            "longer copying it\n",
+                    L->node_rank * L->n + r, s->out == stdout ? "stdout"
+                                                              : "stderr",
+                    strerror(errno));
+            close(s->log_fd);
+            s->log_fd = -1;
+            return;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
 }
 
 /* Forward complete lines; a line longer than LINE_MAX_BYTES is cut. */
@@ -589,6 +729,7 @@ static void drain_stream(struct launcher *L, int r, struct stream *s)
             }
             return;
         }
+        log_copy(L, r, s, chunk, (size_t)n);
         char *nb = realloc(s->buf, s->len + (size_t)n);
         if (!nb)
             return;
@@ -811,7 +952,12 @@ static void set_job_env(struct launcher *L, const char *host, int port)
     set_env_int("WORLD_SIZE", L->nnodes * L->n);
     set_env_int("LOCAL_WORLD_SIZE", L->n);
     set_env_int("GROUP_RANK", L->node_rank);
-    setenv("FCCL_JOB_ID", L->job, 1);
+    /* msrun's variables too, so programs written for msrun run as they
+     * are (env:// reads torchrun's first; both say the same). */
+    set_env_int("MS_WORKER_NUM", L->nnodes * L->n);
+    set_env_int("RANK_SIZE", L->nnodes * L->n);
+    setenv("MS_SCHED_HOST", host, 1);
+    set_env_int("MS_SCHED_PORT", port);
     if (L->provider)
         setenv("FCCL_PROVIDER", L->provider, 1);
     /* One node: every rank is on this machine, so keep network providers
@@ -823,11 +969,404 @@ static void set_job_env(struct launcher *L, const char *host, int port)
         setenv("FCCL_FAKE_NODES", L->fake_nodes, 1);
 }
 
+/* ---- --bind-to core ---- */
+
+/* The first CPU of cpu's core (its lowest hardware-thread sibling), the
+ * key that groups the threads of one core; the CPU itself when the
+ * kernel does not say. */
+static int core_key(int cpu)
+{
+    char path[128];
+    snprintf(path, sizeof(path),
+             "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list",
+             cpu);
+    FILE *f = fopen(path, "r");
+    int first = cpu;
+    if (f) {
+        if (fscanf(f, "%d", &first) != 1)
+            first = cpu;
+        fclose(f);
+    }
+    return first;
+}
+
+/* "0-3,8,10-11" */
+static void format_cpus(const cpu_set_t *set, size_t size, int ncpu,
+                        char *out, size_t len)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (int c = 0; c < ncpu && o < len; c++) {
+        if (!CPU_ISSET_S(c, size, set))
+            continue;
+        int e = c;
+        while (e + 1 < ncpu && CPU_ISSET_S(e + 1, size, set))
+            e++;
+        o += (size_t)snprintf(out + o, len - o, "%s%d", o ? "," : "", c);
+        if (e > c && o < len)
+            o += (size_t)snprintf(out + o, len - o, "-%d", e);
+        c = e;
+    }
+}
+
+/* This launcher's own CPU mask, sized for the machine. */
+static cpu_set_t *own_cpus(size_t *size, int *ncpu)
+{
+    for (int n = 1024; n <= 1 << 18; n *= 2) {
+        cpu_set_t *set = CPU_ALLOC(n);
+        if (!set)
+            return NULL;
+        size_t sz = CPU_ALLOC_SIZE(n);
+        if (sched_getaffinity(0, sz, set) == 0) {
+            *size = sz;
+            *ncpu = n;
+            return set;
+        }
+        CPU_FREE(set);
+        if (errno != EINVAL)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* Share the allowed CPUs out by core: cores in the order of their first
+ * CPU; C cores, N ranks: rank r gets C/N consecutive cores from r*(C/N),
+ * or core r mod C when N > C (wrap-around).  Prints one line per rank. */
+static int plan_binding(struct launcher *L)
+{
+    size_t size = 0;
+    int ncpu = 0, ncores = 0;
+    cpu_set_t *own = own_cpus(&size, &ncpu);
+    int *key = own ? calloc((size_t)ncpu, sizeof(int)) : NULL;
+    int *core_first = own ? calloc((size_t)ncpu, sizeof(int)) : NULL;
+    if (!own || !key || !core_first) {
+        fprintf(stderr, "fccl-run: --bind-to core: cannot read this "
+                        "process's CPUs: %s\n", strerror(errno));
+        goto fail;
+    }
+    /* key[c]: index of c's core among the allowed cores, -1 if c is not
+     * allowed. */
+    for (int c = 0; c < ncpu; c++) {
+        key[c] = -1;
+        if (!CPU_ISSET_S(c, size, own))
+            continue;
+        int k = core_key(c), i = 0;
+        while (i < ncores && core_first[i] != k)
+            i++;
+        if (i == ncores)
+            core_first[ncores++] = k;
+        key[c] = i;
+    }
+    int per = ncores >= L->n ? ncores / L->n : 1;
+    for (int r = 0; r < L->n; r++) {
+        struct rank_proc *p = &L->ranks[r];
+        int lo = ncores >= L->n ? r * per : r % ncores;
+        if (!(p->cpus = CPU_ALLOC(ncpu)))
+            goto fail;
+        p->cpus_size = size;
+        CPU_ZERO_S(size, p->cpus);
+        for (int c = 0; c < ncpu; c++)
+            if (key[c] >= lo && key[c] < lo + per)
+                CPU_SET_S(c, size, p->cpus);
+        char text[512];
+        format_cpus(p->cpus, size, ncpu, text, sizeof(text));
+        fprintf(stderr, "fccl-run: rank %d bound to CPUs %s\n",
+                L->node_rank * L->n + r, text);
+    }
+    CPU_FREE(own);
+    free(key);
+    free(core_first);
+    return 0;
+fail:
+    if (own)
+        CPU_FREE(own);
+    free(key);
+    free(core_first);
+    return -1;
+}
+
+/* ---- --log-dir ---- */
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = c;
+        if (!c)
+            break;
+    }
+    struct stat st;
+    if (stat(buf, &st) < 0)
+        return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+/* DIR/attempt_<A>/rank<R>.stdout and .stderr, truncated. */
+static int open_logs(struct launcher *L)
+{
+    if (!L->log_dir)
+        return 0;
+    char dir[4096], path[4200];
+    snprintf(dir, sizeof(dir), "%s/attempt_%d", L->log_dir, L->attempt);
+    if (make_dirs(dir) < 0) {
+        fprintf(stderr, "fccl-run: --log-dir: cannot create %s: %s\n", dir,
+                strerror(errno));
+        return -1;
+    }
+    static const char *const what[2] = {"stdout", "stderr"};
+    for (int r = 0; r < L->n; r++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(path, sizeof(path), "%s/rank%d.%s", dir,
+                     L->node_rank * L->n + r, what[k]);
+            int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                          0644);
+            if (fd < 0) {
+                fprintf(stderr, "fccl-run: --log-dir: cannot create %s: "
+                                "%s\n", path, strerror(errno));
+                return -1;
+            }
+            L->ranks[r].io[k].log_fd = fd;
+        }
+    return 0;
+}
+
+/* ---- attempts ---- */
+
+/* Before each attempt: the ranks' slots and the attempt's failure state
+ * are fresh; streams a rank's own children kept open are closed now. */
+static void reset_attempt(struct launcher *L)
+{
+    for (int r = 0; r < L->n; r++) {
+        struct rank_proc *p = &L->ranks[r];
+        for (int k = 0; k < 2; k++) {
+            struct stream *st = &p->io[k];
+            if (st->fd >= 0)
+                close(st->fd);
+            if (st->log_fd >= 0)
+                close(st->log_fd);
+            free(st->buf);
+            *st = (struct stream){.fd = -1, .out = k ? stderr : stdout,
+                                  .log_fd = -1};
+        }
+        p->pid = 0;
+        p->done = p->status = 0;
+    }
+    L->running = 0;
+    L->fail_rank = -1;
+    L->fail_code = 0;
+    L->start_failed = 0;
+    L->remote_fail = 0;
+    L->kill_at = 0;
+    L->next_watch = 0;
+    if (L->attempt > 0) {
+        snprintf(L->ns, sizeof(L->ns), "%s-r%d", L->job, L->attempt);
+        L->stale_fail = 0; /* node 0 cleared the attempt's keys */
+    }
+    /* A new job id per attempt: the ranks' keys of a failed attempt stay
+     * out of the next one's way. */
+    setenv("FCCL_JOB_ID", L->ns, 1);
+    set_env_int("RESTART_COUNT", L->attempt);
+    set_env_int("TORCHELASTIC_RESTART_COUNT", L->attempt);
+    set_env_int("TORCHELASTIC_MAX_RESTARTS", L->max_restarts);
+}
+
+/* One attempt: start this node's ranks and run until they have ended. */
+static void run_attempt(struct launcher *L)
+{
+    reset_attempt(L);
+    if (open_logs(L) < 0 || spawn_ranks(L) < 0) {
+        signal_all(L, SIGKILL);
+        L->start_failed = 1;
+        L->fail_code = 1;
+        publish_failure(L, 1, "cannot start the ranks");
+    }
+    run_loop(L);
+}
+
+static int attempt_failed(const struct launcher *L)
+{
+    return L->fail_rank >= 0 || L->remote_fail || L->start_failed;
+}
+
+/* ---- restarts across nodes (see the top of the file) ---- */
+
+/* Sleep up to ms; 1 when a signal came meanwhile (L->signalled set; being
+ * the first failure, it stops the other nodes too). */
+static int nap(struct launcher *L, int ms)
+{
+    struct pollfd p = {.fd = sig_pipe[0], .events = POLLIN};
+    if (poll(&p, 1, ms) > 0) {
+        unsigned char sigs[64];
+        ssize_t n = read(sig_pipe[0], sigs, sizeof(sigs));
+        for (ssize_t i = 0; i < n; i++)
+            if (sigs[i] != SIGCHLD && !L->signalled) {
+                L->signalled = sigs[i];
+                char what[96];
+                snprintf(what, sizeof(what), "fccl-run interrupted by signal "
+                         "%d (%s)", sigs[i], strsignal(sigs[i]));
+                publish_failure(L, 128 + sigs[i], what);
+            }
+    }
+    return L->signalled != 0;
+}
+
+static int kv_count(struct launcher *L, const char *what, int64_t delta,
+                    int64_t *n)
+{
+    char key[200];
+    job_key(L, key, sizeof(key), what);
+    return fccl_store_add(L->kv, key, delta, n);
+}
+
+/* With restarts across nodes, a node whose ranks all succeeded waits
+ * until every node's did (0) or another node failed (1), FCCL_TIMEOUT at
+ * most (0 then): so it can restart with them, and after the last attempt
+ * exits with the job's status rather than its own ranks'. */
+static int others_failed(struct launcher *L)
+{
+    int64_t n = 0;
+    if (L->nnodes == 1 || !L->kv || L->max_restarts == 0 ||
+        kv_count(L, "done", 1, &n) < 0 || n >= L->nnodes)
+        return 0;
+    uint64_t until = fccl_deadline_ms(fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS));
+    while (fccl_now_ns() < until) {
+        if (nap(L, WATCH_MS) || !L->kv)
+            return 0;
+        if (other_node_failed(L, "restarting with the others"))
+            return 1;
+        if (!L->kv || kv_count(L, "done", 0, &n) < 0 || n >= L->nnodes)
+            return 0;
+    }
+    fprintf(stderr, "fccl-run: node %d: %lld of %d nodes done after "
+                    "FCCL_TIMEOUT; leaving\n",
+            L->node_rank, (long long)n, L->nnodes);
+    return 0;
+}
+
+/* Node 0: "go" once the M-1 others stopped their ranks and none vetoed. */
+static int decide_restart(struct launcher *L, int want)
+{
+    const char *verdict = "stop";
+    uint64_t until = fccl_deadline_ms(RESTART_WAIT_MS);
+    int64_t stopped = 0, veto = 0;
+    while (want) {
+        if (kv_count(L, "stopped", 0, &stopped) < 0 ||
+            kv_count(L, "veto", 0, &veto) < 0 || veto > 0)
+            break;
+        if (stopped >= L->nnodes - 1) {
+            verdict = "go";
+            break;
+        }
+        if (fccl_now_ns() >= until) {
+            fprintf(stderr, "fccl-run: node 0: %lld of %d other nodes "
+                            "stopped their ranks within %d s; not "
+                            "restarting\n",
+                    (long long)stopped, L->nnodes - 1,
+                    RESTART_WAIT_MS / 1000);
+            break;
+        }
+        if (nap(L, NAP_MS))
+            break;
+    }
+    char key[200];
+    int go = verdict[0] == 'g';
+    if (go) {
+        /* The next attempt starts clean: keys an earlier launch of this
+         * job id left; and every node has read the launch key by now. */
+        char next[160];
+        snprintf(next, sizeof(next), "%s-r%d", L->job, L->attempt + 1);
+        clear_ns_keys(L, next);
+        if (L->launch_pending) {
+            ns_key(L->job, key, sizeof(key), "seen");
+            fccl_store_delete(L->kv, LAUNCH_KEY, NULL);
+            fccl_store_delete(L->kv, key, NULL);
+            L->launch_pending = 0;
+        }
+    }
+    job_key(L, key, sizeof(key), "restart");
+    if (fccl_store_set(L->kv, key, verdict, strlen(verdict)) < 0)
+        return 0;
+    return go;
+}
+
+/* The other nodes: report, then wait for node 0's verdict. */
+static int await_restart(struct launcher *L, int want)
+{
+    if (kv_count(L, want ? "stopped" : "veto", 1, NULL) < 0 || !want)
+        return 0;
+    char key[200];
+    job_key(L, key, sizeof(key), "restart");
+    const char *kp = key;
+    uint64_t until = fccl_deadline_ms(RESTART_WAIT_MS + END_WAIT_MS);
+    int present = 0;
+    while (fccl_now_ns() < until) {
+        if (nap(L, NAP_MS)) {
+            kv_count(L, "veto", 1, NULL);
+            return 0;
+        }
+        if (fccl_store_check(L->kv, &kp, 1, &present) < 0 || present)
+            break;
+    }
+    void *v = NULL;
+    size_t len = 0;
+    if (!present || fccl_store_get(L->kv, key, &v, &len, KV_CALL_MS) < 0) {
+        fprintf(stderr, "fccl-run: node %d: no word from node 0 about a "
+                        "restart; not restarting\n", L->node_rank);
+        return 0;
+    }
+    int go = len == 2 && memcmp(v, "go", 2) == 0;
+    free(v);
+    return go;
+}
+
+/* After a failed attempt: 1 when the ranks are to start again.  Across
+ * nodes every node comes here (or vetoes) so they agree. */
+static int agree_restart(struct launcher *L)
+{
+    if (L->max_restarts == 0)
+        return 0;
+    int want = L->attempt < L->max_restarts && !L->signalled &&
+               !L->start_failed;
+    if (L->nnodes == 1)
+        return want;
+    if (!L->kv)
+        return 0;
+    int go = L->node_rank == 0 ? decide_restart(L, want)
+                               : await_restart(L, want);
+    if (!go)
+        return 0;
+    /* The attempt's keys go with its last node. */
+    int64_t n = 0;
+    if (kv_count(L, "exited", 1, &n) >= 0 && n >= L->nnodes)
+        clear_job_keys(L);
+    return 1;
+}
+
 static void free_launcher(struct launcher *L)
 {
     for (int r = 0; L->ranks && r < L->n; r++) {
-        free(L->ranks[r].io[0].buf);
-        free(L->ranks[r].io[1].buf);
+        for (int k = 0; k < 2; k++) {
+            free(L->ranks[r].io[k].buf);
+            if (L->ranks[r].io[k].log_fd >= 0)
+                close(L->ranks[r].io[k].log_fd);
+        }
+        if (L->ranks[r].cpus)
+            CPU_FREE(L->ranks[r].cpus);
     }
     free(L->ranks);
     fccl_store_close(L->kv);
@@ -843,32 +1382,42 @@ int main(int argc, char **argv)
     launcher_pid = getpid();
     if (parse_args(&L, argc, argv) < 0)
         return 2;
+    if (L.log_dir && make_dirs(L.log_dir) < 0) {
+        fprintf(stderr, "fccl-run: --log-dir: cannot create %s: %s\n",
+                L.log_dir, strerror(errno));
+        return 1;
+    }
     install_signals();
     preload_kallsyms_shim();
     char host[FCCL_HOST_MAX];
     int port;
     if (start_store(&L, host, sizeof(host), &port) < 0)
         return 1;
-    if (pick_job_id(&L, host, port) < 0) {
+    L.ranks = calloc((size_t)L.n, sizeof(*L.ranks));
+    for (int r = 0; L.ranks && r < L.n; r++)
+        L.ranks[r].io[0].fd = L.ranks[r].io[1].fd = L.ranks[r].io[0].log_fd =
+            L.ranks[r].io[1].log_fd = -1;
+    if (!L.ranks || (L.bind_cores && plan_binding(&L) < 0) ||
+        pick_job_id(&L, host, port) < 0) {
         free_launcher(&L);
         return 1;
     }
     set_job_env(&L, host, port);
-    L.ranks = calloc((size_t)L.n, sizeof(*L.ranks));
-    if (!L.ranks) {
-        free_launcher(&L);
-        return 1;
+    for (;;) {
+        run_attempt(&L);
+        int failed = attempt_failed(&L);
+        if (!failed && !L.signalled)
+            failed = others_failed(&L);
+        if ((!failed && !L.signalled) || !agree_restart(&L))
+            break;
+        L.attempt++;
+        fprintf(stderr, "fccl-run: node %d: restart %d of %d: starting the "
+                        "ranks again\n",
+                L.node_rank, L.attempt, L.max_restarts);
     }
-    int rc = spawn_ranks(&L);
-    if (rc < 0) {
-        signal_all(&L, SIGKILL);
-        L.fail_code = 1;
-        publish_failure(&L, 1, "cannot start the ranks");
-    }
-    run_loop(&L);
     finish_nodes(&L);
     free_launcher(&L);
-    if (L.fail_rank >= 0 || L.remote_fail || rc < 0)
+    if (attempt_failed(&L))
         return L.fail_code ? L.fail_code : 1;
     if (L.signalled)
         return 128 + L.signalled;

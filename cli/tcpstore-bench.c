@@ -683,6 +683,7 @@ static void usage(FILE *f)
         "  --threads T        threads driving the ranks (default 32)\n"
         "  --label NAME       first field of the csv lines\n"
         "  -h, --help         this text\n"
+        "  --version          print the version and exit\n"
         "Prints a table and one 'csv,...' line per result.\n",
         f);
 }
@@ -735,6 +736,7 @@ static int parse(struct cfg *g, int argc, char **argv)
         {"server-pid", required_argument, 0, 'S'},
         {"label", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "c:t:d:n:s:r:h", lo, NULL)) != -1) {
@@ -770,6 +772,7 @@ static int parse(struct cfg *g, int argc, char **argv)
             break;
         case 'r': g->keys = atoi(optarg); break;
         case 'h': usage(stdout); exit(0);
+        case 'V': printf("tcpstore-bench (fccl) %s\n", fccl_version()); exit(0);
         default: return -1;
         }
     }

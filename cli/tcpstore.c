@@ -6,7 +6,9 @@
  *
  * Options come before the verb; everything after it is the verb's
  * arguments, so `tcpstore add KEY -7` adds minus seven.  Values are binary
- * safe: `set KEY -` reads stdin, `get KEY` writes the raw value.
+ * safe: `set KEY -` reads stdin, `get KEY` and `pop KEY` write the raw
+ * value.  `mget` and `keys` print several items, each ended by a newline,
+ * or by a NUL byte with -0 (as find -print0), so a script can split them.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -34,6 +36,7 @@ struct cli {
     int64_t timeout_ms;
     int legacy;
     int raw_keys;
+    char sep; /* ends each item of mget and keys: '\n', or '\0' with -0 */
     fccl_store_opts_t tls; /* only the TLS, token and reconnect fields */
     const char *verb;
     int argc;    /* the verb's arguments */
@@ -78,12 +81,17 @@ static void usage(FILE *f)
         "restarted\n"
         "                       with --journal): reconnect within --timeout "
         "and repeat\n"
-        "                       get, check, wait, set, delete, keys, "
-        "num-keys, ping,\n"
-        "                       stats; add, append, cas and barrier whose "
-        "reply was\n"
-        "                       lost exit 4 (not sent twice)\n"
+        "                       get, mget, check, wait, set, delete, keys, "
+        "num-keys,\n"
+        "                       qlen, ping, stats; add, append, cas, "
+        "barrier, push and\n"
+        "                       pop whose reply was lost exit 4 (not sent "
+        "twice)\n"
+        "  -0, --null           end each item that mget and keys print with "
+        "a NUL\n"
+        "                       byte instead of a newline\n"
         "  -h, --help           this text\n"
+        "  --version            print the version and exit\n"
         "\n"
         "Verbs:\n"
         "  set KEY VALUE        store VALUE (\"-\" reads it from stdin, "
@@ -98,11 +106,24 @@ static void usage(FILE *f)
         "  barrier KEY N        count this arrival at KEY and wait until N "
         "have\n"
         "                       arrived (PyTorch's BARRIER; exit 3 on timeout)\n"
+        "  mget KEY...          wait for every KEY, then print their values "
+        "in the\n"
+        "                       order given, each followed by a newline "
+        "(-0: a NUL)\n"
         "  delete KEY           delete KEY; exit 1 if it did not exist\n"
         "  num-keys             print the number of keys on the server\n"
         "  ping                 print the round-trip time (modern only)\n"
         "  append KEY VALUE     append VALUE (\"-\": stdin) to KEY (modern "
         "only)\n"
+        "  push KEY VALUE       add VALUE (\"-\": stdin) at the tail of the "
+        "queue KEY\n"
+        "                       (modern only)\n"
+        "  pop KEY              wait for an item in the queue KEY, take the "
+        "oldest and\n"
+        "                       write it raw to stdout (exit 3 on timeout; "
+        "modern only)\n"
+        "  qlen KEY             print the number of items in the queue KEY "
+        "(modern only)\n"
         "  keys [PREFIX]        list keys starting with PREFIX, one per line\n"
         "                       (modern dialect, tcpstore-server only)\n"
         "  stats                print the server's figures as 'name value' "
@@ -126,9 +147,11 @@ static void usage(FILE *f)
         "  TCPSTORE_RECONNECT   1: --reconnect (0: off)\n"
         "\n"
         "Exit status:\n"
-        "  0 done   1 the answer is no (check, delete, cas)   2 usage error\n"
-        "  3 timed out waiting for a key   4 cannot connect, write refused, "
-        "protocol,\n    TLS or auth error\n",
+        "  0 done   1 the answer is no (check, delete, cas)   2 usage error "
+        "(or a verb\n"
+        "  the legacy dialect lacks)   3 timed out waiting for a key or a "
+        "queue item\n"
+        "  4 cannot connect, write refused, protocol, TLS or auth error\n",
         f);
 }
 
@@ -251,6 +274,76 @@ static int v_get(fccl_store_t *s, const struct cli *c)
     return ex;
 }
 
+/* Items of a list (mget, keys), each ended by c->sep. */
+static int write_item(const struct cli *c, const void *p, size_t len)
+{
+    int ex = write_all(p, len);
+    return ex == EXIT_DONE ? write_all(&c->sep, 1) : ex;
+}
+
+/* Waits for every key (exit 3 on timeout), then one value per key in the
+ * order given; a value holding the separator is printed as it is, so
+ * binary values want get, one key at a time. */
+static int v_mget(fccl_store_t *s, const struct cli *c)
+{
+    size_t n = (size_t)c->argc;
+    void **vals = calloc(n, sizeof(*vals));
+    size_t *lens = calloc(n, sizeof(*lens));
+    if (!vals || !lens) {
+        free(vals);
+        free(lens);
+        fputs("tcpstore: out of memory\n", stderr);
+        return EXIT_CONN;
+    }
+    int rc = fccl_store_multi_get(s, (const char *const *)c->argv, n, vals,
+                                  lens, -1);
+    int ex = rc < 0 ? fail(rc, 1) : EXIT_DONE;
+    for (size_t i = 0; i < n; i++) {
+        if (rc >= 0 && ex == EXIT_DONE)
+            ex = write_item(c, vals[i], lens[i]);
+        free(vals[i]);
+    }
+    free(vals);
+    free(lens);
+    return ex;
+}
+
+static int v_push(fccl_store_t *s, const struct cli *c)
+{
+    char *buf;
+    const void *val;
+    size_t len;
+    if (value_arg(c->argv[1], &buf, &val, &len) < 0)
+        return EXIT_USAGE;
+    int rc = fccl_store_queue_push(s, c->argv[0], val, len);
+    free(buf);
+    return rc < 0 ? fail(rc, 0) : EXIT_DONE;
+}
+
+/* The library's blocking pop: it waits on the server (no polling) up to
+ * the timeout for an item, and loops when another consumer took it first. */
+static int v_pop(fccl_store_t *s, const struct cli *c)
+{
+    void *val;
+    size_t len;
+    int rc = fccl_store_queue_pop(s, c->argv[0], 1, &val, &len, -1);
+    if (rc < 0)
+        return fail(rc, 1);
+    int ex = write_all(val, len);
+    free(val);
+    return ex;
+}
+
+static int v_qlen(fccl_store_t *s, const struct cli *c)
+{
+    int64_t n;
+    int rc = fccl_store_queue_len(s, c->argv[0], &n);
+    if (rc < 0)
+        return fail(rc, 0);
+    printf("%" PRId64 "\n", n);
+    return EXIT_DONE;
+}
+
 static int parse_i64(const char *s, int64_t *v)
 {
     char *end;
@@ -356,11 +449,8 @@ static int v_keys(fccl_store_t *s, const struct cli *c)
     if (rc < 0)
         return fail(rc, 0);
     int ex = EXIT_DONE;
-    for (size_t i = 0; i < n && ex == EXIT_DONE; i++) {
-        ex = write_all(keys[i], strlen(keys[i]));
-        if (ex == EXIT_DONE)
-            ex = write_all("\n", 1);
-    }
+    for (size_t i = 0; i < n && ex == EXIT_DONE; i++)
+        ex = write_item(c, keys[i], strlen(keys[i]));
     fccl_store_free_keys(keys, n);
     return ex;
 }
@@ -385,6 +475,7 @@ static const struct verb verbs[] = {
     {"cas", 3, 3, 0, v_cas, "cas KEY EXPECTED NEW"},
     {"check", 1, -1, 0, v_check, "check KEY..."},
     {"wait", 1, -1, 0, v_wait, "wait KEY..."},
+    {"mget", 1, -1, 0, v_mget, "mget KEY..."},
     {"delete", 1, 1, 0, v_delete, "delete KEY"},
     {"num-keys", 0, 0, 0, v_num_keys, "num-keys"},
     {"ping", 0, 0, 1, v_ping, "ping"},
@@ -392,6 +483,9 @@ static const struct verb verbs[] = {
     {"keys", 0, 1, 1, v_keys, "keys [PREFIX]"},
     {"stats", 0, 0, 1, v_stats, "stats"},
     {"barrier", 2, 2, 1, v_barrier, "barrier KEY N"},
+    {"push", 2, 2, 1, v_push, "push KEY VALUE"},
+    {"pop", 1, 1, 1, v_pop, "pop KEY"},
+    {"qlen", 1, 1, 1, v_qlen, "qlen KEY"},
 };
 
 static const struct verb *find_verb(const char *name)
@@ -464,7 +558,8 @@ static const char **tls_field(struct cli *c, const char *o, size_t ol)
     return NULL;
 }
 
-/* Options up to the verb.  Returns 0, -1 for --help, or an exit code. */
+/* Options up to the verb.  Returns 0, -1 for --help, -2 for --version,
+ * or an exit code. */
 static int parse_args(struct cli *c, int argc, char **argv)
 {
     int i = 1;
@@ -473,8 +568,14 @@ static int parse_args(struct cli *c, int argc, char **argv)
         size_t ol = eq ? (size_t)(eq - o) : strlen(o);
         if (!strcmp(o, "-h") || !strcmp(o, "--help"))
             return -1;
+        if (!strcmp(o, "--version"))
+            return -2;
         if (!strcmp(o, "--raw-keys")) {
             c->raw_keys = 1;
+            continue;
+        }
+        if (!strcmp(o, "-0") || !strcmp(o, "--null")) {
+            c->sep = '\0';
             continue;
         }
         if (!strcmp(o, "--reconnect")) {
@@ -527,6 +628,7 @@ int main(int argc, char **argv)
 {
     struct cli c;
     memset(&c, 0, sizeof(c));
+    c.sep = '\n';
     /* Failures are reported once, by main, on stderr. */
     if (!getenv("FCCL_LOG_LEVEL"))
         fccl_log_set_level(FCCL_LOG_ERROR);
@@ -536,6 +638,10 @@ int main(int argc, char **argv)
     rc = parse_args(&c, argc, argv);
     if (rc == -1) {
         usage(stdout);
+        return EXIT_DONE;
+    }
+    if (rc == -2) {
+        printf("tcpstore (fccl) %s\n", fccl_version());
         return EXIT_DONE;
     }
     if (rc != 0)
