@@ -7,6 +7,8 @@
 #   cli/NAME.c                            -> build/bin/NAME
 #   tests/test_NAME.c                     -> build/tests/test_NAME (Criterion)
 #   tests/*.c without test_ prefix        -> helper programs build/tests/NAME
+#   tests/lib/*.c                         -> build/tests/libtesthelp.a, the
+#                                            helpers both of those link
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -80,6 +82,10 @@ TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 THELP_SRCS := $(filter-out tests/test_%.c,$(sort $(wildcard tests/*.c)))
 THELPERS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(THELP_SRCS))
+# The helper library every test binary and test helper program links.
+TLIB_SRCS := $(sort $(wildcard tests/lib/*.c))
+TLIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TLIB_SRCS))
+TLIB := $(BUILD)/tests/libtesthelp.a
 # bench/NAME.c -> build/bench/NAME; bench/mpi_*.c are built by the bench
 # scripts with mpicc, not here.
 BENCH_SRCS := $(filter-out bench/mpi_%.c,$(sort $(wildcard bench/*.c)))
@@ -151,17 +157,25 @@ $(BUILD)/bin/%: $(BUILD)/obj/cli/%.o $(INTLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
 
-$(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(INTLIB)
+# The test helper library is an archive, so a program takes only the
+# members it uses: the helper programs, which have no Criterion, never
+# pull in the files that assert (srv.c, wire.c).
+$(TLIB): $(TLIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS) -lcriterion
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(TLIB) $(INTLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(SANLD) -o $@ $< $(TLIB) $(INTLIB) $(LIBS) -lcriterion
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(INTLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(INTLIB)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TLIB) $(INTLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
+	$(CC) $(SANLD) -o $@ $< $(TLIB) $(INTLIB) $(LIBS)
 
 # The README's test command.  Plain build runs everything; the sanitized
 # build runs the unit/store tests and a reduced collective matrix
