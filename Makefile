@@ -2,9 +2,21 @@
 # the programs into build/; `make test` runs every test (plain, then a
 # sanitized build); `make install PREFIX=/usr/local DESTDIR=`.
 #
+# Every program of ours that users or benchmarks run lives under cli/
+# (test helper programs are in tests/, fuzz targets in fuzz/), and where
+# it lives says whether it is installed:
+#   cli/NAME.c         a program users run: build/bin/NAME, `make install`
+#                      puts it in PREFIX/bin
+#   cli/bench/NAME.c   a benchmark helper the bench/ scripts run:
+#                      build/bench/NAME, never installed;
+#                      cli/bench/mpi_*.c are built by those scripts with
+#                      mpicc, not here
+# bench/ holds only the scripts, Python drivers and recorded results.
+#
 # Sources are picked up by directory, so adding a file needs no edit here:
 #   common/ store/ coll/ bootstrap/  **/*.c (any depth) -> libfccl
 #   cli/NAME.c                            -> build/bin/NAME
+#   cli/bench/NAME.c                      -> build/bench/NAME
 #   tests/test_NAME.c                     -> build/tests/test_NAME (Criterion)
 #   tests/*.c without test_ prefix        -> helper programs build/tests/NAME
 #   tests/lib/*.c                         -> build/tests/libtesthelp.a, the
@@ -86,10 +98,9 @@ THELPERS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(THELP_SRCS))
 TLIB_SRCS := $(sort $(wildcard tests/lib/*.c))
 TLIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TLIB_SRCS))
 TLIB := $(BUILD)/tests/libtesthelp.a
-# bench/NAME.c -> build/bench/NAME; bench/mpi_*.c are built by the bench
-# scripts with mpicc, not here.
-BENCH_SRCS := $(filter-out bench/mpi_%.c,$(sort $(wildcard bench/*.c)))
-BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+# cli/bench/mpi_*.c are built by the bench scripts with mpicc, not here.
+BENCH_SRCS := $(filter-out cli/bench/mpi_%.c,$(sort $(wildcard cli/bench/*.c)))
+BENCHES := $(patsubst cli/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 SHLIB := $(BUILD)/lib/libfccl.so.$(VERSION)
 # The installed static library is one prelinked object whose internal
@@ -169,7 +180,7 @@ $(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(TLIB) $(INTLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANLD) -o $@ $< $(TLIB) $(INTLIB) $(LIBS) -lcriterion
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(INTLIB)
+$(BUILD)/bench/%: $(BUILD)/obj/cli/bench/%.o $(INTLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
 
