@@ -2,12 +2,26 @@
 # the programs into build/; `make test` runs every test (plain, then a
 # sanitized build); `make install PREFIX=/usr/local DESTDIR=`.
 #
+# Every program of ours that users or benchmarks run lives under cli/
+# (test helper programs are in tests/, fuzz targets in fuzz/), and where
+# it lives says whether it is installed:
+#   cli/NAME.c         a program users run: build/bin/NAME, `make install`
+#                      puts it in PREFIX/bin
+#   cli/bench/NAME.c   a benchmark helper the bench/ scripts run:
+#                      build/bench/NAME, never installed;
+#                      cli/bench/mpi_*.c are built by those scripts with
+#                      mpicc, not here
+# bench/ holds only the scripts, Python drivers and recorded results.
+#
 # Sources are picked up by directory, so adding a file needs no edit here:
 #   common/ store/ coll/ bootstrap/ moe/  **/*.c (any depth) -> libfccl
 #   cli/NAME.c                            -> build/bin/NAME
+#   cli/bench/NAME.c                      -> build/bench/NAME
 #   tests/test_NAME.c                     -> build/tests/test_NAME (Criterion)
 #   tests/*.c without test_ prefix        -> helper programs build/tests/NAME
 #   man/NAME.SECTION.in (man(7) roff)     -> build/man/NAME.SECTION
+#   tests/lib/*.c                         -> build/tests/libtesthelp.a, the
+#                                            helpers both of those link
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -123,10 +137,13 @@ TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 THELP_SRCS := $(filter-out tests/test_%.c,$(sort $(wildcard tests/*.c)))
 THELPERS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(THELP_SRCS))
-# bench/NAME.c -> build/bench/NAME; bench/mpi_*.c are built by the bench
-# scripts with mpicc, not here.
-BENCH_SRCS := $(filter-out bench/mpi_%.c,$(sort $(wildcard bench/*.c)))
-BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+# The helper library every test binary and test helper program links.
+TLIB_SRCS := $(sort $(wildcard tests/lib/*.c))
+TLIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(TLIB_SRCS))
+TLIB := $(BUILD)/tests/libtesthelp.a
+# cli/bench/mpi_*.c are built by the bench scripts with mpicc, not here.
+BENCH_SRCS := $(filter-out cli/bench/mpi_%.c,$(sort $(wildcard cli/bench/*.c)))
+BENCHES := $(patsubst cli/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 # The one-way call orders the headers state, checked on the objects
 # before any library is made (scripts/check-calls.sh): the top floors,
@@ -230,17 +247,25 @@ $(BUILD)/bin/%: $(BUILD)/obj/cli/%.o $(INTLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
 
-$(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(INTLIB)
+# The test helper library is an archive, so a program takes only the
+# members it uses: the helper programs, which have no Criterion, never
+# pull in the files that assert (srv.c, wire.c).
+$(TLIB): $(TLIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS) -lcriterion
+	rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(INTLIB)
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(TLIB) $(INTLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(SANLD) -o $@ $< $(TLIB) $(INTLIB) $(LIBS) -lcriterion
+
+$(BUILD)/bench/%: $(BUILD)/obj/cli/bench/%.o $(INTLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(INTLIB)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TLIB) $(INTLIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
+	$(CC) $(SANLD) -o $@ $< $(TLIB) $(INTLIB) $(LIBS)
 
 # The README's test command.  Plain build runs everything; the sanitized
 # build runs the unit/store tests and a reduced collective matrix

@@ -6,8 +6,9 @@
 #                                     default build/bin)
 #
 # Each of ROUNDS (5) rounds runs, for each rank count in NPS (2 4): every
-# fccl build given, then Open MPI (mpirun --mca btl self,vader, bench/mpi_coll.c),
-# each once over the sizes in SIZES (8 1M) of OP (all_reduce, float32 sum).
+# fccl build given, then Open MPI (mpirun --mca btl self,vader,
+# cli/bench/mpi_coll.c), each once over the sizes in SIZES (8 1M) of OP
+# (all_reduce, float32 sum).
 # Both report per size the median over ITERS (200) of { barrier; op }, slowest
 # rank.  Prints per cell each system's median over the rounds and its
 # min..max, and the median of the per-round ratios to Open MPI.
@@ -21,6 +22,7 @@
 # in `flock /tmp/fccl-bench.lock` on a shared machine.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
+CBENCH="$HERE/../cli/bench" # the C sources of the benchmark helpers
 [ $# -gt 0 ] || set -- build/bin
 ROUNDS=${ROUNDS:-5}
 NPS=${NPS:-2 4}
@@ -36,7 +38,7 @@ mkdir -p "$OUT"
 ROOTFLAG=""
 [ "$(id -u)" -eq 0 ] && ROOTFLAG="--allow-run-as-root"
 MPI_BIN="$OUT/mpi_coll.openmpi"
-mpicc.openmpi -O2 -o "$MPI_BIN" "$HERE/mpi_coll.c" || exit 1
+mpicc.openmpi -O2 -o "$MPI_BIN" "$CBENCH/mpi_coll.c" || exit 1
 
 bytes() { numfmt --from=iec "$1"; }
 

@@ -13,8 +13,9 @@
 #   torchrun-mi  the same with --monitor_interval 0.05
 #   gloo-spawn   bench/gloo_init_barrier.py --spawn N: N python ranks started
 #                directly with the torchrun variables (no agent)
-#   ompi         mpirun.openmpi -n N --oversubscribe bench/mpi_init_barrier
-#   mpich        mpirun.mpich -n N bench/mpi_init_barrier
+#   ompi         mpirun.openmpi -n N --oversubscribe mpi_init_barrier (built
+#                here from cli/bench/mpi_init_barrier.c)
+#   mpich        mpirun.mpich -n N mpi_init_barrier
 #   floor-noop   N concurrent "fabric_floor --noop" from a shell loop: what
 #                loading libfabric costs N processes (pre-main)
 #   floor-shm    N concurrent "fabric_floor shm": load + fi_getinfo + open
@@ -43,6 +44,7 @@ TIMEOUT=${TIMEOUT:-300}
 OUT=${OUT:-$BUILD/bench/bootstrap-results}
 PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
+CBENCH="$HERE/../cli/bench" # the C sources of the benchmark helpers
 mkdir -p "$OUT"
 ROOTFLAG=""
 [ "$(id -u)" -eq 0 ] && ROOTFLAG="--allow-run-as-root"
@@ -88,9 +90,9 @@ EOF
 
 build_mpi() {
     mpicc.openmpi -O2 -o "$OUT/mpi_init_barrier.openmpi" \
-        "$HERE/mpi_init_barrier.c" || die "mpicc.openmpi failed"
+        "$CBENCH/mpi_init_barrier.c" || die "mpicc.openmpi failed"
     mpicc.mpich -O2 -o "$OUT/mpi_init_barrier.mpich" \
-        "$HERE/mpi_init_barrier.c" || die "mpicc.mpich failed"
+        "$CBENCH/mpi_init_barrier.c" || die "mpicc.mpich failed"
 }
 
 # The command line of system $1 for $2 ranks ($3: extra program args).

@@ -14,11 +14,11 @@
 #   ompi-ofi-tcp  the same with --mca mtl_ofi_provider_include "tcp;ofi_rxm"
 #   mpich      mpirun.mpich
 #   gloo       /usr/bin/python3 bench/gloo_coll.py --spawn N (torch 1.13)
-# MPI and Gloo run bench/mpi_coll.c / bench/gloo_coll.py: per size a
+# MPI and Gloo run cli/bench/mpi_coll.c / bench/gloo_coll.py: per size a
 # warm-up, then ITERS x { barrier; op }, slowest rank, median ("time"), and
 # ITERS back-to-back ops averaged ("avg"); fccl-bench is asked for the same.
 # Also: fi_pingpong -p shm -e rdm -S 8 -I 10000 (8-byte one-way latency,
-# median of PINGS runs), single-core memcpy (bench/memcpy_bw.c), and an
+# median of PINGS runs), single-core memcpy (cli/bench/memcpy_bw.c), and an
 # fccl-bench -c pass that checks every result.
 #
 # COMPACT_ONLY=1 prints only the one-table-per-op summary (0: only the
@@ -41,6 +41,7 @@ TIMEOUT=${TIMEOUT:-900}
 OUT=${OUT:-$BUILD/bench/coll-results}
 PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
+CBENCH="$HERE/../cli/bench" # the C sources of the benchmark helpers
 mkdir -p "$OUT"
 ROOTFLAG=""
 [ "$(id -u)" -eq 0 ] && ROOTFLAG="--allow-run-as-root"
@@ -50,9 +51,9 @@ SWEEP="-b 8 -e $MAXB -f 2 -n $ITERS -w $WARMUP"
 die() { echo "coll.sh: $*" >&2; exit 1; }
 
 build_mpi() {
-    mpicc.openmpi -O2 -o "$OUT/mpi_coll.openmpi" "$HERE/mpi_coll.c" ||
+    mpicc.openmpi -O2 -o "$OUT/mpi_coll.openmpi" "$CBENCH/mpi_coll.c" ||
         die "mpicc.openmpi failed"
-    mpicc.mpich -O2 -o "$OUT/mpi_coll.mpich" "$HERE/mpi_coll.c" ||
+    mpicc.mpich -O2 -o "$OUT/mpi_coll.mpich" "$CBENCH/mpi_coll.c" ||
         die "mpicc.mpich failed"
 }
 
@@ -336,7 +337,7 @@ write_parser
 echo "## Collectives run ($(machine))"
 echo
 MEMCPY="$BUILD/bench/memcpy_bw"
-[ -x "$MEMCPY" ] || { cc -O2 -o "$OUT/memcpy_bw" "$HERE/memcpy_bw.c" &&
+[ -x "$MEMCPY" ] || { cc -O2 -o "$OUT/memcpy_bw" "$CBENCH/memcpy_bw.c" &&
     MEMCPY="$OUT/memcpy_bw"; }
 "$MEMCPY" 64 10 >"$OUT/memcpy.txt" 2>&1
 pingpong >"$OUT/pingpong.txt"

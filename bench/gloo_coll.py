@@ -1,7 +1,7 @@
 """gloo_coll: PyTorch 1.13 Gloo baseline for bench/coll.sh.
 
 Times all_reduce, all_gather and all_to_all on float32 (sum) the way
-bench/mpi_coll.c does, with the same output columns:
+cli/bench/mpi_coll.c does, with the same output columns:
 
   /usr/bin/python3 bench/gloo_coll.py --spawn N [-o OP] [-b MIN] [-e MAX]
                                       [-f FACTOR] [-n ITERS] [-w WARMUP] [-c]

@@ -29,6 +29,7 @@ TIMEOUT=${TIMEOUT:-150}
 SYSTEMS=${SYSTEMS:-fccl ompi mpich fccl-v}
 OUT=${OUT:-$BUILD/bench/init-mpi}
 HERE=$(cd "$(dirname "$0")" && pwd)
+CBENCH="$HERE/../cli/bench" # the C sources of the benchmark helpers
 mkdir -p "$OUT"
 RAW=$OUT/raw.txt      # system n wall cpu round (appended across runs)
 STATS=$OUT/stats.txt  # fccl-v per-rank lines, prefixed with n and round
@@ -39,12 +40,12 @@ export FCCL_TIMEOUT=${FCCL_TIMEOUT:-120}
 die() { echo "init_mpi.sh: $*" >&2; exit 1; }
 
 build_mpi() {
-    [ "$OUT/mpi_init_barrier.openmpi" -nt "$HERE/mpi_init_barrier.c" ] ||
+    [ "$OUT/mpi_init_barrier.openmpi" -nt "$CBENCH/mpi_init_barrier.c" ] ||
         mpicc.openmpi -O2 -o "$OUT/mpi_init_barrier.openmpi" \
-            "$HERE/mpi_init_barrier.c" || die "mpicc.openmpi failed"
-    [ "$OUT/mpi_init_barrier.mpich" -nt "$HERE/mpi_init_barrier.c" ] ||
+            "$CBENCH/mpi_init_barrier.c" || die "mpicc.openmpi failed"
+    [ "$OUT/mpi_init_barrier.mpich" -nt "$CBENCH/mpi_init_barrier.c" ] ||
         mpicc.mpich -O2 -o "$OUT/mpi_init_barrier.mpich" \
-            "$HERE/mpi_init_barrier.c" || die "mpicc.mpich failed"
+            "$CBENCH/mpi_init_barrier.c" || die "mpicc.mpich failed"
 }
 
 cmd_for() { # system n

@@ -9,7 +9,7 @@
 #                                        interleaved iteration by iteration)
 #   /usr/bin/python3 bench/moe_gloo.py --spawn 4 ...   (torch 1.13 + Gloo)
 # then one fccl-moe-bench -c 1 pass (every output checked) and the
-# single-core memcpy bandwidth (bench/memcpy_bw.c) for the floor.
+# single-core memcpy bandwidth (cli/bench/memcpy_bw.c) for the floor.
 # Environment: ROUNDS, ITERS (20), GLOO_ITERS (5), NP (4), ARGS (the layer
 # options, default "-b 256 -H 4096 -k 8 -E 16 -d bfloat16"), FCCL_PREFIX
 # (prefixes the fccl runs only, e.g. "chrt -f 10": real-time priority on a

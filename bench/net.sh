@@ -41,7 +41,8 @@
 # fccl-B, ... (A = first dir), interleaved with the others; FCCL_ENV_A,
 # FCCL_ENV_B, ... add VAR=VALUE words to that build's ranks (one dir twice
 # with FCCL_ENV_B="FCCL_SPIN_US=0" compares a setting).
-# MPI runs bench/mpi_coll.c (built here with mpicc.openmpi / mpicc.mpich):
+# MPI runs cli/bench/mpi_coll.c (built here with mpicc.openmpi and
+# mpicc.mpich):
 # per size a warm-up, ITERS x { barrier; op }, slowest rank, median;
 # fewer iterations from 16 MiB (256 MiB moved per size, at least 5).
 # fccl-bench is run twice per sweep to match: up to BIG (8M) with ITERS,
@@ -69,6 +70,7 @@
 # (or ended after a hang) has no CPU figure: /usr/bin/time did not finish.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
+CBENCH="$HERE/../cli/bench" # the C sources of the benchmark helpers
 ROOT=$(cd "$HERE/.." && pwd)
 BUILD=${1:-build}
 BUILDS=${BUILDS:-$BUILD}
@@ -248,11 +250,11 @@ next_port() { PORT=$((PORT + 1)); [ $PORT -gt 31000 ] && PORT=29601; }
 # ---- launches ----
 build_mpi() {
     case " ${SYS[*]} " in *" ompi "*)
-        mpicc.openmpi -O2 -o "$OUT/mpi_coll.openmpi" "$HERE/mpi_coll.c" ||
+        mpicc.openmpi -O2 -o "$OUT/mpi_coll.openmpi" "$CBENCH/mpi_coll.c" ||
             die "mpicc.openmpi failed" ;;
     esac
     case " ${SYS[*]} " in *" mpich "*)
-        mpicc.mpich -O2 -o "$OUT/mpi_coll.mpich" "$HERE/mpi_coll.c" ||
+        mpicc.mpich -O2 -o "$OUT/mpi_coll.mpich" "$CBENCH/mpi_coll.c" ||
             die "mpicc.mpich failed" ;;
     esac
 }

@@ -7,7 +7,7 @@
 
 all.tsv: layout op sys round size time_us b2b_us busbw algo.  LOG is
 fccl-bench --csv output (lines may carry fccl-run's "[RANK] " prefix) or
-bench/mpi_coll.c's table.
+cli/bench/mpi_coll.c's table.
 """
 import collections
 import json

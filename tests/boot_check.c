@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fccl/fccl.h"
+#include "lib/proc.h"
 
 static int die(const char *what, int rc)
 {
@@ -38,8 +39,7 @@ static int die(const char *what, int rc)
 
 static void *suicide_main(void *arg)
 {
-    struct timespec ts = {0, (long)(intptr_t)arg * 1000000L};
-    nanosleep(&ts, NULL);
+    th_sleep_ms((int)(intptr_t)arg);
     raise(SIGKILL);
     return NULL;
 }
@@ -292,9 +292,7 @@ int main(int argc, char **argv)
             return die("fccl_init", rc);
         printf("R%d pid %d ready\n", fccl_get_rank(), (int)getpid());
         fflush(stdout);
-        long ms = atol(argv[2]);
-        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
+        th_sleep_ms(atoi(argv[2]));
         if ((rc = fccl_barrier(w, NULL)) < 0)
             return die("barrier", rc);
         fccl_finalize();

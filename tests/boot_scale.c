@@ -21,6 +21,7 @@
 
 #include "boot.h"
 #include "fccl/fccl.h"
+#include "lib/proc.h"
 #include "tp.h"
 
 static int die(const char *what, int rc)
@@ -28,13 +29,6 @@ static int die(const char *what, int rc)
     fprintf(stderr, "boot_scale: %s: %s (%s)\n", what, fccl_strerror(rc),
             fccl_last_error());
     return 1;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static int mode_init(fccl_group_t *w)
@@ -116,13 +110,13 @@ static int mode_deadpeer(fccl_group_t *w)
         _exit(0); /* gone before most ranks ever talked to it */
     int members[2] = {r, n - 1};
     fccl_group_t *g;
-    double t0 = now_s();
+    double t0 = th_now();
     int rc = fccl_group_new(members, 2, &g);
     if (rc >= 0) {
         int64_t v = 1, s = 0;
         rc = fccl_all_reduce(&v, &s, 1, FCCL_INT64, FCCL_SUM, g, NULL);
     }
-    printf("R%d err %d %.1f %s\n", r, rc, now_s() - t0, fccl_last_error());
+    printf("R%d err %d %.1f %s\n", r, rc, th_now() - t0, fccl_last_error());
     fccl_group_abort(w); /* the final barrier would wait for the dead */
     return 0;
 }

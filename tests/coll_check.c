@@ -12,8 +12,8 @@
  * abort (fccl_group_abort from another thread).  -r: reduced matrix (no
  * multi-MiB cases), also set by FCCL_TEST_REDUCED=1.
  *
- * The group is built by hand on top of tests/tp_harness.h (no store, no
- * bootstrap).  -e (env mode, for jobs across hosts): this process is one
+ * The group is built by hand on top of tests/lib/tp_harness.h (no store,
+ * no bootstrap).  -e (env mode, for jobs across hosts): this process is one
  * rank of a job started by a launcher (fccl-run --nnodes, ...); it joins
  * through fccl_init(env://), builds the same groups on the world's
  * transport with the real host topology, runs matrix or smoke, and
@@ -30,12 +30,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "coll_group.h"
 #include "group.h"
 #include "coll_ref.h"
 #include "fccl/pg.h"
-#include "tp_harness.h"
+#include "lib/proc.h"
+#include "lib/tp_harness.h"
 
 #define MAX_CASES 4096
 #define BIG 786431 /* ~3 MiB of float32, divisible by none of 2,3,4,5,8 */
@@ -155,13 +157,13 @@ static int finish_async(fccl_request_t *req, int async)
 {
     if (async == 1)
         return fccl_wait(req, -1);
-    uint64_t dl = fccl_deadline_ms(120000);
+    double end = th_now() + 120;
     for (;;) {
         int done = 0;
         int rc = fccl_test(req, &done);
         if (done || rc < 0)
             return rc;
-        if (fccl_now_ns() > dl)
+        if (th_ms_left(end) == 0)
             return fccl_wait(req, -1);
     }
 }
@@ -761,9 +763,9 @@ static int env_main(void)
         return 1;
     fccl_topology_t topo;
     fccl_get_topology(&topo);
-    double t0 = (double)fccl_now_ns() / 1e9;
+    double t0 = th_now();
     int rc = mode_run(&t);
-    double secs = (double)fccl_now_ns() / 1e9 - t0;
+    double secs = th_now() - t0;
     free_group(t.g2);
     free_group(t.g);
     int fails = t.fails, ran = SH->ran[rank];
@@ -794,8 +796,7 @@ int main(int argc, char **argv)
     }
     if (O.n < 1 || O.n > TPH_MAX_RANKS)
         usage();
-    const char *red = getenv("FCCL_TEST_REDUCED");
-    if (red && *red && strcmp(red, "0") != 0)
+    if (th_reduced())
         O.reduced = 1;
     if (O.env) {
         SH = calloc(1, sizeof(*SH));
@@ -810,9 +811,9 @@ int main(int argc, char **argv)
     memset(SH, 0, sizeof(*SH));
     struct tp_harness h = {.provider = O.provider, .nranks = O.n,
                            .timeout_ms = (O.timeout_s ? O.timeout_s : 300) * 1000};
-    double t0 = (double)fccl_now_ns() / 1e9;
+    double t0 = th_now();
     int rc = tp_harness_run(&h, body, NULL);
-    double secs = (double)fccl_now_ns() / 1e9 - t0;
+    double secs = th_now() - t0;
     int bad = compare_hashes(O.n), fails = 0, ran = SH->ran[0];
     if (strcmp(O.mode, "kill") == 0 || strcmp(O.mode, "abort") == 0)
         fails += judge_failures(O.n);

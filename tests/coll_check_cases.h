@@ -17,8 +17,6 @@
     ((struct tc){.op = (o), .dt = (d), .rop = (r), .count = (c), .algo = (a), \
                  __VA_ARGS__})
 
-static double now_s(void) { return (double)fccl_now_ns() / 1e9; }
-
 /* ---- the matrix ---- */
 
 static void m_all_reduce(struct rt *t, const size_t *counts, int nc, int smoke)
@@ -510,17 +508,16 @@ static int kill_mode(struct rt *t)
         fflush(NULL);
         _exit(0); /* gone without closing anything */
     }
-    double t0 = now_s();
+    double t0 = th_now();
     int rc = fccl_all_reduce(in, out, 4096, F32, FCCL_SUM, gk, NULL);
-    record(me, rc, now_s() - t0);
-    t0 = now_s();
+    record(me, rc, th_now() - t0);
+    t0 = th_now();
     SH->later[me] = fccl_all_reduce(in, out, 4, F32, FCCL_SUM, gk, NULL);
-    SH->later_secs[me] = now_s() - t0;
+    SH->later_secs[me] = th_now() - t0;
     SH->ran[me] += 2;
     /* stay alive a while: a survivor that exits is a dead peer too, and
      * the others should be judged on the victim alone */
-    struct timespec linger = {1, 500000000};
-    nanosleep(&linger, NULL);
+    th_sleep_ms(1500);
     free_group(gk);
     return 0;
 }
@@ -529,8 +526,7 @@ static int kill_mode(struct rt *t)
 
 static void *aborter(void *arg)
 {
-    struct timespec ts = {0, 300000000};
-    nanosleep(&ts, NULL);
+    th_sleep_ms(300);
     fccl_group_abort(arg);
     return NULL;
 }
@@ -544,21 +540,21 @@ static int abort_mode(struct rt *t)
     pthread_t tid;
     pthread_create(&tid, NULL, aborter, ga);
     float buf[64] = {0}, out[64];
-    double t0 = now_s();
+    double t0 = th_now();
     int rc;
     if (me != n - 1) /* the last rank never joins: the others stay pending */
         rc = fccl_all_reduce(buf, out, 64, F32, FCCL_SUM, ga, NULL);
     else
         rc = fccl_recv(buf, 1, F32, 0, 77, ga); /* nobody sends it */
-    record(me, rc, now_s() - t0);
+    record(me, rc, th_now() - t0);
     pthread_join(tid, NULL);
-    t0 = now_s();
+    t0 = th_now();
     fccl_request_t *req = NULL;
     int later = fccl_all_reduce(buf, out, 4, F32, FCCL_SUM, ga, &req);
     if (later == FCCL_OK)
         later = fccl_wait(req, -1);
     SH->later[me] = later;
-    SH->later_secs[me] = now_s() - t0;
+    SH->later_secs[me] = th_now() - t0;
     SH->ran[me] += 2;
     free_group(ga);
     return 0;

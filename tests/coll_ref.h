@@ -1,12 +1,13 @@
 /*
  * coll_ref.h: deterministic inputs and independent references for the
- * collective matrix (tests/coll_check.c).  Header-only.
+ * collective matrix (tests/coll_check.c), its only user, so header-only;
+ * the shared scalar pieces are in tests/lib/ref.h.
  *
  * Element i of rank r's input in case c is a pure function of (c, r, i),
  * so every rank can compute the expected result of a whole collective on
  * its own, with plain loops in uint64 / double arithmetic.  Nothing here
- * uses coll/reduce/kernels.c: float16 goes through the compiler's _Float16,
- * bfloat16 through a bit-level rounding written below.
+ * uses coll/reduce/kernels.c: the float16 and bfloat16 conversions are the
+ * test library's (tests/lib/ref.h).
  */
 #ifndef FCCL_TESTS_COLL_REF_H
 #define FCCL_TESTS_COLL_REF_H
@@ -17,54 +18,12 @@
 #include <string.h>
 
 #include "fccl/coll.h"
-
-static inline uint64_t ref_mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+#include "lib/ref.h"
 
 static inline uint64_t ref_raw(int cs, int rank, size_t i)
 {
-    return ref_mix(((uint64_t)(unsigned)cs << 44) ^ ((uint64_t)rank << 36) ^
-                   (uint64_t)i);
-}
-
-static inline uint16_t ref_f2h(float f)
-{
-    _Float16 h = (_Float16)f;
-    uint16_t u;
-    memcpy(&u, &h, 2);
-    return u;
-}
-
-static inline double ref_h2d(uint16_t u)
-{
-    _Float16 h;
-    memcpy(&h, &u, 2);
-    return (double)h;
-}
-
-/* Round-to-nearest-even to bfloat16 (inputs here are finite and small). */
-static inline uint16_t ref_f2bf(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    uint32_t lsb = (u >> 16) & 1u, rest = u & 0xffffu;
-    uint32_t hi = u >> 16;
-    if (rest > 0x8000u || (rest == 0x8000u && lsb))
-        hi++;
-    return (uint16_t)hi;
-}
-
-static inline double ref_bf2d(uint16_t u)
-{
-    uint32_t b = (uint32_t)u << 16;
-    float f;
-    memcpy(&f, &b, 4);
-    return (double)f;
+    return th_mix64(((uint64_t)(unsigned)cs << 44) ^
+                    ((uint64_t)rank << 36) ^ (uint64_t)i);
 }
 
 static inline int ref_is_float(fccl_dtype_t dt)
@@ -90,8 +49,8 @@ static inline void ref_gen1(void *out, size_t i, fccl_dtype_t dt,
     double v = rop == FCCL_PROD ? prod_vals[raw % 8]
                                 : (double)((int64_t)(raw % 2001) - 1000) / 64.0;
     switch (dt) {
-    case FCCL_FLOAT16: { uint16_t h = ref_f2h((float)v); memcpy(p, &h, 2); break; }
-    case FCCL_BFLOAT16: { uint16_t h = ref_f2bf((float)v); memcpy(p, &h, 2); break; }
+    case FCCL_FLOAT16: { uint16_t h = th_f2h((float)v); memcpy(p, &h, 2); break; }
+    case FCCL_BFLOAT16: { uint16_t h = th_f2bf((float)v); memcpy(p, &h, 2); break; }
     case FCCL_FLOAT32: { float f = (float)v; memcpy(p, &f, 4); break; }
     case FCCL_FLOAT64: memcpy(p, &v, 8); break;
     case FCCL_BOOL: *p = (unsigned char)((raw >> 7) & 1u); break;
@@ -115,8 +74,8 @@ static inline double ref_getd(const void *buf, size_t i, fccl_dtype_t dt)
     float f;
     double d;
     switch (dt) {
-    case FCCL_FLOAT16: memcpy(&h, p, 2); return ref_h2d(h);
-    case FCCL_BFLOAT16: memcpy(&h, p, 2); return ref_bf2d(h);
+    case FCCL_FLOAT16: memcpy(&h, p, 2); return (double)th_h2f(h);
+    case FCCL_BFLOAT16: memcpy(&h, p, 2); return (double)th_bf2f(h);
     case FCCL_FLOAT32: memcpy(&f, p, 4); return f;
     default: memcpy(&d, p, 8); return d;
     }

@@ -20,18 +20,15 @@
 #include <unistd.h>
 
 #include "fccl/fccl.h"
+#include "lib/proc.h"
 
+/* Wall-clock time: the harness compares it with `date +%s%3N` taken in
+ * another process. */
 static long long epoch_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
 }
 
 /* all_reduce(SUM) of (rank + 1) * (i + 1): want size*(size+1)/2 * (i+1). */
@@ -65,11 +62,11 @@ static int loop_mode(fccl_group_t *w, int rank, int size, long secs)
                    rc < 0 ? fccl_last_error() : "");
             const char *l = getenv("FAULT_LINGER_MS");
             if (l)
-                sleep_ms(atol(l));
+                th_sleep_ms((int)atol(l));
             fccl_finalize();
             return 3;
         }
-        sleep_ms(50);
+        th_sleep_ms(50);
     }
     fccl_finalize();
     return 0;
@@ -79,7 +76,7 @@ static int busy_mode(fccl_group_t *w, int rank, int size, long ms, int who)
 {
     int rc = checked_all_reduce(w, rank, size, 0);
     if (rc == 0 && rank == who)
-        sleep_ms(ms); /* alive, but nowhere near fccl */
+        th_sleep_ms((int)ms); /* alive, but nowhere near fccl */
     if (rc == 0)
         rc = checked_all_reduce(w, rank, size, 1);
     if (rc < 0) {

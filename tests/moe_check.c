@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "fccl/fccl.h"
+#include "lib/proc.h"
 #include "moe_ref.h"
 
 static struct {
@@ -58,13 +59,6 @@ static char cname[200];
         fprintf(stderr, "\n");                                                 \
         fails++;                                                               \
     } while (0)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void *xcalloc(size_t n, size_t sz)
 {
@@ -272,7 +266,7 @@ static void check_dispatch(const struct mc *c, const fccl_moe_info_t *info,
                             continue;
                         for (size_t h = 0; h < H && !bad; h++) {
                             float v = mr_val(c->seed, MR_X, w, t, h);
-                            float want = c->bf16 ? mr_bf2f(mr_f2bf(v)) : v;
+                            float want = c->bf16 ? th_bf2f(th_f2bf(v)) : v;
                             float got = mr_get(o->d.expand_x, row * H + h, c->bf16);
                             if (got != want) {
                                 FAILF("dispatch: expand_x row %zu (src %d token "
@@ -435,7 +429,7 @@ static int finish(fccl_moe_request_t *req, int wait, const char *what,
 {
     if (wait)
         return fccl_moe_wait(req);
-    double t0 = now_s();
+    double t0 = th_now();
     for (long polls = 0;; polls++) {
         int done = 0;
         int rc = fccl_moe_test(req, &done);
@@ -444,7 +438,7 @@ static int finish(fccl_moe_request_t *req, int wait, const char *what,
                 FAILF("fccl_moe_test on a finished handle is not refused");
             return rc;
         }
-        if (now_s() - t0 > 60) {
+        if (th_now() - t0 > 60) {
             FAILF("fccl_moe_test: %s not done after 60 s (%ld polls)", what,
                   polls);
             return fccl_moe_wait(req);
@@ -595,7 +589,7 @@ out:
 static void run_case(struct mc *c)
 {
     cases++;
-    c->seed = mr_mix((uint64_t)cases * 77 + 5);
+    c->seed = th_mix64((uint64_t)cases * 77 + 5);
     describe(c);
     if (O.verbose && W == 0)
         fprintf(stderr, "case %d: %s\n", cases, cname);
@@ -699,9 +693,9 @@ static void bad_new(struct mc c, int who, const char *what,
     if (who < 0 || who == W)
         spoil(&o);
     fccl_moe_t *m = NULL;
-    double t0 = now_s();
+    double t0 = th_now();
     int rc = fccl_moe_new(&o, &m);
-    expect_invalid(rc, now_s() - t0, what, who < 0 || who == W, needle);
+    expect_invalid(rc, th_now() - t0, what, who < 0 || who == W, needle);
     if (m) {
         FAILF("%s: moe_new returned a config on failure", what);
         fccl_moe_destroy(m);
@@ -724,7 +718,7 @@ static void sp_dt16(fccl_moe_opts_t *o) { o->dtype = FCCL_FLOAT16; }
 static void bad_call(struct mc c, enum tamper tm, int who, const char *needle)
 {
     cases++;
-    c.seed = mr_mix((uint64_t)cases * 31 + 1);
+    c.seed = th_mix64((uint64_t)cases * 31 + 1);
     describe(&c);
     char what[160];
     snprintf(what, sizeof(what), "%s on %s", tname[tm],
@@ -738,13 +732,13 @@ static void bad_call(struct mc c, enum tamper tm, int who, const char *needle)
         return;
     }
     int in_dispatch = tm <= T_DNULL;
-    double t0 = now_s();
+    double t0 = th_now();
     struct verdict v = layer(&c, m, tm, who);
     int got = in_dispatch ? v.drc : v.crc;
     if (!in_dispatch && v.drc < 0)
         FAILF("%s: dispatch failed first: %s", what, fccl_last_error());
     else
-        expect_invalid(got, now_s() - t0, what, who < 0 || who == W, needle);
+        expect_invalid(got, th_now() - t0, what, who < 0 || who == W, needle);
     /* the config and the groups still work */
     v = layer(&c, m, T_NONE, -1);
     if (v.drc < 0 || v.crc < 0)
@@ -776,9 +770,9 @@ static void tp_bad_new(struct mc t, int who, int kind, const char *what,
     if (W == who)
         o.tp = kind == 0 ? NULL : kind == 1 ? world : own;
     fccl_moe_t *m = NULL;
-    double t0 = now_s();
+    double t0 = th_now();
     int rc = fccl_moe_new(&o, &m);
-    expect_invalid(rc, now_s() - t0, what, W == who, needle);
+    expect_invalid(rc, th_now() - t0, what, W == who, needle);
     if (m) {
         FAILF("%s: moe_new returned a config on failure", what);
         fccl_moe_destroy(m);
@@ -839,8 +833,8 @@ static void args_mode(void)
             o.ep = solo;
             o.moe_expert_num = 2;
             fccl_moe_t *m = NULL;
-            double t0 = now_s();
-            expect_invalid(fccl_moe_new(&o, &m), now_s() - t0,
+            double t0 = th_now();
+            expect_invalid(fccl_moe_new(&o, &m), th_now() - t0,
                            "EP group of one rank", 1, "at least 2");
             fccl_group_destroy(solo);
         }
@@ -930,10 +924,10 @@ static int kill_mode(void)
                                             ou.rstd, ou.x, &req);
         _exit(0); /* gone with its rows still unread */
     }
-    double t0 = now_s();
+    double t0 = th_now();
     rc = fccl_moe_combine_add_rms_norm(m, &ci, in.res, in.gamma, ou.y,
                                        ou.rstd, ou.x);
-    double secs = now_s() - t0;
+    double secs = th_now() - t0;
     char who[32];
     snprintf(who, sizeof(who), "rank %d", NW - 1);
     int ok = rc < 0 && rc != FCCL_ERR_INVALID && secs < 30 &&
@@ -976,8 +970,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    const char *red = getenv("FCCL_TEST_REDUCED");
-    if (red && *red && strcmp(red, "0") != 0)
+    if (th_reduced())
         O.reduced = 1;
     fccl_init_opts_t io;
     fccl_init_opts_init(&io);
@@ -995,7 +988,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(O.mode, "kill") == 0)
         return kill_mode();
-    double t0 = now_s();
+    double t0 = th_now();
     if (strcmp(O.mode, "args") == 0)
         args_mode();
     else
@@ -1007,7 +1000,7 @@ int main(int argc, char **argv)
     if (W == 0)
         printf("moe_check: ranks=%d mode=%s%s: %d cases, %lld failed, %.1f s\n",
                NW, O.mode, O.reduced ? " reduced" : "", cases,
-               (long long)tot[0], now_s() - t0);
+               (long long)tot[0], th_now() - t0);
     if (tp2)
         fccl_group_destroy(tp2);
     if (ep2)

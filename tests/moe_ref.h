@@ -2,7 +2,8 @@
  * Test-side model of one MoE layer, independent of moe/: inputs as pure
  * functions of (case seed, world rank, token, element), the routing, the
  * experts' functions, and the dense reference in double precision.
- * Header-only, used by tests/moe_check.c.
+ * Header-only, used by tests/moe_check.c alone; the shared scalar pieces
+ * are in tests/lib/ref.h.
  */
 #ifndef FCCL_TEST_MOE_REF_H
 #define FCCL_TEST_MOE_REF_H
@@ -11,32 +12,12 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint64_t mr_mix(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+#include "lib/ref.h"
 
 static inline uint64_t mr_h(uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
 {
-    return mr_mix(seed ^ mr_mix(a * 1000003u ^ mr_mix(b * 7919u ^ mr_mix(c))));
-}
-
-/* bfloat16 by hand (round to nearest even, no NaNs here) */
-static inline float mr_bf2f(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static inline uint16_t mr_f2bf(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return th_mix64(seed ^
+                    th_mix64(a * 1000003u ^ th_mix64(b * 7919u ^ th_mix64(c))));
 }
 
 /* Value in [-2, 2) with 1/256 steps (exact in bfloat16 up to rounding of
@@ -51,13 +32,13 @@ static inline float mr_val(uint64_t seed, int what, int w, size_t t, size_t h)
 static inline void mr_put(void *buf, size_t i, float v, int bf16)
 {
     if (bf16)
-        ((uint16_t *)buf)[i] = mr_f2bf(v);
+        ((uint16_t *)buf)[i] = th_f2bf(v);
     else
         ((float *)buf)[i] = v;
 }
 static inline float mr_get(const void *buf, size_t i, int bf16)
 {
-    return bf16 ? mr_bf2f(((const uint16_t *)buf)[i]) : ((const float *)buf)[i];
+    return bf16 ? th_bf2f(((const uint16_t *)buf)[i]) : ((const float *)buf)[i];
 }
 
 enum { MR_X = 1, MR_SCALE, MR_RES, MR_GAMMA, MR_SHX, MR_MASK, MR_ID };

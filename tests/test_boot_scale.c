@@ -15,7 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "proc_util.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
 
 #define ENVS "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 "
 #define PX_MAX 256
@@ -163,21 +164,23 @@ static void px_stop(struct proxy *p, uint64_t *bytes, uint64_t *turns,
 /* Run an init + barrier + finalize job of n ranks through the proxy. */
 static void store_cost(int n, uint64_t *bytes, uint64_t *turns)
 {
-    int port, conns = 0;
-    pid_t srv = pu_start_server(&port, NULL);
-    cr_assert(srv > 0, "server did not start");
+    int conns = 0;
+    struct srv srv;
+    srv_start_local(&srv, NULL);
+    int port = srv.port;
     struct proxy px;
     px_start(&px, port);
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof(cmd),
              ENVS "%s/fccl-run -n %d --store 127.0.0.1:%d %s/boot_scale init",
-             PU_BIN, n, px.port, PU_TESTBIN);
-    int st = pu_run(cmd, 100, &out);
+             th_bin_dir(), n, px.port, th_testbin_dir());
+    int st = th_sh(cmd, 100, &out);
     px_stop(&px, bytes, turns, &conns);
     cr_assert_eq(st, 0, "%s exited %d:\n%s", cmd, st, out);
     cr_expect_eq(conns, n, "%d store connections for %d ranks", conns, n);
     free(out);
-    pu_stop(srv);
+    srv_stop(&srv);
+    srv_cleanup(&srv);
 }
 
 /* The store cost of the most expensive rank must not grow with N. */
@@ -205,8 +208,8 @@ Test(boot_scale, lazy_resolution_sparse_job, .timeout = 180)
     const int n = 16;
     char cmd[1024], *out = NULL, line[128];
     snprintf(cmd, sizeof(cmd), ENVS "%s/fccl-run -n %d %s/boot_scale sparse",
-             PU_BIN, n, PU_TESTBIN);
-    int st = pu_run(cmd, 150, &out);
+             th_bin_dir(), n, th_testbin_dir());
+    int st = th_sh(cmd, 150, &out);
     cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
     for (int r = 0; r < n; r++) {
         int a = r / 2 * 2;
@@ -228,15 +231,15 @@ Test(boot_scale, lazy_resolution_sparse_job, .timeout = 180)
 /* 10,000 group creations (new and split) leave the key count alone. */
 Test(boot_scale, many_groups_leave_no_keys, .timeout = 240)
 {
-    int port;
-    pid_t srv = pu_start_server(&port, NULL);
-    cr_assert(srv > 0);
+    struct srv srv;
+    srv_start_local(&srv, NULL);
+    int port = srv.port;
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof(cmd),
              ENVS "%s/fccl-run -n 3 --store 127.0.0.1:%d %s/boot_scale "
                   "groups 10000",
-             PU_BIN, port, PU_TESTBIN);
-    int st = pu_run(cmd, 200, &out);
+             th_bin_dir(), port, th_testbin_dir());
+    int st = th_sh(cmd, 200, &out);
     cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
     long long before = -1, after = -2;
     const char *at = strstr(out, "keys before ");
@@ -245,18 +248,15 @@ Test(boot_scale, many_groups_leave_no_keys, .timeout = 240)
     cr_expect_eq(before, after, "store keys %lld before, %lld after 10,000 "
                  "groups", before, after);
     free(out);
-    snprintf(cmd, sizeof(cmd), "%s/tcpstore --addr 127.0.0.1:%d num-keys",
-             PU_BIN, port);
-    pu_run(cmd, 30, &out);
+    srv_tcpstore(port, ".", "", "num-keys", &out);
     /* only the join counter every PyTorch-style client leaves (init/) */
     cr_expect_str_eq(out, "1\n", "keys left after the job: %s", out);
     free(out);
-    snprintf(cmd, sizeof(cmd), "%s/tcpstore --addr 127.0.0.1:%d --raw-keys "
-             "get init/", PU_BIN, port);
-    pu_run(cmd, 30, &out);
+    srv_tcpstore(port, ".", "", "--raw-keys get init/", &out);
     cr_expect_str_eq(out, "3", "init/ after a 3-rank job: %s", out);
     free(out);
-    pu_stop(srv);
+    srv_stop(&srv);
+    srv_cleanup(&srv);
 }
 
 /* Rank 7 exits right after init; ranks that never talked to it still get
@@ -268,10 +268,10 @@ Test(boot_scale, dead_unresolved_peer_named, .timeout = 120)
     snprintf(cmd, sizeof(cmd),
              "FCCL_PROVIDER=shm FCCL_TIMEOUT=5 %s/fccl-run -n %d "
              "%s/boot_scale deadpeer",
-             PU_BIN, n, PU_TESTBIN);
-    double t0 = pu_now();
-    pu_run(cmd, 90, &out);
-    double secs = pu_now() - t0;
+             th_bin_dir(), n, th_testbin_dir());
+    double t0 = th_now();
+    th_sh(cmd, 90, &out);
+    double secs = th_now() - t0;
     for (int r = 0; r < n - 1; r++) {
         snprintf(line, sizeof(line), "R%d err -", r);
         const char *at = strstr(out, line);
@@ -298,9 +298,9 @@ Test(boot_scale, dead_unresolved_peer_named, .timeout = 120)
 Test(boot_scale, missing_rank_named_by_every_rank, .timeout = 120)
 {
     const int n = 8, missing = 5;
-    int port;
-    pid_t srv = pu_start_server(&port, NULL);
-    cr_assert(srv > 0);
+    struct srv srv;
+    srv_start_local(&srv, NULL);
+    int port = srv.port;
     char cmd[4096], *out = NULL;
     int off = snprintf(cmd, sizeof(cmd),
                        "export FCCL_PROVIDER=shm FCCL_TIMEOUT=4 "
@@ -312,11 +312,11 @@ Test(boot_scale, missing_rank_named_by_every_rank, .timeout = 120)
             off += snprintf(cmd + off, sizeof(cmd) - (size_t)off,
                             "(RANK=%d %s/boot_check env 2>&1; echo \"rc $?\") "
                             "| sed \"s/^/[%d] /\" & ",
-                            r, PU_TESTBIN, r);
+                            r, th_testbin_dir(), r);
     snprintf(cmd + off, sizeof(cmd) - (size_t)off, "wait");
-    double t0 = pu_now();
-    pu_run(cmd, 90, &out);
-    double secs = pu_now() - t0;
+    double t0 = th_now();
+    th_sh(cmd, 90, &out);
+    double secs = th_now() - t0;
     for (int r = 0; r < n; r++) {
         if (r == missing)
             continue;
@@ -342,5 +342,6 @@ Test(boot_scale, missing_rank_named_by_every_rank, .timeout = 120)
     }
     cr_expect(secs < 30, "took %.1f s with a 4 s timeout:\n%s", secs, out);
     free(out);
-    pu_stop(srv);
+    srv_stop(&srv);
+    srv_cleanup(&srv);
 }

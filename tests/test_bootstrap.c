@@ -9,9 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proc_util.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
 
 #define ENVS "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 "
+
+/* Lowercase hex SHA-1 of s via the sha1sum program (independent of the
+ * code under test). */
+static void sha1_hex(const char *s, char hex[41])
+{
+    char cmd[1200], *out = NULL;
+    snprintf(cmd, sizeof(cmd), "printf %%s \"%s\" | sha1sum", s);
+    th_sh(cmd, 10, &out);
+    memset(hex, 0, 41);
+    if (strlen(out) >= 40)
+        memcpy(hex, out, 40);
+    free(out);
+}
 
 static void expect_line(const char *out, const char *line)
 {
@@ -27,7 +41,7 @@ static void group_name(const int *sorted, int n, char *out, size_t len)
     for (int i = 0; i < n; i++)
         off += (size_t)snprintf(joined + off, sizeof(joined) - off,
                                 i ? "_%d" : "%d", sorted[i]);
-    pu_sha1(joined, hex);
+    sha1_hex(joined, hex);
     snprintf(out, len, "fccl_%d_%s", n, hex);
 }
 
@@ -59,7 +73,7 @@ static void check_job_output(const char *out, int n)
             snprintf(line, sizeof(line),
                      "[%d] R%d group %s size %d rank %d world %d back %d sum %d\n",
                      r, r, name, m, idx, r, idx, msum);
-            cr_expect_eq(pu_count(out, line), 2, "want twice: %s in\n%s", line,
+            cr_expect_eq(th_count(out, line), 2, "want twice: %s in\n%s", line,
                          out);
         } else {
             snprintf(line, sizeof(line), "[%d] R%d nonmember -1 ", r, r);
@@ -91,8 +105,8 @@ static void run_job(int n, const char *mode)
 {
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof(cmd), ENVS "%s/fccl-run -n %d %s/boot_check %s",
-             PU_BIN, n, PU_TESTBIN, mode);
-    int st = pu_run(cmd, 120, &out);
+             th_bin_dir(), n, th_testbin_dir(), mode);
+    int st = th_sh(cmd, 120, &out);
     cr_assert_eq(st, 0, "%s exited %d:\n%s", cmd, st, out);
     check_job_output(out, n);
     free(out);
@@ -120,8 +134,8 @@ Test(bootstrap, rank0_hosts_store, .timeout = 120)
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof(cmd),
              ENVS "%s/fccl-run -n 3 --store 127.0.0.1:%d %s/boot_check host",
-             PU_BIN, pu_free_port(), PU_TESTBIN);
-    int st = pu_run(cmd, 120, &out);
+             th_bin_dir(), th_free_port(), th_testbin_dir());
+    int st = th_sh(cmd, 120, &out);
     cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
     check_job_output(out, 3);
     free(out);
@@ -130,17 +144,18 @@ Test(bootstrap, rank0_hosts_store, .timeout = 120)
 /* Two jobs on one server at once, then the server holds no keys. */
 Test(bootstrap, two_jobs_share_a_store, .timeout = 180)
 {
-    int port;
-    pid_t srv = pu_start_server(&port, NULL);
-    cr_assert(srv > 0, "server did not start");
+    struct srv srv;
+    srv_start_local(&srv, NULL);
+    int port = srv.port;
     char cmd[2048], *out = NULL;
     snprintf(cmd, sizeof(cmd),
              ENVS "%s/fccl-run -n 3 --store 127.0.0.1:%d %s/boot_check env > /tmp/fccl-job-a.$$ 2>&1 & pa=$!; "
                   ENVS "%s/fccl-run -n 4 --store 127.0.0.1:%d %s/boot_check env > /tmp/fccl-job-b.$$ 2>&1 & pb=$!; "
                   "wait $pa; a=$?; wait $pb; b=$?; cat /tmp/fccl-job-a.$$; echo ====; "
                   "cat /tmp/fccl-job-b.$$; rm -f /tmp/fccl-job-[ab].$$; exit $((a + b))",
-             PU_BIN, port, PU_TESTBIN, PU_BIN, port, PU_TESTBIN);
-    int st = pu_run(cmd, 150, &out);
+             th_bin_dir(), port, th_testbin_dir(), th_bin_dir(), port,
+             th_testbin_dir());
+    int st = th_sh(cmd, 150, &out);
     cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
     char *sep = strstr(out, "====");
     cr_assert(sep);
@@ -150,19 +165,16 @@ Test(bootstrap, two_jobs_share_a_store, .timeout = 180)
     free(out);
     /* Only "init/" stays, as PyTorch jobs leave it: each of the 7 ranks
      * joined once. */
-    snprintf(cmd, sizeof(cmd), "%s/tcpstore --addr 127.0.0.1:%d num-keys",
-             PU_BIN, port);
-    st = pu_run(cmd, 30, &out);
+    st = srv_tcpstore(port, ".", "", "num-keys", &out);
     cr_expect_eq(st, 0);
     cr_expect_str_eq(out, "1\n", "keys left behind: %s", out);
     free(out);
-    snprintf(cmd, sizeof(cmd), "%s/tcpstore --raw-keys --addr 127.0.0.1:%d "
-             "get init/", PU_BIN, port);
-    st = pu_run(cmd, 30, &out);
+    st = srv_tcpstore(port, ".", "", "--raw-keys get init/", &out);
     cr_expect_eq(st, 0);
     cr_expect_str_eq(out, "7", "init/ count: %s", out);
     free(out);
-    cr_expect_eq(pu_stop(srv), 0);
+    cr_expect_eq(srv_stop(&srv), 0);
+    srv_cleanup(&srv);
 }
 
 /* Ranks started by hand (no launcher) against a fresh store server, in a
@@ -173,15 +185,15 @@ Test(bootstrap, two_jobs_share_a_store, .timeout = 180)
 static char *by_hand(int world, int timeout_s, const char *job,
                      const char *const *ranks, int n, double *secs)
 {
-    int port;
-    pid_t srv = pu_start_server(&port, NULL);
-    cr_assert(srv > 0);
+    struct srv srv;
+    srv_start_local(&srv, NULL);
+    int port = srv.port;
     char cmd[2048], *out = NULL;
     size_t off = (size_t)snprintf(
         cmd, sizeof(cmd),
         "export FCCL_PROVIDER=shm FCCL_TIMEOUT=%d MASTER_ADDR=127.0.0.1 "
         "MASTER_PORT=%d WORLD_SIZE=%d FCCL_JOB_ID=%s T=%s; ",
-        timeout_s, port, world, job, PU_TESTBIN);
+        timeout_s, port, world, job, th_testbin_dir());
     for (int i = 0; i < n; i++)
         off += (size_t)snprintf(cmd + off, sizeof(cmd) - off,
                                 "RANK=%d %s & p%d=$!; ", i, ranks[i], i);
@@ -192,10 +204,11 @@ static char *by_hand(int world, int timeout_s, const char *job,
     for (int i = 0; i < n; i++)
         off += (size_t)snprintf(cmd + off, sizeof(cmd) - off, " $c%d", i);
     cr_assert(off < sizeof(cmd));
-    double t0 = pu_now();
-    pu_run(cmd, 90, &out);
-    *secs = pu_now() - t0;
-    pu_stop(srv);
+    double t0 = th_now();
+    th_sh(cmd, 90, &out);
+    *secs = th_now() - t0;
+    srv_stop(&srv);
+    srv_cleanup(&srv);
     return out;
 }
 
@@ -206,7 +219,7 @@ Test(bootstrap, missing_rank_times_out_naming_it, .timeout = 120)
     double secs;
     char *out = by_hand(3, 3, "missing", ranks, 2, &secs);
     cr_expect(strstr(out, "codes 1 1") != NULL, "both must fail:\n%s", out);
-    cr_expect_eq(pu_count(out, "rank 2"), 2, "both must name rank 2:\n%s", out);
+    cr_expect_eq(th_count(out, "rank 2"), 2, "both must name rank 2:\n%s", out);
     cr_expect(strstr(out, "timed out") != NULL, "%s", out);
     cr_expect(secs < 30, "took %.1f s with a 3 s timeout", secs);
     free(out);
@@ -222,7 +235,7 @@ Test(bootstrap, eager_limits_must_agree, .timeout = 120)
     double secs;
     char *out = by_hand(2, 20, "eager", ranks, 2, &secs);
     cr_expect(strstr(out, "codes 1 1") != NULL, "both must fail:\n%s", out);
-    cr_expect_eq(pu_count(out, "rank 0 runs fccl"), 2, "%s", out);
+    cr_expect_eq(th_count(out, "rank 0 runs fccl"), 2, "%s", out);
     cr_expect(strstr(out, "eager 32768, rank 1 runs") &&
                   strstr(out, "eager 4096; every rank") &&
                   strstr(out, "FCCL_EAGER_BYTES"),
@@ -250,11 +263,11 @@ Test(bootstrap, rank_killed_during_init, .timeout = 120)
  * survivors (still up) remove its libfabric file from /dev/shm. */
 Test(bootstrap, stopped_rank_named, .timeout = 120)
 {
-    int port;
-    pid_t srv = pu_start_server(&port, NULL);
-    cr_assert(srv > 0);
-    char dir[] = "/tmp/fccl-stop.XXXXXX";
-    cr_assert(mkdtemp(dir) != NULL);
+    struct srv srv;
+    srv_start_local(&srv, NULL);
+    int port = srv.port;
+    char dir[64];
+    cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-stop"), 0);
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof(cmd),
              "export FCCL_PROVIDER=shm FCCL_TIMEOUT=60 FCCL_PEER_TIMEOUT=2 "
@@ -273,8 +286,8 @@ Test(bootstrap, stopped_rank_named, .timeout = 120)
              "$d/r$r.log); echo ms$r $((${at:-999999999999999} - t0)); done; "
              "echo left $(ls /dev/shm | grep -c \"^$p1:\"); rm -f /dev/shm/$p1:*; "
              "rm -rf $d",
-             port, dir, PU_TESTBIN);
-    pu_run(cmd, 100, &out);
+             port, dir, th_testbin_dir());
+    th_sh(cmd, 100, &out);
     cr_expect(strstr(out, "codes 3 3") != NULL, "%s", out);
     for (int r = 0; r <= 2; r += 2) {
         char want[64], *p;
@@ -291,17 +304,18 @@ Test(bootstrap, stopped_rank_named, .timeout = 120)
     cr_expect(strstr(out, "rank 1 is dead") != NULL, "%s", out);
     cr_expect(strstr(out, "left 0") != NULL, "%s", out);
     free(out);
-    pu_stop(srv);
+    srv_stop(&srv);
+    srv_cleanup(&srv);
 }
 
 Test(bootstrap, argument_errors_and_names, .timeout = 60)
 {
     char cmd[512], *out = NULL, hex[41], want[128];
-    snprintf(cmd, sizeof(cmd), "%s/boot_check args", PU_TESTBIN);
-    int st = pu_run(cmd, 30, &out);
+    snprintf(cmd, sizeof(cmd), "%s/boot_check args", th_testbin_dir());
+    int st = th_sh(cmd, 30, &out);
     cr_expect_eq(st, 0, "%s", out);
     cr_expect(strstr(out, "FAIL") == NULL, "%s", out);
-    pu_sha1("0_4", hex);
+    sha1_hex("0_4", hex);
     snprintf(want, sizeof(want), "name40 fccl_2_%s\n", hex);
     expect_line(out, want);
     free(out);
@@ -312,12 +326,12 @@ Test(launcher, propagates_exit_status, .timeout = 120)
     char cmd[512], *out = NULL;
     snprintf(cmd, sizeof(cmd),
              ENVS "FCCL_TIMEOUT=20 %s/fccl-run -n 3 %s/boot_check exit 7 1",
-             PU_BIN, PU_TESTBIN);
-    double t0 = pu_now();
-    int st = pu_run(cmd, 60, &out);
+             th_bin_dir(), th_testbin_dir());
+    double t0 = th_now();
+    int st = th_sh(cmd, 60, &out);
     cr_expect_eq(st, 7, "exit %d:\n%s", st, out);
     cr_expect(strstr(out, "rank 1 exited with status 7") != NULL, "%s", out);
-    cr_expect(pu_now() - t0 < 15, "the others were not stopped promptly");
+    cr_expect(th_now() - t0 < 15, "the others were not stopped promptly");
     free(out);
 }
 
@@ -325,9 +339,9 @@ Test(launcher, propagates_signal_as_128_plus_n, .timeout = 120)
 {
     char cmd[512], *out = NULL;
     snprintf(cmd, sizeof(cmd),
-             ENVS "%s/fccl-run -n 2 %s/boot_check suicide 1 1", PU_BIN,
-             PU_TESTBIN);
-    int st = pu_run(cmd, 60, &out);
+             ENVS "%s/fccl-run -n 2 %s/boot_check suicide 1 1", th_bin_dir(),
+             th_testbin_dir());
+    int st = th_sh(cmd, 60, &out);
     cr_expect_eq(st, 137, "exit %d:\n%s", st, out);
     cr_expect(strstr(out, "rank 1 killed by signal 9") != NULL, "%s", out);
     free(out);
@@ -336,21 +350,21 @@ Test(launcher, propagates_signal_as_128_plus_n, .timeout = 120)
 Test(launcher, usage_and_prefix, .timeout = 60)
 {
     char cmd[512], *out = NULL;
-    snprintf(cmd, sizeof(cmd), "%s/fccl-run echo hi", PU_BIN);
-    cr_expect_eq(pu_run(cmd, 10, &out), 2, "%s", out);
+    snprintf(cmd, sizeof(cmd), "%s/fccl-run echo hi", th_bin_dir());
+    cr_expect_eq(th_sh(cmd, 10, &out), 2, "%s", out);
     free(out);
     snprintf(cmd, sizeof(cmd),
              "%s/fccl-run -n 2 sh -c \"echo out-\\$RANK-\\$WORLD_SIZE-\\$LOCAL_RANK; "
              "echo err-\\$RANK >&2; printf partial\"",
-             PU_BIN);
-    cr_expect_eq(pu_run(cmd, 30, &out), 0, "%s", out);
+             th_bin_dir());
+    cr_expect_eq(th_sh(cmd, 30, &out), 0, "%s", out);
     expect_line(out, "[0] out-0-2-0\n");
     expect_line(out, "[1] out-1-2-1\n");
     expect_line(out, "[1] err-1\n");
     expect_line(out, "[0] partial\n");
     free(out);
-    snprintf(cmd, sizeof(cmd), "%s/fccl-run --help", PU_BIN);
-    cr_expect_eq(pu_run(cmd, 10, &out), 0);
+    snprintf(cmd, sizeof(cmd), "%s/fccl-run --help", th_bin_dir());
+    cr_expect_eq(th_sh(cmd, 10, &out), 0);
     cr_expect(strstr(out, "--store") != NULL);
     free(out);
 }
@@ -361,8 +375,7 @@ Test(launcher, usage_and_prefix, .timeout = 60)
 Test(launcher, two_nodes_on_loopback, .timeout = 120)
 {
     char cmd[2048], *out = NULL;
-    int port = pu_free_port();
-    /* no single quotes: pu_run wraps the command in them */
+    int port = th_free_port();
     const char *prog = "sh -c \"echo id-\\$RANK-\\$WORLD_SIZE-\\$LOCAL_RANK-"
                        "\\$LOCAL_WORLD_SIZE-\\$GROUP_RANK-\\$FCCL_JOB_ID; "
                        "exec \\\"\\$0\\\" \\\"\\$@\\\"\"";
@@ -372,8 +385,9 @@ Test(launcher, two_nodes_on_loopback, .timeout = 120)
              ENVS "%s/fccl-run -n 2 --nnodes 2 --node-rank 1 --store "
              "127.0.0.1:%d %s %s/boot_check env & b=$!; "
              "wait $a; ra=$?; wait $b; rb=$?; [ $ra = 0 ] && [ $rb = 0 ]",
-             PU_BIN, port, prog, PU_TESTBIN, PU_BIN, port, prog, PU_TESTBIN);
-    int st = pu_run(cmd, 100, &out);
+             th_bin_dir(), port, prog, th_testbin_dir(), th_bin_dir(), port,
+             prog, th_testbin_dir());
+    int st = th_sh(cmd, 100, &out);
     cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
     check_job_output(out, 4);
     const char *p = strstr(out, "[0] id-0-4-0-2-0-");
@@ -399,8 +413,9 @@ Test(launcher, node_usage_errors, .timeout = 60)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char cmd[512], *out = NULL;
-        snprintf(cmd, sizeof(cmd), "%s/fccl-run -n 1 %s true", PU_BIN, bad[i]);
-        cr_expect_eq(pu_run(cmd, 10, &out), 2, "%s:\n%s", cmd, out);
+        snprintf(cmd, sizeof(cmd), "%s/fccl-run -n 1 %s true", th_bin_dir(),
+                 bad[i]);
+        cr_expect_eq(th_sh(cmd, 10, &out), 2, "%s:\n%s", cmd, out);
         cr_expect(strstr(out, "fccl-run: ") != NULL, "%s: no message:\n%s",
                   cmd, out);
         free(out);

@@ -6,20 +6,22 @@
  */
 #include <criterion/criterion.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_util.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
 
-static struct su_server srv;
+static struct srv srv;
 
-static void start_server(void)
+static void start_server(void) { srv_start_local(&srv, NULL); }
+
+static void stop_server(void)
 {
-    cr_assert_eq(su_start_ours(&srv, NULL, NULL), 0,
-                 "tcpstore-server did not start");
+    srv_stop(&srv);
+    srv_cleanup(&srv);
 }
-
-static void stop_server(void) { su_server_stop(&srv); }
 
 TestSuite(cli, .init = start_server, .fini = stop_server, .timeout = 60);
 
@@ -28,18 +30,18 @@ TestSuite(cli, .init = start_server, .fini = stop_server, .timeout = 60);
 
 /* Run tcpstore with env (NULL-terminated list of NAME=VALUE) on top of a
  * clean environment (no TCPSTORE_* or MASTER_*), args NULL-terminated. */
-static struct su_result run_env(const void *in, size_t inlen,
+static struct th_result run_env(const void *in, size_t inlen,
                                 const char *const *env, ...)
 {
     char bin[512];
-    char *argv[MAX_ARGS + 2];
+    const char *argv[MAX_ARGS + 2];
     int n = 0;
-    argv[n++] = (char *)su_bin("tcpstore", bin, sizeof(bin));
+    argv[n++] = th_bin("tcpstore", bin, sizeof(bin));
     va_list ap;
     va_start(ap, env);
     const char *a;
     while ((a = va_arg(ap, const char *)) && n < MAX_ARGS)
-        argv[n++] = (char *)a;
+        argv[n++] = a;
     va_end(ap);
     argv[n] = NULL;
     const char *full[MAX_ENV + 8] = {
@@ -49,9 +51,13 @@ static struct su_result run_env(const void *in, size_t inlen,
     for (; env && *env && m < MAX_ENV + 6; env++)
         full[m++] = *env;
     full[m] = NULL;
-    struct su_result r;
-    cr_assert_eq(su_run(argv, full, in, inlen, 30, &r), 0, "cannot run %s",
-                 argv[0]);
+    struct th_cmd c = {.argv = argv,
+                       .env = full,
+                       .in = in,
+                       .inlen = inlen,
+                       .timeout_s = 30};
+    struct th_result r;
+    cr_assert_eq(th_run(&c, &r), 0, "cannot run %s", argv[0]);
     return r;
 }
 
@@ -60,7 +66,7 @@ static struct su_result run_env(const void *in, size_t inlen,
 #define TS_IN(in, len, ...)                                                    \
     run_env(in, len, NULL, "--addr", srv.addr, __VA_ARGS__, NULL)
 
-static void expect(struct su_result r, int status, const char *out)
+static void expect(struct th_result r, int status, const char *out)
 {
     cr_assert_eq(r.status, status, "exit %d, want %d; stderr: %s", r.status,
                  status, r.err);
@@ -68,17 +74,17 @@ static void expect(struct su_result r, int status, const char *out)
         cr_assert(r.outlen == strlen(out) && memcmp(r.out, out, r.outlen) == 0,
                   "stdout '%s', want '%s'", r.out, out);
     }
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 /* Exit status `status`, stderr containing `needle`. */
-static void expect_err(struct su_result r, int status, const char *needle)
+static void expect_err(struct th_result r, int status, const char *needle)
 {
     cr_assert_eq(r.status, status, "exit %d, want %d; stderr: %s", r.status,
                  status, r.err);
     cr_assert(strstr(r.err, needle), "stderr '%s' lacks '%s'", r.err, needle);
     cr_assert_eq(r.outlen, 0, "stdout not empty: %s", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(cli, set_get_prints_raw_value)
@@ -96,11 +102,11 @@ Test(cli, binary_values_through_stdin_and_stdout)
     const char bin[] = "a\0b\n\xff\x00z";
     size_t blen = sizeof(bin); /* includes the trailing NUL */
     expect(TS_IN(bin, blen, "set", "b", "-"), 0, "");
-    struct su_result r = TS("get", "b");
+    struct th_result r = TS("get", "b");
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert_eq(r.outlen, blen);
     cr_assert(memcmp(r.out, bin, blen) == 0, "bytes changed on the way");
-    su_result_free(&r);
+    th_result_free(&r);
     /* Empty stdin is an empty value. */
     expect(TS_IN(NULL, 0, "set", "e", "-"), 0, "");
     expect(TS("check", "e"), 0, "");
@@ -114,7 +120,7 @@ Test(cli, binary_values_through_stdin_and_stdout)
     r = TS("get", "big");
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(r.outlen == big && memcmp(r.out, b, big) == 0);
-    su_result_free(&r);
+    th_result_free(&r);
     free(b);
 }
 
@@ -128,9 +134,9 @@ Test(cli, add_prints_new_value_and_takes_negative_numbers)
     expect_err(TS("add", "n"), 2, "add KEY N");
     expect(TS("set", "text", "abc"), 0, "");
     /* The server closes a client that ADDs to text: a protocol failure. */
-    struct su_result r = TS("add", "text", "1");
+    struct th_result r = TS("add", "text", "1");
     cr_assert_eq(r.status, 4, "exit %d: %s", r.status, r.err);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(cli, cas_exit_codes)
@@ -160,13 +166,13 @@ Test(cli, check_wait_delete_num_keys)
 
 Test(cli, timeouts_exit_3_naming_key_and_address)
 {
-    double t0 = su_now();
-    struct su_result r = run_env(NULL, 0, NULL, "--addr", srv.addr, "--timeout", "0.3",
+    double t0 = th_now();
+    struct th_result r = run_env(NULL, 0, NULL, "--addr", srv.addr, "--timeout", "0.3",
                 "wait", "nokey", NULL);
-    double dt = su_now() - t0;
+    double dt = th_now() - t0;
     cr_assert_eq(r.status, 3, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "nokey") && strstr(r.err, srv.addr), "%s", r.err);
-    su_result_free(&r);
+    th_result_free(&r);
     expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, "--timeout", "0.3",
                        "get", "nokey", NULL),
                3, "nokey");
@@ -179,16 +185,16 @@ Test(cli, timeouts_exit_3_naming_key_and_address)
 
 Test(cli, ping_append_keys)
 {
-    struct su_result r = TS("ping");
+    struct th_result r = TS("ping");
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strncmp(r.out, "rtt ", 4) == 0, "%s", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
     expect(TS("append", "ap", "x"), 0, "");
     expect(TS("append", "ap", "yz"), 0, "");
     expect(TS_IN("\0!", 2, "append", "ap", "-"), 0, "");
     r = TS("get", "ap");
     cr_assert(r.outlen == 5 && memcmp(r.out, "xyz\0!", 5) == 0);
-    su_result_free(&r);
+    th_result_free(&r);
     expect(TS("set", "job/b", "1"), 0, "");
     expect(TS("set", "job/a", "1"), 0, "");
     expect(TS("keys"), 0, "ap\njob/a\njob/b\n");
@@ -250,7 +256,7 @@ Test(cli, usage_errors_exit_2)
 
 Test(cli, help_lists_options_verbs_env_and_exit_codes)
 {
-    struct su_result r = run_env(NULL, 0, NULL, "--help", NULL);
+    struct th_result r = run_env(NULL, 0, NULL, "--help", NULL);
     cr_assert_eq(r.status, 0);
     const char *need[] = {"--addr", "--timeout", "--dialect", "--raw-keys",
                           "set KEY VALUE", "get KEY", "add KEY N",
@@ -261,18 +267,18 @@ Test(cli, help_lists_options_verbs_env_and_exit_codes)
                           "TCPSTORE_DIALECT", "Exit status", "3 timed out"};
     for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
         cr_assert(strstr(r.out, need[i]), "--help lacks '%s'", need[i]);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(cli, cannot_connect_exits_4)
 {
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", su_free_port());
-    double t0 = su_now();
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", th_free_port());
+    double t0 = th_now();
     expect_err(run_env(NULL, 0, NULL, "--addr", addr, "--timeout", "0.3",
                        "get", "k", NULL),
                4, addr);
-    cr_assert(su_now() - t0 < 10);
+    cr_assert(th_now() - t0 < 10);
     expect_err(run_env(NULL, 0, NULL, "--addr", addr, "--timeout", "0.2",
                        "set", "k", "v", NULL),
                4, "connect");
@@ -281,7 +287,7 @@ Test(cli, cannot_connect_exits_4)
 Test(cli, address_precedence)
 {
     char bad[64], mport[16], host[300];
-    snprintf(bad, sizeof(bad), "127.0.0.1:%d", su_free_port());
+    snprintf(bad, sizeof(bad), "127.0.0.1:%d", th_free_port());
     snprintf(host, sizeof(host), "%.*s", (int)(strrchr(srv.addr, ':') - srv.addr),
              srv.addr);
     snprintf(mport, sizeof(mport), "%d", srv.port);
@@ -317,19 +323,19 @@ Test(cli, timeout_precedence)
 {
     /* TCPSTORE_TIMEOUT applies ... */
     const char *env[] = {"TCPSTORE_TIMEOUT=0.2", NULL};
-    double t0 = su_now();
+    double t0 = th_now();
     expect_err(run_env(NULL, 0, env, "--addr", srv.addr, "wait", "never",
                        NULL),
                3, "never");
-    double dt = su_now() - t0;
+    double dt = th_now() - t0;
     cr_assert(dt >= 0.19 && dt < 5, "took %.2f s", dt);
     /* ... and --timeout beats it. */
     const char *env2[] = {"TCPSTORE_TIMEOUT=100", NULL};
-    t0 = su_now();
+    t0 = th_now();
     expect_err(run_env(NULL, 0, env2, "--addr", srv.addr, "--timeout", "0.3",
                        "wait", "never", NULL),
                3, "never");
-    dt = su_now() - t0;
+    dt = th_now() - t0;
     cr_assert(dt >= 0.29 && dt < 5, "took %.2f s", dt);
 }
 
@@ -352,32 +358,33 @@ Test(cli, raw_keys_option)
  * write is confirmed (SYNC) and a refusal exits 4 naming the cause. */
 Test(cli, refused_set_exits_4_naming_the_cause)
 {
-    struct su_server small;
-    cr_assert_eq(su_start_ours(&small, "--max-total-bytes", "64"), 0);
+    struct srv small;
+    srv_start_local(&small, (const char *[]){"--max-total-bytes", "64", NULL});
     char big[200];
     memset(big, 'x', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
-    struct su_result r = run_env(NULL, 0, NULL, "--addr", small.addr, "set",
+    struct th_result r = run_env(NULL, 0, NULL, "--addr", small.addr, "set",
                                  "k", big, NULL);
     cr_assert_eq(r.status, 4, "exit %d; stderr: %s", r.status, r.err);
     cr_assert(strstr(r.err, "refused by the server") &&
                   strstr(r.err, "64-byte limit"),
               "stderr: %s", r.err);
-    su_result_free(&r);
+    th_result_free(&r);
     r = run_env(NULL, 0, NULL, "--addr", small.addr, "check", "k", NULL);
     cr_assert_eq(r.status, 1, "the refused key exists: %s", r.err);
-    su_result_free(&r);
+    th_result_free(&r);
     /* A write that fits still succeeds on the same server. */
     r = run_env(NULL, 0, NULL, "--addr", small.addr, "set", "k", "v", NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    su_result_free(&r);
-    su_server_stop(&small);
+    th_result_free(&r);
+    srv_stop(&small);
+    srv_cleanup(&small);
 }
 
 Test(cli, stats_prints_name_value_lines)
 {
     expect(TS("set", "st1", "abc"), 0, "");
-    struct su_result r = TS("stats");
+    struct th_result r = TS("stats");
     cr_assert_eq(r.status, 0, "%s", r.err);
     static const char *const names[] = {
         "connections ", "keys ", "bytes_stored ", "bytes_held_requests ",
@@ -394,7 +401,7 @@ Test(cli, stats_prints_name_value_lines)
         cr_assert_eq(sscanf(line, "%79s %llu", name, &v), 2, "line '%s'",
                      line);
     }
-    su_result_free(&r);
+    th_result_free(&r);
     expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, "--dialect",
                        "legacy", "stats", NULL),
                2, "stats");

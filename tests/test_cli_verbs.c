@@ -7,21 +7,22 @@
  */
 #include <criterion/criterion.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fccl/core.h"
-#include "store_util.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
 
-static struct su_server srv;
+static struct srv srv;
 
 static void start_server(void)
 {
-    cr_assert_eq(su_start_ours(&srv, NULL, NULL), 0,
-                 "tcpstore-server did not start");
+    srv_start_local(&srv, NULL);
 }
 
-static void stop_server(void) { su_server_stop(&srv); }
+static void stop_server(void) { srv_stop(&srv); }
 
 TestSuite(verbs, .init = start_server, .fini = stop_server, .timeout = 60);
 
@@ -29,21 +30,24 @@ TestSuite(verbs, .init = start_server, .fini = stop_server, .timeout = 60);
 
 /* Run argv (program name first, looked up in FCCL_BIN) with stdin `in`
  * and no TCPSTORE_* / MASTER_* variables. */
-static struct su_result run_argv(const char *prog, const void *in,
+static struct th_result run_argv(const char *prog, const void *in,
                                  size_t inlen, const char *const *args)
 {
     char bin[512];
     char *argv[MAX_ARGS + 2];
     int n = 0;
-    argv[n++] = (char *)su_bin(prog, bin, sizeof(bin));
+    argv[n++] = (char *)th_bin(prog, bin, sizeof(bin));
     for (; args && *args && n < MAX_ARGS; args++)
         argv[n++] = (char *)*args;
     argv[n] = NULL;
     static const char *const env[] = {
         "-TCPSTORE_ADDR", "-TCPSTORE_TIMEOUT", "-TCPSTORE_DIALECT",
         "-MASTER_ADDR",   "-MASTER_PORT",      "-FCCL_TIMEOUT", NULL};
-    struct su_result r;
-    cr_assert_eq(su_run(argv, env, in, inlen, 30, &r), 0, "cannot run %s",
+    struct th_result r;
+    struct th_cmd tc = {.argv = (const char *const *)argv,
+                         .env = env, .in = in, .inlen = inlen,
+                         .timeout_s = 30};
+    cr_assert_eq(th_run(&tc, &r), 0, "cannot run %s",
                  argv[0]);
     return r;
 }
@@ -56,7 +60,7 @@ static struct su_result run_argv(const char *prog, const void *in,
     run_argv("tcpstore", in, len, ARGS("--addr", srv.addr, __VA_ARGS__))
 
 /* Exit status `status` and, unless NULL, exactly `len` bytes `out`. */
-static void expect_bytes(struct su_result r, int status, const void *out,
+static void expect_bytes(struct th_result r, int status, const void *out,
                          size_t len)
 {
     cr_assert_eq(r.status, status, "exit %d, want %d; stderr: %s", r.status,
@@ -65,22 +69,22 @@ static void expect_bytes(struct su_result r, int status, const void *out,
         cr_assert(r.outlen == len && memcmp(r.out, out, len) == 0,
                   "stdout '%s' (%zu bytes), want %zu bytes", r.out, r.outlen,
                   len);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
-static void expect(struct su_result r, int status, const char *out)
+static void expect(struct th_result r, int status, const char *out)
 {
     expect_bytes(r, status, out, out ? strlen(out) : 0);
 }
 
 /* Exit status `status`, nothing on stdout, stderr containing `needle`. */
-static void expect_err(struct su_result r, int status, const char *needle)
+static void expect_err(struct th_result r, int status, const char *needle)
 {
     cr_assert_eq(r.status, status, "exit %d, want %d; stderr: %s", r.status,
                  status, r.err);
     cr_assert(strstr(r.err, needle), "stderr '%s' lacks '%s'", r.err, needle);
     cr_assert_eq(r.outlen, 0, "stdout not empty: %s", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(verbs, push_pop_in_order_and_qlen)
@@ -112,11 +116,11 @@ Test(verbs, push_reads_stdin_and_pop_writes_raw_bytes)
 
 Test(verbs, pop_on_empty_queue_times_out_with_3)
 {
-    double t0 = su_now();
-    struct su_result r = run_argv(
+    double t0 = th_now();
+    struct th_result r = run_argv(
         "tcpstore", NULL, 0,
         ARGS("--addr", srv.addr, "--timeout", "0.5", "pop", "empty"));
-    double took = su_now() - t0;
+    double took = th_now() - t0;
     expect_err(r, 3, "timed out");
     cr_assert(took >= 0.45 && took < 10, "pop took %.2f s for 0.5 s", took);
     /* The queue is still usable after the cancelled wait. */
@@ -128,20 +132,23 @@ Test(verbs, pop_on_empty_queue_times_out_with_3)
 Test(verbs, pop_waits_for_a_later_push)
 {
     char bin[512], cmd[4096];
-    su_bin("tcpstore", bin, sizeof(bin));
+    th_bin("tcpstore", bin, sizeof(bin));
     snprintf(cmd, sizeof(cmd),
              "(sleep 0.4; %s --addr %s push late hello) & "
              "%s --addr %s --timeout 20 pop late; rc=$?; wait; exit $rc",
              bin, srv.addr, bin, srv.addr);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-    struct su_result r;
-    double t0 = su_now();
-    cr_assert_eq(su_run(argv, NULL, NULL, 0, 30, &r), 0);
-    double took = su_now() - t0;
+    struct th_result r;
+    double t0 = th_now();
+    struct th_cmd tc = {.argv = (const char *const *)argv,
+                         .env = NULL, .in = NULL, .inlen = 0,
+                         .timeout_s = 30};
+    cr_assert_eq(th_run(&tc, &r), 0);
+    double took = th_now() - t0;
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cr_assert_str_eq(r.out, "hello");
     cr_assert(took >= 0.35 && took < 15, "took %.2f s", took);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(verbs, mget_prints_values_in_order)
@@ -170,12 +177,12 @@ Test(verbs, mget_prints_values_in_order)
 Test(verbs, mget_of_missing_key_times_out_with_3)
 {
     expect(TS("set", "here", "1"), 0, "");
-    double t0 = su_now();
-    struct su_result r = run_argv(
+    double t0 = th_now();
+    struct th_result r = run_argv(
         "tcpstore", NULL, 0,
         ARGS("--addr", srv.addr, "--timeout", "0.5", "mget", "here",
              "absent"));
-    double took = su_now() - t0;
+    double took = th_now() - t0;
     /* Nothing printed: not the values that were there. */
     expect_err(r, 3, "absent");
     cr_assert(took >= 0.45 && took < 10, "mget took %.2f s", took);
@@ -184,7 +191,7 @@ Test(verbs, mget_of_missing_key_times_out_with_3)
 Test(verbs, mget_waits_for_a_later_set)
 {
     char bin[512], cmd[4096];
-    su_bin("tcpstore", bin, sizeof(bin));
+    th_bin("tcpstore", bin, sizeof(bin));
     snprintf(cmd, sizeof(cmd),
              "%s --addr %s set early e && "
              "(sleep 0.4; %s --addr %s set later l) & "
@@ -192,18 +199,21 @@ Test(verbs, mget_waits_for_a_later_set)
              "exit $rc",
              bin, srv.addr, bin, srv.addr, bin, srv.addr);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-    struct su_result r;
-    cr_assert_eq(su_run(argv, NULL, NULL, 0, 30, &r), 0);
+    struct th_result r;
+    struct th_cmd tc = {.argv = (const char *const *)argv,
+                         .env = NULL, .in = NULL, .inlen = 0,
+                         .timeout_s = 30};
+    cr_assert_eq(th_run(&tc, &r), 0);
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cr_assert_str_eq(r.out, "e\nl\n");
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(verbs, keys_with_null_separator)
 {
     expect(TS("set", "k/a", "1"), 0, "");
     expect(TS("set", "k/b", "2"), 0, "");
-    struct su_result r = run_argv(
+    struct th_result r = run_argv(
         "tcpstore", NULL, 0, ARGS("--addr", srv.addr, "-0", "keys", "k/"));
     cr_assert_eq(r.status, 0, "%s", r.err);
     /* Order is the server's: check both items and the two NULs. */
@@ -211,7 +221,7 @@ Test(verbs, keys_with_null_separator)
     cr_assert(r.out[3] == '\0' && r.out[7] == '\0');
     cr_assert((!memcmp(r.out, "k/a\0k/b\0", 8)) ||
               (!memcmp(r.out, "k/b\0k/a\0", 8)));
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(verbs, wrong_argument_counts_exit_2)
@@ -234,7 +244,7 @@ Test(verbs, legacy_dialect_lacks_queues_but_has_mget)
                               {"qlen", "q", NULL}};
     for (size_t i = 0; i < 3; i++) {
         /* Refused before connecting: no address needed. */
-        struct su_result r = run_argv(
+        struct th_result r = run_argv(
             "tcpstore", NULL, 0,
             ARGS("--dialect", "legacy", verbs[i][0], verbs[i][1],
                  verbs[i][2]));
@@ -251,17 +261,17 @@ Test(verbs, legacy_dialect_lacks_queues_but_has_mget)
 Test(verbs, no_server_exits_4)
 {
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", su_free_port());
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", th_free_port());
     const char *verbs[][3] = {{"push", "q", "v"}, {"pop", "q", NULL},
                               {"qlen", "q", NULL}, {"mget", "a", "b"}};
     for (size_t i = 0; i < 4; i++) {
-        struct su_result r = run_argv(
+        struct th_result r = run_argv(
             "tcpstore", NULL, 0,
             ARGS("--addr", addr, "--timeout", "0.3", verbs[i][0],
                  verbs[i][1], verbs[i][2]));
         cr_assert_eq(r.status, 4, "%s: exit %d: %s", verbs[i][0], r.status,
                      r.err);
-        su_result_free(&r);
+        th_result_free(&r);
     }
 }
 
@@ -275,11 +285,11 @@ Test(version, every_program, .timeout = 60)
         char want[128];
         snprintf(want, sizeof(want), "%s (fccl) %s\n", progs[i],
                  fccl_version());
-        struct su_result r = run_argv(progs[i], NULL, 0, ARGS("--version"));
+        struct th_result r = run_argv(progs[i], NULL, 0, ARGS("--version"));
         cr_expect_eq(r.status, 0, "%s --version: exit %d: %s", progs[i],
                      r.status, r.err);
         cr_expect_str_eq(r.out, want, "%s --version", progs[i]);
-        su_result_free(&r);
+        th_result_free(&r);
     }
 }
 
@@ -287,16 +297,16 @@ Test(version, every_program, .timeout = 60)
  * is set, so a demo that ran would fail); a stray argument is exit 2. */
 Test(version, demo_help_does_not_run_the_demo, .timeout = 60)
 {
-    struct su_result r = run_argv("fccl-demo", NULL, 0, ARGS("--help"));
+    struct th_result r = run_argv("fccl-demo", NULL, 0, ARGS("--help"));
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.out, "usage: fccl-run -n N fccl-demo"), "%s", r.out);
     cr_assert(!strstr(r.out, "all results correct"));
-    su_result_free(&r);
+    th_result_free(&r);
     r = run_argv("fccl-demo", NULL, 0, ARGS("-h"));
     cr_assert_eq(r.status, 0);
-    su_result_free(&r);
+    th_result_free(&r);
     r = run_argv("fccl-demo", NULL, 0, ARGS("--bogus"));
     cr_assert_eq(r.status, 2, "exit %d", r.status);
     cr_assert(strstr(r.err, "--bogus"), "%s", r.err);
-    su_result_free(&r);
+    th_result_free(&r);
 }

@@ -7,26 +7,32 @@
  * name the address and the key.
  */
 #include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-#include "fccl/store.h"
-#include "store_util.h"
 #include "clock.h"
+#include "fccl/store.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
 #include "net.h"
 
-static struct su_server srv;
+static struct srv srv;
 
-static void start_server(void)
+static void start_server(void) { srv_start_local(&srv, NULL); }
+
+static void stop_server(void)
 {
-    cr_assert_eq(su_start_ours(&srv, NULL, NULL), 0,
-                 "tcpstore-server did not start (FCCL_BIN=%s)",
-                 getenv("FCCL_BIN") ? getenv("FCCL_BIN") : "unset");
+    srv_stop(&srv);
+    srv_cleanup(&srv);
 }
-
-static void stop_server(void) { su_server_stop(&srv); }
 
 TestSuite(client, .init = start_server, .fini = stop_server, .timeout = 30);
 TestSuite(client_conn, .fini = stop_server, .timeout = 30);
@@ -51,19 +57,6 @@ static fccl_store_t *modern(void)
     return open_store(srv.addr, FCCL_DIALECT_MODERN, 0, 10000);
 }
 
-static void expect_value(fccl_store_t *s, const char *key, const void *want,
-                         size_t wlen)
-{
-    void *v = NULL;
-    size_t len = 12345;
-    int rc = fccl_store_get(s, key, &v, &len, 5000);
-    cr_assert_eq(rc, FCCL_OK, "get %s: %s", key, fccl_last_error());
-    cr_assert_eq(len, wlen, "get %s: %zu bytes, want %zu", key, len, wlen);
-    cr_assert(memcmp(v, want, wlen) == 0, "get %s: wrong bytes", key);
-    cr_assert_eq(((char *)v)[len], '\0', "value not NUL-terminated");
-    free(v);
-}
-
 static int present(fccl_store_t *s, const char *key)
 {
     int all = -1;
@@ -77,11 +70,11 @@ Test(client, set_get_overwrite_empty)
 {
     fccl_store_t *s = modern();
     cr_assert_eq(fccl_store_set(s, "a", "hello", 5), FCCL_OK);
-    expect_value(s, "a", "hello", 5);
+    srv_expect_value(s, "a", "hello", 5);
     cr_assert_eq(fccl_store_set(s, "a", "hi", 2), FCCL_OK);
-    expect_value(s, "a", "hi", 2);
+    srv_expect_value(s, "a", "hi", 2);
     cr_assert_eq(fccl_store_set(s, "empty", "", 0), FCCL_OK);
-    expect_value(s, "empty", "", 0);
+    srv_expect_value(s, "empty", "", 0);
     cr_assert_eq(present(s, "empty"), 1, "an empty value is a value");
     fccl_store_close(s);
 }
@@ -93,7 +86,7 @@ Test(client, binary_and_large_values)
     for (int i = 0; i < 256; i++)
         all[i] = (uint8_t)i;
     cr_assert_eq(fccl_store_set(s, "bin", all, sizeof(all)), FCCL_OK);
-    expect_value(s, "bin", all, sizeof(all));
+    srv_expect_value(s, "bin", all, sizeof(all));
     /* Bigger than the client's read buffer: exercises the direct path. */
     size_t big = 3u << 20;
     uint8_t *b = malloc(big);
@@ -104,7 +97,7 @@ Test(client, binary_and_large_values)
     }
     cr_assert_eq(fccl_store_set(s, "big", b, big), FCCL_OK, "%s",
                  fccl_last_error());
-    expect_value(s, "big", b, big);
+    srv_expect_value(s, "big", b, big);
     const char *keys[3] = {"bin", "big", "bin"};
     void *vals[3];
     size_t lens[3];
@@ -126,7 +119,7 @@ Test(client, add_counts_in_decimal)
     cr_assert_eq(v, 5);
     cr_assert_eq(fccl_store_add(s, "n", -7, &v), FCCL_OK);
     cr_assert_eq(v, -2);
-    expect_value(s, "n", "-2", 2);
+    srv_expect_value(s, "n", "-2", 2);
     cr_assert_eq(fccl_store_add(s, "n", (int64_t)1 << 40, NULL), FCCL_OK);
     cr_assert_eq(fccl_store_add(s, "n", 0, &v), FCCL_OK);
     cr_assert_eq(v, ((int64_t)1 << 40) - 2);
@@ -151,11 +144,11 @@ Test(client, compare_set_all_cases)
 {
     fccl_store_t *s = modern();
     cas(s, "c", "", "first", "first"); /* missing + empty expected: create */
-    expect_value(s, "c", "first", 5);
+    srv_expect_value(s, "c", "first", 5);
     cas(s, "c", "first", "second", "second"); /* match: swap */
-    expect_value(s, "c", "second", 6);
+    srv_expect_value(s, "c", "second", 6);
     cas(s, "c", "nope", "third", "second"); /* mismatch: current value */
-    expect_value(s, "c", "second", 6);
+    srv_expect_value(s, "c", "second", 6);
     cas(s, "m", "exp", "des", "exp"); /* missing + expected: echo, no store */
     cr_assert_eq(present(s, "m"), 0);
     fccl_store_close(s);
@@ -196,7 +189,7 @@ Test(client, append_multi_ping)
     cr_assert_eq(fccl_store_append(s, "ap", "ab", 2), FCCL_OK);
     cr_assert_eq(fccl_store_append(s, "ap", "", 0), FCCL_OK);
     cr_assert_eq(fccl_store_append(s, "ap", "cd", 2), FCCL_OK);
-    expect_value(s, "ap", "abcd", 4);
+    srv_expect_value(s, "ap", "abcd", 4);
     const char *keys[3] = {"k0", "k1", "k2"};
     const void *vals[3] = {"zero", "", "two\0x"};
     size_t lens[3] = {4, 0, 5};
@@ -255,7 +248,7 @@ static void *delayed_set(void *arg)
 {
     struct delayed *d = arg;
     fccl_store_t *s = open_store(d->addr, FCCL_DIALECT_MODERN, 0, 10000);
-    su_sleep_ms(d->delay_ms);
+    th_sleep_ms(d->delay_ms);
     if (d->queue)
         fccl_store_queue_push(s, d->key, d->val, strlen(d->val));
     else
@@ -288,10 +281,10 @@ Test(client, queues_fifo_and_blocking_pop)
     size_t len;
     cr_assert_eq(fccl_store_queue_pop(s, "q", 0, &v, &len, -1),
                  FCCL_ERR_NOTFOUND);
-    double t0 = su_now();
+    double t0 = th_now();
     cr_assert_eq(fccl_store_queue_pop(s, "q", 1, &v, &len, 150),
                  FCCL_ERR_TIMEOUT);
-    cr_assert(su_now() - t0 >= 0.14);
+    cr_assert(th_now() - t0 >= 0.14);
     pthread_t th;
     struct delayed d = {srv.addr, "q", "late", 150, 1};
     pthread_create(&th, NULL, delayed_set, &d);
@@ -331,10 +324,10 @@ Test(client, competing_consumers_and_key_named_like_a_queue)
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
         pthread_create(&th[i], NULL, consume, &c[i]);
-    su_sleep_ms(150);
+    th_sleep_ms(150);
     fccl_store_t *s = modern();
     cr_assert_eq(fccl_store_queue_push(s, "jobs", "j1", 2), FCCL_OK);
-    su_sleep_ms(100);
+    th_sleep_ms(100);
     cr_assert_eq(fccl_store_queue_push(s, "jobs", "j2", 2), FCCL_OK);
     for (int i = 0; i < 2; i++) {
         pthread_join(th[i], NULL);
@@ -348,11 +341,11 @@ Test(client, competing_consumers_and_key_named_like_a_queue)
     fccl_store_set(s, "jobs", "plain", 5);
     void *v = NULL;
     size_t len;
-    double t0 = su_now();
+    double t0 = th_now();
     cr_assert_eq(fccl_store_queue_pop(s, "jobs", 1, &v, &len, 200),
                  FCCL_ERR_TIMEOUT, "%s", fccl_last_error());
-    cr_assert(su_now() - t0 < 3, "took %.2f s", su_now() - t0);
-    expect_value(s, "jobs", "plain", 5);
+    cr_assert(th_now() - t0 < 3, "took %.2f s", th_now() - t0);
+    srv_expect_value(s, "jobs", "plain", 5);
     fccl_store_close(s);
 }
 
@@ -362,17 +355,17 @@ Test(client, wait_and_get_block_until_set)
     pthread_t th;
     struct delayed d = {srv.addr, "w", "done", 200, 0};
     pthread_create(&th, NULL, delayed_set, &d);
-    double t0 = su_now();
+    double t0 = th_now();
     const char *keys[1] = {"w"};
     cr_assert_eq(fccl_store_wait(s, keys, 1, 5000), FCCL_OK, "%s",
                  fccl_last_error());
-    cr_assert(su_now() - t0 >= 0.15, "wait returned before the set");
+    cr_assert(th_now() - t0 >= 0.15, "wait returned before the set");
     pthread_join(th, NULL);
     struct delayed d2 = {srv.addr, "g", "value", 200, 0};
     pthread_create(&th, NULL, delayed_set, &d2);
-    t0 = su_now();
-    expect_value(s, "g", "value", 5);
-    cr_assert(su_now() - t0 >= 0.15, "get returned before the set");
+    t0 = th_now();
+    srv_expect_value(s, "g", "value", 5);
+    cr_assert(th_now() - t0 >= 0.15, "get returned before the set");
     pthread_join(th, NULL);
     fccl_store_close(s);
 }
@@ -383,9 +376,9 @@ Test(client, get_timeout_is_cancelled_and_handle_stays_usable)
     for (int round = 0; round < 3; round++) {
         void *v = (void *)1;
         size_t len;
-        double t0 = su_now();
+        double t0 = th_now();
         int rc = fccl_store_get(s, "missing", &v, &len, 200);
-        double dt = su_now() - t0;
+        double dt = th_now() - t0;
         cr_assert_eq(rc, FCCL_ERR_TIMEOUT, "rc %d: %s", rc,
                      fccl_last_error());
         cr_assert(v == NULL);
@@ -395,13 +388,13 @@ Test(client, get_timeout_is_cancelled_and_handle_stays_usable)
         cr_assert(strstr(msg, "/missing"), "no key in '%s'", msg);
         /* The next calls on the same connection get their own replies. */
         fccl_store_set(s, "k", "v1", 2);
-        expect_value(s, "k", "v1", 2);
+        srv_expect_value(s, "k", "v1", 2);
         int64_t n;
         cr_assert_eq(fccl_store_add(s, "ctr", 1, &n), FCCL_OK);
         cr_assert_eq(n, round + 1);
     }
     cr_assert_eq(fccl_store_set(other, "missing", "here", 4), FCCL_OK);
-    expect_value(s, "missing", "here", 4);
+    srv_expect_value(s, "missing", "here", 4);
     fccl_store_close(other);
     fccl_store_close(s);
 }
@@ -456,7 +449,7 @@ Test(client, zero_timeout_calls_on_present_keys_succeed)
                      fccl_last_error());
     cr_assert_eq(fccl_store_get(s, "absent", &v, &len, 0), FCCL_ERR_TIMEOUT);
     cr_assert_eq(fccl_store_wait(s, absent, 1, 0), FCCL_ERR_TIMEOUT);
-    expect_value(s, "now", "x", 1);
+    srv_expect_value(s, "now", "x", 1);
     fccl_store_close(s);
 }
 
@@ -468,16 +461,16 @@ Test(client, prefix_views_share_the_connection)
     cr_assert_eq(fccl_store_prefixed(v1, "sub/", &v2), FCCL_OK);
     cr_assert_str_eq(fccl_store_addr(v2), srv.addr);
     cr_assert_eq(fccl_store_set(v2, "k", "deep", 4), FCCL_OK);
-    expect_value(root, "job/sub/k", "deep", 4);
-    expect_value(v1, "sub/k", "deep", 4);
-    expect_value(raw, "/job/sub/k", "deep", 4);
+    srv_expect_value(root, "job/sub/k", "deep", 4);
+    srv_expect_value(v1, "sub/k", "deep", 4);
+    srv_expect_value(raw, "/job/sub/k", "deep", 4);
     int64_t n;
     cr_assert_eq(fccl_store_add(v1, "cnt", 3, &n), FCCL_OK);
-    expect_value(raw, "/job/cnt", "3", 1);
+    srv_expect_value(raw, "/job/cnt", "3", 1);
     /* The connection lives until its last handle is closed. */
     fccl_store_close(root);
     fccl_store_close(v1);
-    expect_value(v2, "k", "deep", 4);
+    srv_expect_value(v2, "k", "deep", 4);
     fccl_store_close(v2);
     fccl_store_close(raw);
 }
@@ -490,7 +483,7 @@ Test(client, raw_keys_are_sent_as_given)
     cr_assert_eq(present(s, "plain"), 0, "'plain' must not be '/plain'");
     cr_assert_eq(present(raw, "plain"), 1);
     fccl_store_set(s, "slash", "s", 1);
-    expect_value(raw, "/slash", "s", 1);
+    srv_expect_value(raw, "/slash", "s", 1);
     fccl_store_close(raw);
     fccl_store_close(s);
 }
@@ -547,17 +540,17 @@ Test(client, broken_connection_fails_fast_with_first_error)
 {
     fccl_store_t *s = modern();
     cr_assert_eq(fccl_store_set(s, "a", "1", 1), FCCL_OK);
-    su_server_stop(&srv);
+    srv_stop(&srv);
     void *v;
     size_t len;
     int rc = fccl_store_get(s, "a", &v, &len, 2000);
     cr_assert(rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO, "rc %d: %s", rc,
               fccl_last_error());
     cr_assert(strstr(fccl_last_error(), srv.addr), "%s", fccl_last_error());
-    double t0 = su_now();
+    double t0 = th_now();
     int rc2 = fccl_store_add(s, "b", 1, NULL);
     cr_assert_eq(rc2, rc, "later call: %d, first error %d", rc2, rc);
-    cr_assert(su_now() - t0 < 0.05, "later call did not fail fast");
+    cr_assert(th_now() - t0 < 0.05, "later call did not fail fast");
     cr_assert(strstr(fccl_last_error(), "earlier"), "%s", fccl_last_error());
     cr_assert(strstr(fccl_last_error(), "'/b'"), "%s", fccl_last_error());
     fccl_store_close(s);
@@ -567,7 +560,7 @@ Test(client, legacy_dialect_against_our_server)
 {
     fccl_store_t *s = open_store(srv.addr, FCCL_DIALECT_LEGACY, 0, 5000);
     cr_assert_eq(fccl_store_set(s, "a", "A", 1), FCCL_OK);
-    expect_value(s, "a", "A", 1);
+    srv_expect_value(s, "a", "A", 1);
     int64_t n;
     cr_assert_eq(fccl_store_add(s, "n", 4, &n), FCCL_OK);
     cr_assert_eq(n, 4);
@@ -587,7 +580,7 @@ Test(client, legacy_dialect_against_our_server)
     const void *mv[2] = {"x", "yy"};
     size_t ml[2] = {1, 2};
     cr_assert_eq(fccl_store_multi_set(s, mk, mv, ml, 2), FCCL_OK);
-    expect_value(s, "m2", "yy", 2);
+    srv_expect_value(s, "m2", "yy", 2);
     cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
     cr_assert_eq(n, 4);
     int del;
@@ -606,7 +599,7 @@ Test(client, legacy_dialect_against_our_server)
     size_t len;
     cr_assert_eq(fccl_store_get(s, "never", &v, &len, 150), FCCL_ERR_TIMEOUT);
     cr_assert(strstr(fccl_last_error(), "/never"), "%s", fccl_last_error());
-    expect_value(s, "a", "B", 1);
+    srv_expect_value(s, "a", "B", 1);
     fccl_store_close(s);
 }
 
@@ -617,9 +610,9 @@ Test(client, default_timeout_from_env)
     cr_assert_eq(fccl_store_timeout_ms(s), 250);
     void *v;
     size_t len;
-    double t0 = su_now();
+    double t0 = th_now();
     cr_assert_eq(fccl_store_get(s, "nope", &v, &len, -1), FCCL_ERR_TIMEOUT);
-    double dt = su_now() - t0;
+    double dt = th_now() - t0;
     cr_assert(dt >= 0.24 && dt < 3, "default timeout took %.3f s", dt);
     fccl_store_close(s);
     unsetenv("FCCL_TIMEOUT");
@@ -663,28 +656,28 @@ static void *connect_early(void *arg)
     o.addr = e->addr;
     o.timeout_ms = 15000;
     e->rc = fccl_store_connect(&o, &e->s);
-    e->connected_at = su_now();
+    e->connected_at = th_now();
     return NULL;
 }
 
 Test(client_conn, connect_before_the_server_starts)
 {
-    int port = su_free_port();
+    int port = th_free_port();
     cr_assert_gt(port, 0);
     struct early_client e = {.rc = 1};
     snprintf(e.addr, sizeof(e.addr), "127.0.0.1:%d", port);
     pthread_t th;
-    double t0 = su_now();
+    double t0 = th_now();
     pthread_create(&th, NULL, connect_early, &e);
-    su_sleep_ms(400);
-    /* The server starts from this (main) thread: see su_server_start. */
-    char bin[512], ps[16];
+    th_sleep_ms(400);
+    /* The server starts from this (main) thread: see srv.h. */
+    char ps[16];
     snprintf(ps, sizeof(ps), "%d", port);
-    char *argv[] = {(char *)su_bin("tcpstore-server", bin, sizeof(bin)),
-                    "--host", "127.0.0.1", "--port", ps, NULL};
-    cr_assert_eq(su_server_start(&srv, argv, 20), 0,
-                 "server did not start on port %d", port);
-    double listening_at = su_now();
+    const char *argv[] = {"tcpstore-server", "--host", "127.0.0.1", "--port",
+                          ps, NULL};
+    srv_start_argv(&srv, argv, 20);
+    cr_assert_eq(srv.port, port, "server did not start on port %d", port);
+    double listening_at = th_now();
     pthread_join(th, NULL);
     cr_assert_eq(e.rc, FCCL_OK, "%s", fccl_last_error());
     cr_assert(e.connected_at - t0 >= 0.35,
@@ -695,23 +688,20 @@ Test(client_conn, connect_before_the_server_starts)
               "connected %.3f s after the server was up",
               e.connected_at - listening_at);
     cr_assert_eq(fccl_store_set(e.s, "k", "v", 1), FCCL_OK);
-    expect_value(e.s, "k", "v", 1);
+    srv_expect_value(e.s, "k", "v", 1);
     fccl_store_close(e.s);
 }
 
 Test(client_conn, connect_gives_up_at_the_timeout)
 {
-    int port = su_free_port();
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    int port = th_free_port();
+    char addr[TH_ADDR_LEN];
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 300;
+    srv_client_opts(&o, addr, port, 300);
     fccl_store_t *s = (fccl_store_t *)1;
-    double t0 = su_now();
+    double t0 = th_now();
     int rc = fccl_store_connect(&o, &s);
-    double dt = su_now() - t0;
+    double dt = th_now() - t0;
     cr_assert_eq(rc, FCCL_ERR_CONNECT, "rc %d", rc);
     cr_assert(s == NULL);
     cr_assert(dt >= 0.29 && dt < 2, "gave up after %.3f s", dt);
@@ -726,7 +716,7 @@ Test(client_conn, connect_gives_up_at_the_timeout)
  * FCCL_ERR_LIMIT naming the cause; the connection stays usable. */
 Test(client_conn, refused_writes_are_reported)
 {
-    cr_assert_eq(su_start_ours(&srv, "--max-total-bytes", "100"), 0);
+    srv_start_local(&srv, (const char *[]){"--max-total-bytes", "100", NULL});
     fccl_store_t *s = modern();
     char big[300];
     memset(big, 'b', sizeof(big));
@@ -750,8 +740,8 @@ Test(client_conn, refused_writes_are_reported)
     /* Same connection, still fine. */
     cr_assert_eq(fccl_store_set(s, "ok2", "w", 1), FCCL_OK, "%s",
                  fccl_last_error());
-    expect_value(s, "ok2", "w", 1);
-    expect_value(s, "ok", "v", 1);
+    srv_expect_value(s, "ok2", "w", 1);
+    srv_expect_value(s, "ok", "v", 1);
     fccl_store_close(s);
 }
 
@@ -828,7 +818,7 @@ Test(client_conn, server_without_sync_is_fenced_with_ping)
 Test(client_conn, first_reply_hints_name_the_cause)
 {
     char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", su_free_port());
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", th_free_port());
     fccl_store_opts_t o;
     fccl_store_opts_init(&o);
     o.addr = addr;

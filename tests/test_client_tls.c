@@ -8,12 +8,18 @@
  * server, and a client connected meanwhile still served.
  * Certificates are made with the openssl program at test time.
  */
-#include "server_harness.h"
+#include <criterion/criterion.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "fccl/store.h"
-#include "proc_util.h"
-
-#include <sys/stat.h>
+#include "lib/proc.h"
+#include "lib/srv.h"
 
 static char dir[64];
 
@@ -30,10 +36,8 @@ static void sh(const char *fmt, const char *a)
  * we use. */
 static void setup(void)
 {
-    if (system("openssl version >/dev/null 2>&1") != 0)
-        cr_skip_test("no openssl program to make certificates");
-    snprintf(dir, sizeof(dir), "/tmp/fccl-ctls-XXXXXX");
-    cr_assert(mkdtemp(dir));
+    srv_need_openssl();
+    cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-ctls"), 0);
     const char *self = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 "
                        "-keyout %s.key -out %s.crt -subj /CN=%s";
     sh(self, "ca");
@@ -55,9 +59,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (dir[0] && system(cmd) != 0)
+    if (dir[0] && th_rmtree(dir) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
@@ -83,12 +85,9 @@ static void start(struct srv *s, const char *cert, const char *a1,
 static int lib_open(int port, const char *ca, const char *name,
                     fccl_store_t **out)
 {
-    char addr[64], cab[128];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    char addr[TH_ADDR_LEN], cab[128];
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 5000;
+    srv_client_opts(&o, addr, port, 5000);
     o.tls_ca = ca ? path(cab, ca) : NULL;
     o.tls_server_name = name;
     return fccl_store_connect(&o, out);
@@ -97,36 +96,22 @@ static int lib_open(int port, const char *ca, const char *name,
 /* A verified connection with the client certificate (mutual TLS). */
 static int lib_open_cert(int port, fccl_store_t **out)
 {
-    char addr[64], cab[128], crt[128], key[128];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    char addr[TH_ADDR_LEN], cab[128], crt[128], key[128];
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 5000;
+    srv_client_opts(&o, addr, port, 5000);
     o.tls_ca = path(cab, "ca.crt");
     o.tls_cert = path(crt, "client.crt");
     o.tls_key = path(key, "client.key");
     return fccl_store_connect(&o, out);
 }
 
-/* Run tcpstore with `env` and `args`; returns the exit code, *out the
- * output (caller frees). */
+/* tcpstore with `env` and `args` in the certificates' directory. */
 static int run_cli(int port, const char *env, const char *args, char **out)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "cd %s && %s %s/tcpstore --timeout 5 --addr 127.0.0.1:%d %s",
-             dir, env, h_bin_dir(), port, args);
-    return pu_run(cmd, 30, out);
+    return srv_tcpstore(port, dir, env, args, out);
 }
 
-static int log_lines(const struct srv *s)
-{
-    char *log = srv_log(s);
-    int n = pu_count(log, "\n");
-    free(log);
-    return n;
-}
+static int log_lines(const struct srv *s) { return srv_log_count(s, "\n"); }
 
 /* The server's log from line `from` on (malloc'd). */
 static char *log_since(const struct srv *s, int from)
@@ -156,10 +141,10 @@ static void expect_refused(struct srv *s, fccl_store_t *bystander,
     cr_assert(strstr(out, cause), "'%s' not in: %s", cause, out);
     free(out);
     /* The server may log just after the client gave up. */
-    uint64_t dl = fccl_deadline_ms(IO_MS);
-    while (log_lines(s) < before + lines && fccl_ms_left(dl) > 0)
-        h_sleep_ms(10);
-    h_sleep_ms(200); /* and nothing more follows */
+    double end = th_now() + TH_IO_MS / 1e3;
+    while (log_lines(s) < before + lines && th_ms_left(end) > 0)
+        th_sleep_ms(10);
+    th_sleep_ms(200); /* and nothing more follows */
     char *added = log_since(s, before);
     cr_assert_eq(log_lines(s) - before, lines, "%s: want %d server log "
                  "line(s), got:\n%s", args, lines, added);
@@ -207,8 +192,7 @@ Test(ctls, verified_connection_by_ip_and_by_name)
     free(out);
     fccl_store_close(a);
     fccl_store_close(b);
-    cr_assert_eq(srv_stop(&s), 0);
-    srv_cleanup(&s);
+    srv_finish(&s);
 }
 
 Test(ctls, mutual_tls)
@@ -234,8 +218,7 @@ Test(ctls, mutual_tls)
     expect_refused(&s, by, "", "--tls-ca ca.crt get k", "client certificate",
                    1, "TLS: ");
     fccl_store_close(by);
-    cr_assert_eq(srv_stop(&s), 0);
-    srv_cleanup(&s);
+    srv_finish(&s);
 }
 
 Test(ctls, each_failure_names_its_cause)
@@ -265,8 +248,7 @@ Test(ctls, each_failure_names_its_cause)
     expect_refused(&s, by, "", "--tls-cert client.crt --tls-key open.key "
                    "get here", "chmod 600", 0, NULL);
     fccl_store_close(by);
-    cr_assert_eq(srv_stop(&s), 0);
-    srv_cleanup(&s);
+    srv_finish(&s);
 
     /* Expired certificate. */
     start(&s, "expired.crt", NULL, NULL);
@@ -276,24 +258,19 @@ Test(ctls, each_failure_names_its_cause)
     expect_refused(&s, by, "TCPSTORE_TLS_CA=ca.crt", "get here",
                    "certificate has expired", 1, "TLS: ");
     fccl_store_close(by);
-    cr_assert_eq(srv_stop(&s), 0);
-    srv_cleanup(&s);
+    srv_finish(&s);
 
     /* TLS client against a plain server. */
     srv_start(&plain, NULL);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", plain.port);
+    char addr[TH_ADDR_LEN];
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 5000;
+    srv_client_opts(&o, addr, plain.port, 5000);
     cr_assert_eq(fccl_store_connect(&o, &by), FCCL_OK);
     cr_assert_eq(fccl_store_set(by, "here", "1", 1), FCCL_OK);
     expect_refused(&plain, by, "", "--tls-ca ca.crt get here",
                    "does not serve TLS", 1, "this server has no TLS");
     fccl_store_close(by);
-    cr_assert_eq(srv_stop(&plain), 0);
-    srv_cleanup(&plain);
+    srv_finish(&plain);
 }
 
 Test(ctls, library_reports_bad_ca_without_retrying)
@@ -301,16 +278,15 @@ Test(ctls, library_reports_bad_ca_without_retrying)
     struct srv s;
     start(&s, "server.crt", NULL, NULL);
     fccl_store_t *h = NULL;
-    uint64_t t0 = fccl_now_ns();
+    double t0 = th_now();
     int rc = lib_open(s.port, "other-ca.crt", NULL, &h);
     cr_assert_eq(rc, FCCL_ERR_AUTH, "rc %d: %s", rc, fccl_last_error());
     cr_assert_null(h);
     cr_assert(strstr(fccl_last_error(), "other-ca.crt"), "%s",
               fccl_last_error());
     /* Not retried until the 5 s timeout: a handshake or two. */
-    cr_assert_lt(fccl_now_ns() - t0, 4000000000ull);
-    cr_assert_eq(srv_stop(&s), 0);
-    srv_cleanup(&s);
+    cr_assert_lt(th_now() - t0, 4.0);
+    srv_finish(&s);
 }
 
 /* A TLS handle whose server went away returns an error: no SIGPIPE kills
@@ -323,9 +299,7 @@ Test(ctls, server_gone_is_an_error_not_a_signal)
     cr_assert_eq(lib_open(s.port, "ca.crt", NULL, &h), FCCL_OK, "%s",
                  fccl_last_error());
     cr_assert_eq(fccl_store_set(h, "k", "v", 1), FCCL_OK);
-    kill(s.pid, SIGKILL);
-    waitpid(s.pid, NULL, 0);
-    s.pid = 0;
+    srv_kill_hard(&s);
     char big[65536];
     memset(big, 'x', sizeof(big));
     int rc = FCCL_OK;
@@ -347,12 +321,12 @@ Test(ctls, fccl_init_over_tls, .timeout = 120)
              "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 FCCL_STORE_TLS_CA=%s/ca.crt "
              "FCCL_STORE_TLS_SERVER_NAME=store.test %s/fccl-run -n 2 --store "
              "127.0.0.1:%d %s/boot_check host",
-             dir, PU_BIN, s.port, PU_TESTBIN);
-    int ex = pu_run(cmd, 100, &out);
+             dir, th_bin_dir(), s.port, th_testbin_dir());
+    int ex = th_sh(cmd, 100, &out);
     cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
     free(out);
     char *log = srv_log(&s);
-    cr_assert_eq(pu_count(log, "plaintext connection refused"), 0, "%s", log);
+    cr_assert_eq(th_count(log, "plaintext connection refused"), 0, "%s", log);
     free(log);
     char *o2 = NULL;
     ex = run_cli(s.port, "TCPSTORE_TLS_CA=ca.crt", "--raw-keys get init/",
@@ -360,8 +334,7 @@ Test(ctls, fccl_init_over_tls, .timeout = 120)
     cr_assert_eq(ex, 0, "%s", o2);
     cr_assert_str_eq(o2, "2");
     free(o2);
-    cr_assert_eq(srv_stop(&s), 0);
-    srv_cleanup(&s);
+    srv_finish(&s);
 }
 
 /* The server refuses a TLS key that group or others can read. */
@@ -371,8 +344,8 @@ Test(ctls, server_refuses_an_open_key)
     snprintf(cmd, sizeof(cmd), "cp %s/server.key %s/open-server.key && "
              "chmod 640 %s/open-server.key && %s/tcpstore-server --port 0 "
              "--tls-cert %s/server.crt --tls-key %s/open-server.key",
-             dir, dir, dir, h_bin_dir(), dir, dir);
-    int ex = pu_run(cmd, 30, &out);
+             dir, dir, dir, th_bin_dir(), dir, dir);
+    int ex = th_sh(cmd, 30, &out);
     cr_assert_eq(ex, 1, "exit %d: %s", ex, out);
     cr_assert(strstr(out, "open-server.key is readable or writable by "
                           "others (mode 0640)"), "%s", out);

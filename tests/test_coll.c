@@ -17,16 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proc_util.h"
+#include "lib/proc.h"
 
 #define TCP "tcp;ofi_rxm"
 #define NET "net"
-
-static int reduced(void)
-{
-    const char *r = getenv("FCCL_TEST_REDUCED");
-    return r && *r && strcmp(r, "0") != 0;
-}
 
 /* Run one launch; require exit 0 and at least min_cases cases. */
 static void launch(const char *prov, int n, const char *mode, int min_cases,
@@ -34,9 +28,9 @@ static void launch(const char *prov, int n, const char *mode, int min_cases,
 {
     char cmd[512];
     snprintf(cmd, sizeof(cmd), "%s/coll_check -p \"%s\" -n %d -m %s -t %d",
-             PU_TESTBIN, prov, n, mode, timeout_s - 20);
+             th_testbin_dir(), prov, n, mode, timeout_s - 20);
     char *out = NULL;
-    int rc = pu_run(cmd, timeout_s, &out);
+    int rc = th_sh(cmd, timeout_s, &out);
     const char *line = strstr(out ? out : "", "coll_check: ");
     int cases = -1, failed = -1, mism = -1;
     if (line) {
@@ -59,7 +53,7 @@ static void launch(const char *prov, int n, const char *mode, int min_cases,
 
 static void full(const char *prov, int n)
 {
-    if (reduced() && (strcmp(prov, "shm") != 0 || n > 3))
+    if (th_reduced() && (strcmp(prov, "shm") != 0 || n > 3))
         cr_skip_test("reduced matrix: shm with 1-3 ranks only");
     launch(prov, n, "matrix", 300, 400);
 }
@@ -85,7 +79,7 @@ Test(coll_matrix, net_8, .timeout = 420) { full(NET, 8); }
 
 static void smoke(const char *prov, int n)
 {
-    if (reduced())
+    if (th_reduced())
         cr_skip_test("reduced matrix: no smoke providers");
     launch(prov, n, "smoke", 150, 300);
 }
@@ -105,7 +99,7 @@ Test(coll_smoke, sockets_3, .timeout = 320) { smoke("sockets", 3); }
 
 static void special(const char *prov, int n, const char *mode, int min_cases)
 {
-    if (reduced() && strcmp(prov, "shm") != 0)
+    if (th_reduced() && strcmp(prov, "shm") != 0)
         cr_skip_test("reduced matrix: shm only");
     launch(prov, n, mode, min_cases, 120);
 }

@@ -4,7 +4,23 @@
  * with a log line, counters and queues survive, compaction under load
  * keeps the data.  Real server binary, real client library, real files.
  */
-#include "server_harness.h"
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fccl/core.h"
+#include "fccl/store.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
+#include "lib/wire.h"
 
 #include <pthread.h>
 #include <sys/stat.h>
@@ -21,28 +37,19 @@ TestSuite(journal, .timeout = 110);
 
 static char jdir[64], jpath[128];
 
-static void make_dir(void) { journal_dir_make(jdir, jpath, "fccl-jrn"); }
-static void remove_dir(void) { journal_dir_remove(jdir, jpath); }
+/* A fresh directory for the journal; removed with all in it. */
+static void make_dir(void)
+{
+    cr_assert_eq(th_mkdtemp(jdir, sizeof(jdir), "fccl-jrn"), 0);
+    snprintf(jpath, sizeof(jpath), "%s/store.journal", jdir);
+}
+
+static void remove_dir(void) { th_rmtree(jdir); }
 
 static void start_with(struct srv *s, const char *fsync)
 {
-    const char *extra[] = {"--host", "127.0.0.1", "--journal", jpath,
-                           "--fsync", fsync, NULL};
-    srv_start(s, extra);
-}
-
-static void kill_server(struct srv *s) { srv_kill_hard(s); }
-
-static void expect_value(fccl_store_t *st, const char *key, const char *want)
-{
-    void *v = NULL;
-    size_t n = 0;
-    int rc = fccl_store_get(st, key, &v, &n, 2000);
-    cr_assert_eq(rc, FCCL_OK, "get %s: %s", key, fccl_last_error());
-    cr_assert_eq(n, strlen(want), "key %s: %zu bytes, want %zu", key, n,
-                 strlen(want));
-    cr_assert(memcmp(v, want, n) == 0, "key %s: wrong value", key);
-    free(v);
+    srv_start_local(s, (const char *[]){"--journal", jpath, "--fsync", fsync,
+                                        NULL});
 }
 
 static int key_exists(fccl_store_t *st, const char *key)
@@ -65,13 +72,10 @@ static off_t file_size(const char *p)
  * acknowledged one it reports (i, counter value) on fd. */
 static void writer(int port, int id, int round, int fd)
 {
-    char addr[64], key[64], val[96];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    char addr[TH_ADDR_LEN], key[64], val[96];
     fccl_log_set_level(FCCL_LOG_ERROR); /* the kill is expected */
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 5000;
+    srv_client_opts(&o, addr, port, 5000);
     fccl_store_t *st = NULL;
     if (fccl_store_connect(&o, &st) != FCCL_OK)
         _exit(0); /* killed before we connected: nothing acknowledged */
@@ -117,8 +121,8 @@ static void run_round(int round, struct acked ack[WRITERS], unsigned *seed)
         fds[w] = p[0];
         ack[w].last_i = -1;
     }
-    h_sleep_ms(30 + (int)(rand_r(seed) % 200));
-    kill_server(&s);
+    th_sleep_ms(30 + (int)(rand_r(seed) % 200));
+    srv_kill_hard(&s);
     for (int w = 0; w < WRITERS; w++) {
         int64_t rec[2];
         ssize_t k;
@@ -129,7 +133,7 @@ static void run_round(int round, struct acked ack[WRITERS], unsigned *seed)
             ack[w].count = rec[1];
         }
         close(fds[w]);
-        int st = h_reap(pids[w], 10000);
+        int st = th_reap(pids[w], 10000);
         cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
                   "writer %d failed", w);
     }
@@ -145,7 +149,7 @@ static void check_round(fccl_store_t *st, int round,
             snprintf(key, sizeof(key), "w%d/r%d/%d", w, round, i);
             snprintf(val, sizeof(val), "value-%d-%d-%d-%x", w, round, i,
                      (unsigned)(i * 2654435761u));
-            expect_value(st, key, val);
+            srv_expect_cstr(st, key, val);
         }
         /* An unacknowledged SET may or may not have landed; never more
          * than one past the last acknowledged one per writer. */
@@ -177,7 +181,7 @@ Test(journal, acked_writes_survive_sigkill, .timeout = 600)
         run_round(r, ack[r], &seed);
         struct srv s = {0};
         start_with(&s, "always");
-        fccl_store_t *st = h_store_open(s.port, 0);
+        fccl_store_t *st = srv_store_open(s.port, 0);
         check_round(st, r, ack[r]);
         if (r > 0)
             check_round(st, r - 1, ack[r - 1]); /* older rounds stay */
@@ -206,7 +210,7 @@ static off_t write_then_tail(const char *tail_val)
 {
     struct srv s = {0};
     start_with(&s, "always");
-    fccl_store_t *st = h_store_open(s.port, 0);
+    fccl_store_t *st = srv_store_open(s.port, 0);
     char key[16], val[32];
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "k%d", i);
@@ -214,15 +218,15 @@ static off_t write_then_tail(const char *tail_val)
         cr_assert_eq(fccl_store_set(st, key, val, strlen(val)), FCCL_OK);
     }
     fccl_store_close(st);
-    kill_server(&s);
+    srv_kill_hard(&s);
     srv_cleanup(&s);
     off_t good = file_size(jpath);
     start_with(&s, "always");
-    st = h_store_open(s.port, 0);
+    st = srv_store_open(s.port, 0);
     cr_assert_eq(fccl_store_set(st, "tail", tail_val, strlen(tail_val)),
                  FCCL_OK);
     fccl_store_close(st);
-    kill_server(&s);
+    srv_kill_hard(&s);
     srv_cleanup(&s);
     cr_assert_gt(file_size(jpath), good + (off_t)strlen(tail_val));
     return good;
@@ -235,23 +239,23 @@ static void expect_tail_dropped(off_t good, const char *why)
     cr_assert(srv_log_wait(&s, why, 5000), "no '%s' log line", why);
     cr_assert(srv_log_wait(&s, "dropping the last", 1000));
     cr_assert_eq(file_size(jpath), good, "file not truncated at the tear");
-    fccl_store_t *st = h_store_open(s.port, 0);
+    fccl_store_t *st = srv_store_open(s.port, 0);
     char key[16], val[32];
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "k%d", i);
         snprintf(val, sizeof(val), "v%d", i);
-        expect_value(st, key, val);
+        srv_expect_cstr(st, key, val);
     }
     cr_assert_eq(key_exists(st, "tail"), 0, "torn record was applied");
     /* The journal goes on from the cut. */
     cr_assert_eq(fccl_store_set(st, "after", "ok", 2), FCCL_OK);
     fccl_store_close(st);
-    kill_server(&s);
+    srv_kill_hard(&s);
     srv_cleanup(&s);
     start_with(&s, "always");
-    st = h_store_open(s.port, 0);
-    expect_value(st, "after", "ok");
-    expect_value(st, "k9", "v9");
+    st = srv_store_open(s.port, 0);
+    srv_expect_cstr(st, "after", "ok");
+    srv_expect_cstr(st, "k9", "v9");
     fccl_store_close(st);
     srv_cleanup(&s);
 }
@@ -293,7 +297,7 @@ Test(journal, counters_and_queues_survive)
     make_dir();
     struct srv s = {0};
     start_with(&s, "always");
-    fccl_store_t *st = h_store_open(s.port, 0);
+    fccl_store_t *st = srv_store_open(s.port, 0);
     int64_t c;
     for (int i = 1; i <= 50; i++)
         cr_assert_eq(fccl_store_add(st, "ctr", i, &c), FCCL_OK);
@@ -315,11 +319,11 @@ Test(journal, counters_and_queues_survive)
     cr_assert_eq(fccl_store_set(st, "gone", "x", 1), FCCL_OK);
     cr_assert_eq(fccl_store_delete(st, "gone", NULL), FCCL_OK);
     fccl_store_close(st);
-    kill_server(&s);
+    srv_kill_hard(&s);
     srv_cleanup(&s);
 
     start_with(&s, "always");
-    st = h_store_open(s.port, 0);
+    st = srv_store_open(s.port, 0);
     cr_assert_eq(fccl_store_add(st, "ctr", 0, &c), FCCL_OK);
     cr_assert_eq(c, 50 * 51 / 2);
     cr_assert_eq(fccl_store_add(st, "neg", 0, &c), FCCL_OK);
@@ -348,7 +352,7 @@ Test(journal, compaction_under_load)
     make_dir();
     struct srv s = {0};
     start_with(&s, "interval");
-    fccl_store_t *st = h_store_open(s.port, 0);
+    fccl_store_t *st = srv_store_open(s.port, 0);
     enum { KEYS = 64, ROUNDS = 60, VLEN = 1000 };
     char key[32], val[VLEN + 1];
     for (int r = 0; r < ROUNDS; r++) {
@@ -375,8 +379,7 @@ Test(journal, compaction_under_load)
     free(stats);
     fccl_store_close(st);
     cr_assert(srv_log_wait(&s, "compacted", 2000), "no compaction logged");
-    cr_assert_eq(srv_stop(&s), 0);
-    srv_cleanup(&s);
+    srv_finish(&s);
     /* Written: ~64 KiB x 60 = ~3.8 MiB; after compaction far less. */
     off_t sz = file_size(jpath);
     cr_assert_lt(sz, (off_t)(3u << 20), "journal %lld bytes: not compacted",
@@ -386,7 +389,7 @@ Test(journal, compaction_under_load)
     cr_assert_eq(sb.st_mode & 0777, 0600, "journal mode %o", sb.st_mode & 0777);
 
     start_with(&s, "always");
-    st = h_store_open(s.port, 0);
+    st = srv_store_open(s.port, 0);
     int r = ROUNDS - 1;
     for (int k = 0; k < KEYS; k++) {
         snprintf(key, sizeof(key), "ck%d", k);
@@ -394,7 +397,7 @@ Test(journal, compaction_under_load)
         snprintf(val, 32, "r%d-k%d-", r, k);
         val[strlen(val)] = '-';
         val[VLEN] = '\0';
-        expect_value(st, key, val);
+        srv_expect_cstr(st, key, val);
     }
     int64_t c;
     cr_assert_eq(fccl_store_add(st, "writes", 0, &c), FCCL_OK);
@@ -409,22 +412,17 @@ Test(journal, compaction_under_load)
 Test(journal, second_server_refused)
 {
     make_dir();
-    struct srv a = {0}, b = {0};
+    struct srv a = {0};
     start_with(&a, "always");
     const char *argv[] = {"tcpstore-server", "--host", "127.0.0.1", "--port",
                           "0", "--journal", jpath, NULL};
-    int outfd;
-    h_spawn(&b, argv, &outfd);
-    int st = h_reap(b.pid, 10000);
-    b.pid = 0;
-    close(outfd);
-    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0,
-              "a second server on the same journal started");
-    char *log = srv_log(&b);
+    char *log = NULL;
+    cr_assert_neq(srv_run(argv, 10000, &log), 0,
+                  "a second server on the same journal started");
     cr_assert(strstr(log, "in use by another server"), "log: %s", log);
     free(log);
-    srv_cleanup(&b);
-    fccl_store_t *s = h_store_open(a.port, 0); /* the first one is undisturbed */
+    /* the first one is undisturbed */
+    fccl_store_t *s = srv_store_open(a.port, 0);
     cr_assert_eq(fccl_store_set(s, "k", "v", 1), FCCL_OK);
     fccl_store_close(s);
     srv_cleanup(&a);
@@ -441,11 +439,9 @@ Test(journal, waiters_woken_under_fsync_always)
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
-        char addr[64];
-        snprintf(addr, sizeof(addr), "127.0.0.1:%d", s.port);
+        char addr[TH_ADDR_LEN];
         fccl_store_opts_t o;
-        fccl_store_opts_init(&o);
-        o.addr = addr;
+        srv_client_opts(&o, addr, s.port, 0);
         fccl_store_t *st = NULL;
         void *v = NULL, *q = NULL;
         size_t n = 0, qn = 0;
@@ -457,41 +453,30 @@ Test(journal, waiters_woken_under_fsync_always)
                  qn == 3 && memcmp(q, "job", 3) == 0;
         _exit(ok ? 0 : 1);
     }
-    fccl_store_t *st = h_store_open(s.port, 0);
-    h_sleep_ms(200); /* the child is parked in its WAIT by now */
+    fccl_store_t *st = srv_store_open(s.port, 0);
+    th_sleep_ms(200); /* the child is parked in its WAIT by now */
     cr_assert_eq(fccl_store_set(st, "late", "value", 5), FCCL_OK);
-    h_sleep_ms(100);
+    th_sleep_ms(100);
     cr_assert_eq(fccl_store_queue_push(st, "jobs", "job", 3), FCCL_OK);
-    int wst = h_reap(pid, 15000);
+    int wst = th_reap(pid, 15000);
     cr_assert(wst != -1 && WIFEXITED(wst) && WEXITSTATUS(wst) == 0,
               "the waiting client was not woken with the right values");
     fccl_store_close(st);
-    kill_server(&s);
+    srv_kill_hard(&s);
     srv_cleanup(&s);
     /* The pop was journaled: the queue is empty after a restart. */
     start_with(&s, "always");
-    st = h_store_open(s.port, 0);
+    st = srv_store_open(s.port, 0);
     int64_t len = -1;
     cr_assert_eq(fccl_store_queue_len(st, "jobs", &len), FCCL_OK);
     cr_assert_eq(len, 0);
-    expect_value(st, "late", "value");
+    srv_expect_cstr(st, "late", "value");
     fccl_store_close(st);
     srv_cleanup(&s);
     remove_dir();
 }
 
 /* ---- options: config file, bad values ---- */
-
-static int run_server_expect_exit(const char *const *argv, struct srv *b)
-{
-    int outfd;
-    h_spawn(b, argv, &outfd);
-    int st = h_reap(b->pid, 10000);
-    b->pid = 0;
-    close(outfd);
-    cr_assert(st != -1 && WIFEXITED(st), "server did not exit");
-    return WEXITSTATUS(st);
-}
 
 Test(journal, options_from_config_file_and_bad_values)
 {
@@ -508,30 +493,27 @@ Test(journal, options_from_config_file_and_bad_values)
     const char *extra[] = {"--config", conf, NULL};
     struct srv s = {0};
     srv_start(&s, extra);
-    fccl_store_t *st = h_store_open(s.port, 0);
+    fccl_store_t *st = srv_store_open(s.port, 0);
     cr_assert_eq(fccl_store_set(st, "from-conf", "yes", 3), FCCL_OK);
     fccl_store_close(st);
-    h_sleep_ms(100); /* a few 20 ms syncs */
-    kill_server(&s);
+    th_sleep_ms(100); /* a few 20 ms syncs */
+    srv_kill_hard(&s);
     srv_cleanup(&s);
     start_with(&s, "never"); /* same file from the command line */
-    st = h_store_open(s.port, 0);
-    expect_value(st, "from-conf", "yes");
+    st = srv_store_open(s.port, 0);
+    srv_expect_cstr(st, "from-conf", "yes");
     fccl_store_close(st);
     srv_cleanup(&s);
 
-    struct srv b = {0};
     const char *bad_mode[] = {"tcpstore-server", "--port", "0", "--journal",
                               jpath, "--fsync", "sometimes", NULL};
-    cr_assert_eq(run_server_expect_exit(bad_mode, &b), 2);
-    char *log = srv_log(&b);
+    char *log = NULL;
+    cr_assert_eq(srv_run(bad_mode, 10000, &log), 2);
     cr_assert(strstr(log, "always, interval or never"), "log: %s", log);
     free(log);
-    srv_cleanup(&b);
     const char *bad_ms[] = {"tcpstore-server", "--port", "0",
                             "--fsync-interval-ms", "0", NULL};
-    cr_assert_eq(run_server_expect_exit(bad_ms, &b), 2);
-    srv_cleanup(&b);
+    cr_assert_eq(srv_run(bad_ms, 10000, NULL), 2);
     /* A file that is not a journal is refused, never overwritten. */
     char other[200];
     snprintf(other, sizeof(other), "%s/not-a-journal", jdir);
@@ -541,11 +523,9 @@ Test(journal, options_from_config_file_and_bad_values)
     fclose(f);
     const char *foreign[] = {"tcpstore-server", "--port", "0", "--journal",
                              other, NULL};
-    cr_assert_eq(run_server_expect_exit(foreign, &b), 1);
-    log = srv_log(&b);
+    cr_assert_eq(srv_run(foreign, 10000, &log), 1);
     cr_assert(strstr(log, "not an fccl journal"), "log: %s", log);
     free(log);
-    srv_cleanup(&b);
     cr_assert_eq(file_size(other), (off_t)strlen("precious data\n"));
     unlink(other);
     unlink(conf);
@@ -556,30 +536,21 @@ Test(journal, options_from_config_file_and_bad_values)
 
 Test(journal, tls_and_plain_clients_acked_writes_survive)
 {
-    if (system("openssl version >/dev/null 2>&1") != 0)
-        cr_skip_test("no openssl program to make certificates");
+    srv_need_openssl();
     make_dir();
-    char cert[200], key[200], cmd[768];
+    char cert[200], key[200];
     snprintf(cert, sizeof(cert), "%s/cert.pem", jdir);
     snprintf(key, sizeof(key), "%s/key.pem", jdir);
-    snprintf(cmd, sizeof(cmd),
-             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -keyout %s "
-             "-out %s -subj /CN=store -addext subjectAltName=IP:127.0.0.1 "
-             ">/dev/null 2>&1", key, cert);
-    cr_assert_eq(system(cmd), 0, "openssl req failed");
-    chmod(key, 0600);
-    const char *extra[] = {"--host", "127.0.0.1", "--journal", jpath,
-                           "--tls-cert", cert, "--tls-key", key, NULL};
+    srv_make_cert(cert, key, "store");
     struct srv s = {0};
-    srv_start(&s, extra);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", s.port);
+    srv_start_local(&s, (const char *[]){"--journal", jpath, "--tls-cert",
+                                         cert, "--tls-key", key, NULL});
+    char addr[TH_ADDR_LEN];
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
+    srv_client_opts(&o, addr, s.port, 0);
     o.tls = 1;
     o.tls_ca = cert;
-    fccl_store_t *t = NULL, *p = h_store_open(s.port, 0);
+    fccl_store_t *t = NULL, *p = srv_store_open(s.port, 0);
     cr_assert_eq(fccl_store_connect(&o, &t), FCCL_OK, "%s", fccl_last_error());
     char k[32], v[32];
     int64_t c;
@@ -592,18 +563,18 @@ Test(journal, tls_and_plain_clients_acked_writes_survive)
         cr_assert_eq(fccl_store_add(t, "both", 1, &c), FCCL_OK);
         cr_assert_eq(fccl_store_add(p, "both", 1, &c), FCCL_OK);
     }
-    kill_server(&s);
+    srv_kill_hard(&s);
     fccl_store_close(t);
     fccl_store_close(p);
     srv_cleanup(&s);
     start_with(&s, "always");
-    p = h_store_open(s.port, 0);
+    p = srv_store_open(s.port, 0);
     for (int i = 0; i < 200; i++) {
         snprintf(v, sizeof(v), "t%d", i * 7);
         snprintf(k, sizeof(k), "tls%d", i);
-        expect_value(p, k, v);
+        srv_expect_cstr(p, k, v);
         snprintf(k, sizeof(k), "plain%d", i);
-        expect_value(p, k, v);
+        srv_expect_cstr(p, k, v);
     }
     cr_assert_eq(fccl_store_add(p, "both", 0, &c), FCCL_OK);
     cr_assert_eq(c, 400);
@@ -627,15 +598,15 @@ struct pinger {
 static void *ping_loop(void *arg)
 {
     struct pinger *p = arg;
-    fccl_store_t *st = h_store_open(p->port, 0);
+    fccl_store_t *st = srv_store_open(p->port, 0);
     while (!p->stop) {
         double us = 0;
-        uint64_t t0 = fccl_now_ns();
+        double t0 = th_now();
         if (fccl_store_ping(st, &us) < 0) {
             p->failed++;
             break;
         }
-        us = (double)(fccl_now_ns() - t0) / 1e3;
+        us = (th_now() - t0) * 1e6;
         p->count++;
         p->sum_us += us;
         if (us > p->max_us)
@@ -675,7 +646,7 @@ Test(journal, compaction_in_background_keeps_clients_served, .timeout = 180)
     make_dir();
     struct srv s = {0};
     start_with(&s, "always");
-    fccl_store_t *st = h_store_open(s.port, 0);
+    fccl_store_t *st = srv_store_open(s.port, 0);
     struct pinger pg = {.port = s.port};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, ping_loop, &pg), 0);
@@ -702,7 +673,7 @@ Test(journal, compaction_in_background_keeps_clients_served, .timeout = 180)
     }
     /* The last compaction finishes by the server's 1 s sweep at most. */
     for (int i = 0; i < 100 && stat_of(st, "journal_compacting"); i++)
-        h_sleep_ms(100);
+        th_sleep_ms(100);
     pg.stop = 1;
     pthread_join(t, NULL);
     long long done = stat_of(st, "journal_compactions");
@@ -727,7 +698,7 @@ Test(journal, compaction_in_background_keeps_clients_served, .timeout = 180)
     free(log);
     fccl_store_close(st);
     for (int pass = 0; pass < 2; pass++) {
-        st = h_store_open(s.port, 0);
+        st = srv_store_open(s.port, 0);
         for (int k = 0; k < KEYS; k++) {
             snprintf(key, sizeof(key), "big%d", k);
             big_value(v, VLEN, ROUNDS - 1, k);
@@ -747,14 +718,14 @@ Test(journal, compaction_in_background_keeps_clients_served, .timeout = 180)
                          pass, key, present);
             if (present) {
                 snprintf(sv, sizeof(sv), "v%d", i);
-                expect_value(st, key, sv);
+                srv_expect_cstr(st, key, sv);
             }
         }
         cr_assert_eq(fccl_store_add(st, "ctr", 0, &c), FCCL_OK);
         cr_assert_eq(c, small, "pass %d: ctr %lld", pass, (long long)c);
         fccl_store_close(st);
         /* Again after SIGKILL: the compacted file + tail replay to it. */
-        kill_server(&s);
+        srv_kill_hard(&s);
         srv_cleanup(&s);
         start_with(&s, "always");
     }

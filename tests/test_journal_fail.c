@@ -12,12 +12,21 @@
  * Needs root (mount, loop devices) and mkfs.ext4; skipped otherwise.
  * Everything made is removed in .fini, also when the test fails.
  */
-#include "server_harness.h"
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fccl/core.h"
+#include "fccl/store.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
 
 #include <stdarg.h>
 #include <sys/stat.h>
-
-#include "fccl/store.h"
 
 static char root[64];      /* tmpfs mount point, "" if none */
 static char mnt[128];      /* ext4 mount point inside it */
@@ -60,8 +69,7 @@ static int setup_disk(void)
         cr_skip_test("needs root (mount)");
     if (system("command -v mkfs.ext4 >/dev/null 2>&1") != 0)
         cr_skip_test("needs mkfs.ext4");
-    snprintf(root, sizeof(root), "/tmp/fccl-jfail-XXXXXX");
-    cr_assert(mkdtemp(root));
+    cr_assert_eq(th_mkdtemp(root, sizeof(root), "fccl-jfail"), 0);
     snprintf(mnt, sizeof(mnt), "%s/mnt", root);
     snprintf(jpath, sizeof(jpath), "%s/store.journal", mnt);
     if (sh("mount -t tmpfs -o size=6m tmpfs %s", root) != 0) {
@@ -87,21 +95,8 @@ static int setup_disk(void)
 
 static void start(void)
 {
-    const char *extra[] = {"--host", "127.0.0.1", "--journal", jpath,
-                           "--fsync", "always", NULL};
-    srv_start(&srv, extra);
-}
-
-static void expect_value(fccl_store_t *s, const char *key, const char *want,
-                         size_t n)
-{
-    void *v = NULL;
-    size_t len = 0;
-    cr_assert_eq(fccl_store_get(s, key, &v, &len, 3000), FCCL_OK, "GET %s: %s",
-                 key, fccl_last_error());
-    cr_assert_eq(len, n, "%s: %zu bytes, want %zu", key, len, n);
-    cr_assert(memcmp(v, want, n) == 0, "%s: wrong value", key);
-    free(v);
+    srv_start_local(&srv, (const char *[]){"--journal", jpath, "--fsync",
+                                           "always", NULL});
 }
 
 static int stat_value(fccl_store_t *s, const char *name)
@@ -118,16 +113,6 @@ static int stat_value(fccl_store_t *s, const char *name)
     return v;
 }
 
-static int log_count(const char *needle)
-{
-    char *log = srv_log(&srv);
-    int n = 0;
-    for (const char *p = log; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    free(log);
-    return n;
-}
-
 #define BIG 65536
 #define MAX_BIG 64
 
@@ -138,7 +123,7 @@ Test(journal_fail, fsync_failure_refuses_writes_until_rewritten,
     start();
     static char big[BIG];
     char key[32];
-    fccl_store_t *s = h_store_open(srv.port, 0);
+    fccl_store_t *s = srv_store_open(srv.port, 0);
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "k%d", i);
         cr_assert_eq(fccl_store_set(s, key, key, strlen(key)), FCCL_OK, "%s",
@@ -159,22 +144,23 @@ Test(journal_fail, fsync_failure_refuses_writes_until_rewritten,
     cr_log_info("disk failed after %d acknowledged 64 KiB values: %s", acked,
                 fccl_last_error());
     fccl_store_close(s);
-    cr_assert(log_count("fdatasync") >= 1, "no fdatasync failure logged");
+    cr_assert(srv_log_count(&srv, "fdatasync") >= 1,
+              "no fdatasync failure logged");
 
     /* Reads go on; mutations are refused, one log line each. */
-    s = h_store_open(srv.port, 0);
-    expect_value(s, "k3", "k3", 2);
+    s = srv_store_open(srv.port, 0);
+    srv_expect_value(s, "k3", "k3", 2);
     cr_assert_eq(stat_value(s, "journal_failed"), 1);
-    int before = log_count("closing client");
+    int before = srv_log_count(&srv, "closing client");
     int64_t v = 0;
     rc = fccl_store_add(s, "ctr", 1, &v);
     cr_assert(rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO, "ADD returned %d",
               rc);
     fccl_store_close(s);
-    h_sleep_ms(100); /* the log line is written before the close */
-    cr_assert_eq(log_count("closing client") - before, 1,
+    th_sleep_ms(100); /* the log line is written before the close */
+    cr_assert_eq(srv_log_count(&srv, "closing client") - before, 1,
                  "a refused ADD logs one line");
-    s = h_store_open(srv.port, 0);
+    s = srv_store_open(srv.port, 0);
     cr_assert_neq(fccl_store_set(s, "refused", "x", 1), FCCL_OK);
     fccl_store_close(s);
 
@@ -182,33 +168,33 @@ Test(journal_fail, fsync_failure_refuses_writes_until_rewritten,
     cr_assert_eq(sh("rm -f %s/filler", root), 0);
     int ok = 0;
     for (int i = 0; i < 100 && !ok; i++) {
-        s = h_store_open(srv.port, 0);
+        s = srv_store_open(srv.port, 0);
         ok = fccl_store_set(s, "after", "yes", 3) == FCCL_OK;
         if (!ok) {
             fccl_store_close(s);
-            h_sleep_ms(100);
+            th_sleep_ms(100);
         }
     }
     cr_assert(ok, "writes still refused with room on the disk");
     cr_assert_eq(stat_value(s, "journal_failed"), 0);
-    cr_assert(log_count("accepting writes again") == 1);
+    cr_assert(srv_log_count(&srv, "accepting writes again") == 1);
     fccl_store_close(s);
 
     /* SIGKILL and replay: every acknowledged write is back. */
     srv_kill_hard(&srv);
     srv_cleanup(&srv);
     start();
-    s = h_store_open(srv.port, 0);
+    s = srv_store_open(srv.port, 0);
     for (int i = 0; i < 10; i++) {
         snprintf(key, sizeof(key), "k%d", i);
-        expect_value(s, key, key, strlen(key));
+        srv_expect_value(s, key, key, strlen(key));
     }
     for (int i = 0; i < acked; i++) {
         memset(big, 'a' + i % 26, sizeof(big));
         snprintf(key, sizeof(key), "big%d", i);
-        expect_value(s, key, big, sizeof(big));
+        srv_expect_value(s, key, big, sizeof(big));
     }
-    expect_value(s, "after", "yes", 3);
+    srv_expect_value(s, "after", "yes", 3);
     const char *refused[] = {"refused", "ctr"};
     int present = 1;
     cr_assert_eq(fccl_store_check(s, refused, 1, &present), FCCL_OK);

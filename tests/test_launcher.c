@@ -15,7 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "store_util.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
 
 #define ENVS "FCCL_PROVIDER=shm FCCL_TIMEOUT=30 "
 
@@ -31,11 +32,14 @@ static void setup(void)
 TestSuite(fccl_run, .init = setup, .timeout = 120);
 
 /* Run a shell script, stdout and stderr captured apart; hard timeout. */
-static struct su_result run_sh(const char *script, double timeout_s)
+static struct th_result run_sh(const char *script, double timeout_s)
 {
     char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
-    struct su_result r;
-    cr_assert_eq(su_run(argv, NULL, NULL, 0, timeout_s, &r), 0,
+    struct th_result r;
+    struct th_cmd tc = {.argv = (const char *const *)argv,
+                         .env = NULL, .in = NULL, .inlen = 0,
+                         .timeout_s = timeout_s};
+    cr_assert_eq(th_run(&tc, &r), 0,
                  "cannot run sh");
     return r;
 }
@@ -105,7 +109,7 @@ Test(fccl_run, log_dir_files_hold_each_rank_output)
              "'echo out-$RANK; echo err-$RANK >&2; echo more-$RANK; "
              "printf partial-$RANK'",
              bin_dir, tmp);
-    struct su_result r = run_sh(script, 60);
+    struct th_result r = run_sh(script, 60);
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     /* The console still has every line, prefixed. */
     cr_expect(strstr(r.out, "[0] out-0\n") && strstr(r.out, "[1] more-1\n") &&
@@ -120,7 +124,7 @@ Test(fccl_run, log_dir_files_hold_each_rank_output)
     expect_file(dir, "rank1.stdout", "out-1\nmore-1\npartial-1");
     expect_file(dir, "rank0.stderr", "err-0\n");
     expect_file(dir, "rank1.stderr", "err-1\n");
-    su_result_free(&r);
+    th_result_free(&r);
     remove_tree(tmp);
 }
 
@@ -134,9 +138,9 @@ Test(fccl_run, log_dir_per_attempt_and_errors)
              "'echo try-$RESTART_COUNT-$RANK; "
              "[ $RESTART_COUNT = 0 ] && [ $RANK = 1 ] && exit 4; exit 0'",
              bin_dir, tmp);
-    struct su_result r = run_sh(script, 60);
+    struct th_result r = run_sh(script, 60);
     cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
-    su_result_free(&r);
+    th_result_free(&r);
     char dir[512];
     snprintf(dir, sizeof(dir), "%s/attempt_0", tmp);
     expect_file(dir, "rank1.stdout", "try-0-1\n");
@@ -150,12 +154,12 @@ Test(fccl_run, log_dir_per_attempt_and_errors)
     r = run_sh(script, 30);
     cr_expect_eq(r.status, 1, "exit %d: %s", r.status, r.err);
     cr_expect(strstr(r.err, "--log-dir"), "%s", r.err);
-    su_result_free(&r);
+    th_result_free(&r);
     snprintf(script, sizeof(script), "%s/fccl-run -n 1 --log-dir '' true",
              bin_dir);
     r = run_sh(script, 30);
     cr_expect_eq(r.status, 2, "exit %d: %s", r.status, r.err);
-    su_result_free(&r);
+    th_result_free(&r);
     remove_tree(tmp);
 }
 
@@ -171,7 +175,7 @@ Test(fccl_run, restarts_until_success)
              "[ $RANK = 1 ] && [ $RESTART_COUNT -lt 2 ] && { sleep 0.3; exit 3; }; "
              "exit 0'",
              bin_dir);
-    struct su_result r = run_sh(script, 60);
+    struct th_result r = run_sh(script, 60);
     cr_assert_eq(r.status, 0, "exit %d: %s\n%s", r.status, r.out, r.err);
     for (int a = 0; a < 3; a++)
         for (int k = 0; k < 2; k++) {
@@ -190,7 +194,7 @@ Test(fccl_run, restarts_until_success)
         const char *p = strstr(r.out, pre);
         cr_assert(p, "%s", r.out);
         cr_assert_eq(sscanf(p + strlen(pre), "%159s", ids[a]), 1);
-        char other[256];
+        char other[512];
         snprintf(other, sizeof(other), "[1] job-%d-%s\n", a, ids[a]);
         cr_expect(strstr(r.out, other), "rank 1's id in attempt %d:\n%s", a,
                   r.out);
@@ -198,7 +202,7 @@ Test(fccl_run, restarts_until_success)
     cr_expect_str_neq(ids[0], ids[1]);
     cr_expect_str_neq(ids[1], ids[2]);
     cr_expect_str_neq(ids[0], ids[2]);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(fccl_run, always_failing_stops_after_the_restarts)
@@ -210,16 +214,16 @@ Test(fccl_run, always_failing_stops_after_the_restarts)
              "[ $RANK = 0 ] && { sleep 0.3; exit 5; }; "
              "exec sleep 20'",
              bin_dir);
-    double t0 = su_now();
-    struct su_result r = run_sh(script, 90);
-    double took = su_now() - t0;
+    double t0 = th_now();
+    struct th_result r = run_sh(script, 90);
+    double took = th_now() - t0;
     cr_assert_eq(r.status, 5, "exit %d: %s\n%s", r.status, r.out, r.err);
     cr_expect(strstr(r.out, "[1] seen-1-2\n") && !strstr(r.out, "seen-1-3"),
               "%s", r.out);
     cr_expect_eq(count(r.err, "rank 0 exited with status 5"), 3, "%s", r.err);
     /* The sleeping rank is stopped at once each time, not waited for. */
     cr_expect(took < 30, "took %.1f s", took);
-    su_result_free(&r);
+    th_result_free(&r);
     /* A rank killed by a signal: 128 + N after the last attempt. */
     snprintf(script, sizeof(script),
              "%s/fccl-run -n 1 --max-restarts 1 sh -c "
@@ -228,7 +232,7 @@ Test(fccl_run, always_failing_stops_after_the_restarts)
     r = run_sh(script, 60);
     cr_expect_eq(r.status, 137, "exit %d: %s", r.status, r.err);
     cr_expect(strstr(r.out, "[0] seen-1\n"), "%s", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(fccl_run, no_restart_by_default)
@@ -238,12 +242,12 @@ Test(fccl_run, no_restart_by_default)
              "%s/fccl-run -n 2 sh -c 'echo seen-$RANK-$RESTART_COUNT; "
              "sleep 0.3; exit 6'",
              bin_dir);
-    struct su_result r = run_sh(script, 60);
+    struct th_result r = run_sh(script, 60);
     cr_expect_eq(r.status, 6, "exit %d: %s", r.status, r.err);
     cr_expect(strstr(r.out, "seen-0-0") && !strstr(r.out, "seen-0-1"), "%s",
               r.out);
     cr_expect(!strstr(r.err, "restart"), "%s", r.err);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 /* ^C stops the job for good, restarts or not. */
@@ -255,10 +259,10 @@ Test(fccl_run, interrupt_is_not_restarted)
              "'echo seen-$RANK-$RESTART_COUNT; exec sleep 30' & p=$!; "
              "sleep 1; kill -INT $p; wait $p",
              bin_dir);
-    struct su_result r = run_sh(script, 60);
+    struct th_result r = run_sh(script, 60);
     cr_expect_eq(r.status, 130, "exit %d: %s", r.status, r.err);
     cr_expect(!strstr(r.out, "seen-0-1"), "%s", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 /* Two launchers of one 2-node job on loopback, a plain server between
@@ -268,8 +272,8 @@ Test(fccl_run, interrupt_is_not_restarted)
  * that always fails on node 1: both nodes exit with its status. */
 Test(fccl_run, two_nodes_restart_together, .timeout = 180)
 {
-    struct su_server srv;
-    cr_assert_eq(su_start_ours(&srv, NULL, NULL), 0);
+    struct srv srv;
+    srv_start_local(&srv, NULL);
     char script[8192];
     const char *prog =
         "echo seen-$RANK-$RESTART_COUNT-$FCCL_JOB_ID; "
@@ -282,7 +286,7 @@ Test(fccl_run, two_nodes_restart_together, .timeout = 180)
              "--max-restarts 2 sh -c '%s' & b=$!; "
              "wait $a; ra=$?; wait $b; rb=$?; echo \"rc $ra $rb\"",
              bin_dir, srv.addr, prog, bin_dir, srv.addr, prog);
-    struct su_result r = run_sh(script, 150);
+    struct th_result r = run_sh(script, 150);
     cr_assert(strstr(r.out, "rc 0 0\n"), "%s\n%s", r.out, r.err);
     for (int a = 0; a < 3; a++) {
         char pre[64], id[160], other[256];
@@ -293,7 +297,7 @@ Test(fccl_run, two_nodes_restart_together, .timeout = 180)
         snprintf(other, sizeof(other), "[3] seen-3-%d-%s\n", a, id);
         cr_expect(strstr(r.out, other), "%s", r.out);
     }
-    su_result_free(&r);
+    th_result_free(&r);
     const char *fails = "echo seen-$RANK-$RESTART_COUNT; "
                         "[ $RANK = 1 ] && exit 5; sleep 0.2";
     snprintf(script, sizeof(script),
@@ -308,15 +312,15 @@ Test(fccl_run, two_nodes_restart_together, .timeout = 180)
     cr_expect(strstr(r.out, "[0] seen-0-2\n") && strstr(r.out, "[1] seen-1-2\n") &&
                   !strstr(r.out, "seen-0-3"),
               "%s", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
     /* Neither job left a launcher key. */
     snprintf(script, sizeof(script), "%s/tcpstore --addr %s --raw-keys keys ''",
              bin_dir, srv.addr);
     r = run_sh(script, 30);
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_eq(r.outlen, 0, "keys left:\n%s", r.out);
-    su_result_free(&r);
-    su_server_stop(&srv);
+    th_result_free(&r);
+    srv_stop(&srv);
 }
 
 /* The launchers' own store connection takes the ranks' TLS and token
@@ -339,12 +343,12 @@ Test(fccl_run, two_nodes_at_a_tls_and_token_store, .timeout = 120)
     snprintf(cert, sizeof(cert), "%s/srv.pem", tmp);
     snprintf(key, sizeof(key), "%s/srv.key", tmp);
     snprintf(tok, sizeof(tok), "%s/tok", tmp);
-    char *argv[] = {(char *)su_bin("tcpstore-server", bin, sizeof(bin)),
+    char *argv[] = {(char *)th_bin("tcpstore-server", bin, sizeof(bin)),
                     "--host", "127.0.0.1", "--port", "0", "--tls-cert", cert,
                     "--tls-key", key, "--tls-required", "--token-file", tok,
                     "--auth-required", NULL};
-    struct su_server srv;
-    cr_assert_eq(su_server_start(&srv, argv, 20), 0, "server did not start");
+    struct srv srv;
+    srv_start_argv(&srv, (const char *const *)argv, 20);
     char script[8192];
     snprintf(script, sizeof(script),
              "export FCCL_STORE_TLS_CA=%s FCCL_STORE_TOKEN_FILE=%s; "
@@ -355,12 +359,12 @@ Test(fccl_run, two_nodes_at_a_tls_and_token_store, .timeout = 120)
              "[ $RESTART_COUNT = 0 ] && { sleep 0.3; exit 3; }; exit 0' & b=$!; "
              "wait $a; ra=$?; wait $b; rb=$?; echo \"rc $ra $rb\"",
              cert, tok, bin_dir, srv.addr, bin_dir, srv.addr);
-    struct su_result r = run_sh(script, 100);
+    struct th_result r = run_sh(script, 100);
     cr_expect(strstr(r.out, "rc 0 0\n"), "%s\n%s", r.out, r.err);
     cr_expect(strstr(r.out, "[0] n0-1\n") && strstr(r.out, "[1] n1-1\n"),
               "%s", r.out);
-    su_result_free(&r);
-    su_server_stop(&srv);
+    th_result_free(&r);
+    srv_stop(&srv);
     remove_tree(tmp);
 }
 
@@ -375,12 +379,12 @@ Test(fccl_run, restarted_fccl_job_gets_a_fresh_job_id)
              "'[ $RESTART_COUNT = 0 ] && [ $RANK = 1 ] && exit 9; "
              "exec %s/boot_check env'",
              bin_dir, test_dir);
-    struct su_result r = run_sh(script, 100);
+    struct th_result r = run_sh(script, 100);
     cr_assert_eq(r.status, 0, "exit %d: %s\n%s", r.status, r.out, r.err);
     cr_expect(strstr(r.out, "[0] R0 done 0\n") && strstr(r.out, "[1] R1 done 0\n"),
               "%s", r.out);
     cr_expect(strstr(r.err, "rank 1 exited with status 9"), "%s", r.err);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(fccl_run, bad_option_values_exit_2)
@@ -391,10 +395,10 @@ Test(fccl_run, bad_option_values_exit_2)
         char script[1024];
         snprintf(script, sizeof(script), "%s/fccl-run -n 1 %s true", bin_dir,
                  bad[i]);
-        struct su_result r = run_sh(script, 30);
+        struct th_result r = run_sh(script, 30);
         cr_expect_eq(r.status, 2, "%s: exit %d: %s", bad[i], r.status, r.err);
         cr_expect(strstr(r.err, "fccl-run"), "%s: %s", bad[i], r.err);
-        su_result_free(&r);
+        th_result_free(&r);
     }
 }
 
@@ -495,14 +499,14 @@ Test(fccl_run, bind_to_core)
              "%s/fccl-run -n 2 --bind-to none sh -c "
              "'grep Cpus_allowed_list /proc/self/status'",
              bin_dir);
-    struct su_result r = run_sh(script, 60);
+    struct th_result r = run_sh(script, 60);
     cr_assert_eq(r.status, 0, "%s", r.err);
     rank_cpus(r.out, 0, a, sizeof(a));
     rank_cpus(r.out, 1, b, sizeof(b));
     cr_expect_str_eq(a, mine);
     cr_expect_str_eq(b, mine);
     cr_expect(!strstr(r.err, "bound to"), "%s", r.err);
-    su_result_free(&r);
+    th_result_free(&r);
     /* core: each rank its own share, as reported at start */
     snprintf(script, sizeof(script),
              "%s/fccl-run -n 2 --bind-to core sh -c "
@@ -521,7 +525,7 @@ Test(fccl_run, bind_to_core)
     if (cores >= 2)
         cr_expect(!lists_overlap(a, b), "ranks share CPUs: %s and %s", a, b);
     cr_expect(strcmp(a, mine) != 0 || cores < 2);
-    su_result_free(&r);
+    th_result_free(&r);
     /* More ranks than cores wrap around: on one CPU, all ranks share it. */
     snprintf(script, sizeof(script),
              "taskset -c %d %s/fccl-run -n 3 --bind-to core sh -c "
@@ -535,7 +539,7 @@ Test(fccl_run, bind_to_core)
         rank_cpus(r.out, k, a, sizeof(a));
         cr_expect_str_eq(a, want, "rank %d", k);
     }
-    su_result_free(&r);
+    th_result_free(&r);
     /* cores + 1 ranks: the last one shares rank 0's core */
     snprintf(script, sizeof(script),
              "%s/fccl-run -n %d --bind-to core sh -c "
@@ -546,7 +550,7 @@ Test(fccl_run, bind_to_core)
     rank_cpus(r.out, 0, a, sizeof(a));
     rank_cpus(r.out, cores, b, sizeof(b));
     cr_expect_str_eq(a, b, "rank %d should wrap to rank 0's core", cores);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 /* ---- msrun's variables ---- */
@@ -561,12 +565,12 @@ Test(fccl_run, ranks_get_msrun_variables)
              "[ \"$MS_SCHED_HOST:$MS_SCHED_PORT\" = "
              "\"$MASTER_ADDR:$MASTER_PORT\" ] && echo sched-same'",
              bin_dir);
-    struct su_result r = run_sh(script, 60);
+    struct th_result r = run_sh(script, 60);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, "[0] ms-2-2-0-0-0-none\n"), "%s", r.out);
     cr_expect(strstr(r.out, "[1] ms-2-2-1-1-1-none\n"), "%s", r.out);
     cr_expect_eq(count(r.out, "sched-same"), 2, "%s", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 /* A 2-rank job started by hand with msrun's variables only (as msrun
@@ -576,7 +580,7 @@ Test(fccl_run, ranks_get_msrun_variables)
 Test(fccl_run, msrun_variables_through_env)
 {
     char script[8192];
-    int port = su_free_port();
+    int port = th_free_port();
     snprintf(script, sizeof(script),
              "unset MASTER_ADDR MASTER_PORT WORLD_SIZE LOCAL_WORLD_SIZE "
              "RANK_TABLE_FILE FCCL_JOB_ID TORCHELASTIC_RUN_ID; "
@@ -588,11 +592,11 @@ Test(fccl_run, msrun_variables_through_env)
              "done; wait; cat /tmp/fccl-msrun-$$-0.log /tmp/fccl-msrun-$$-1.log; "
              "rm -f /tmp/fccl-msrun-$$-*.log",
              port, test_dir);
-    struct su_result r = run_sh(script, 100);
+    struct th_result r = run_sh(script, 100);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, "R0 size 2\n") && strstr(r.out, "R1 size 2\n"),
               "%s", r.out);
     cr_expect(strstr(r.out, "R0 done 0\n") && strstr(r.out, "R1 done 0\n"),
               "%s", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
 }

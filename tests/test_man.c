@@ -18,7 +18,8 @@
 #include <string.h>
 
 #include "fccl/core.h"
-#include "store_util.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
 
 static char man_dir[600], bin_dir[512], src_dir[512];
 
@@ -50,19 +51,22 @@ static const struct {
 /* Programs without a page of their own. */
 static const char *const NO_PAGE[] = {"fccl-demo"};
 
-static struct su_result sh(const char *cmd)
+static struct th_result sh(const char *cmd)
 {
     char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
-    struct su_result r;
-    cr_assert_eq(su_run(argv, NULL, NULL, 0, 60, &r), 0, "cannot run sh");
+    struct th_result r;
+    struct th_cmd tc = {.argv = (const char *const *)argv,
+                         .env = NULL, .in = NULL, .inlen = 0,
+                         .timeout_s = 60};
+    cr_assert_eq(th_run(&tc, &r), 0, "cannot run sh");
     return r;
 }
 
 static void need_man(void)
 {
-    struct su_result r = sh("command -v man");
+    struct th_result r = sh("command -v man");
     int ok = r.status == 0;
-    su_result_free(&r);
+    th_result_free(&r);
     cr_assert(ok, "man(1) is missing: scripts/install-deps.sh installs "
                   "man-db and groff-base");
 }
@@ -74,12 +78,12 @@ static char *rendered(const char *page)
     char cmd[1400];
     snprintf(cmd, sizeof(cmd), "LC_ALL=C MANWIDTH=80 man -l '%s/%s'", man_dir,
              page);
-    struct su_result r = sh(cmd);
+    struct th_result r = sh(cmd);
     cr_assert_eq(r.status, 0, "man -l %s: exit %d: %s", page, r.status, r.err);
     cr_assert_gt(r.outlen, 0, "%s renders to nothing", page);
     char *text = r.out;
     r.out = NULL;
-    su_result_free(&r);
+    th_result_free(&r);
     return text;
 }
 
@@ -179,12 +183,12 @@ Test(man, pages_render_without_warnings)
                      "LC_ALL=%s MANWIDTH=80 man --warnings -l '%s/%s' "
                      ">/dev/null",
                      locales[l], man_dir, e->d_name);
-            struct su_result r = sh(cmd);
+            struct th_result r = sh(cmd);
             cr_expect_eq(r.status, 0, "%s: man exit %d", e->d_name,
                          r.status);
             cr_expect_eq(r.errlen, 0, "%s (LC_ALL=%s) warns:\n%s", e->d_name,
                          locales[l], r.err);
-            su_result_free(&r);
+            th_result_free(&r);
         }
         pages++;
     }
@@ -200,7 +204,7 @@ Test(man, every_help_option_is_in_its_page)
             continue;
         char cmd[1200];
         snprintf(cmd, sizeof(cmd), "'%s/%s' --help", bin_dir, PAGES[i].prog);
-        struct su_result r = sh(cmd);
+        struct th_result r = sh(cmd);
         cr_assert_eq(r.status, 0, "%s --help: exit %d", PAGES[i].prog,
                      r.status);
         static char opts[MAX_OPTS][64];
@@ -223,7 +227,7 @@ Test(man, every_help_option_is_in_its_page)
         cr_expect(!missing[0], "%s --help names what %s lacks:%s",
                   PAGES[i].prog, PAGES[i].page, missing);
         free(text);
-        su_result_free(&r);
+        th_result_free(&r);
     }
 }
 
@@ -311,7 +315,7 @@ Test(man, libfccl_names_every_header_and_variable)
     char *text = rendered("libfccl.3");
     char cmd[1400];
     snprintf(cmd, sizeof(cmd), "cd '%s' && ls include/fccl/*.h", src_dir);
-    struct su_result r = sh(cmd);
+    struct th_result r = sh(cmd);
     cr_assert_eq(r.status, 0, "no headers in %s/include/fccl", src_dir);
     int headers = 0;
     for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
@@ -321,7 +325,7 @@ Test(man, libfccl_names_every_header_and_variable)
         headers++;
     }
     cr_expect_geq(headers, 5);
-    su_result_free(&r);
+    th_result_free(&r);
     /* Every "FCCL_..." string in the library's sources: a variable it
      * reads (or the stem of some, like FCCL_STORE). */
     snprintf(cmd, sizeof(cmd),
@@ -340,6 +344,6 @@ Test(man, libfccl_names_every_header_and_variable)
     cr_expect_geq(vars, 10, "found only %d FCCL_ variables in the sources",
                   vars);
     cr_expect(!missing[0], "libfccl(3) lacks:%s", missing);
-    su_result_free(&r);
+    th_result_free(&r);
     free(text);
 }

@@ -14,27 +14,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proc_util.h"
+#include "lib/proc.h"
 
 #define TCP "tcp;ofi_rxm"
 
-static int reduced(void)
-{
-    const char *r = getenv("FCCL_TEST_REDUCED");
-    return r && *r && strcmp(r, "0") != 0;
-}
-
 static void job(const char *prov, int n, const char *mode, int min_cases)
 {
-    if (reduced() && strcmp(prov, "shm") != 0)
+    if (th_reduced() && strcmp(prov, "shm") != 0)
         cr_skip_test("reduced: shm only");
     char cmd[512];
     snprintf(cmd, sizeof(cmd),
              "FCCL_PROVIDER=\"%s\" FCCL_TIMEOUT=60 %s/fccl-run -n %d "
              "%s/moe_check -m %s",
-             prov, PU_BIN, n, PU_TESTBIN, mode);
+             prov, th_bin_dir(), n, th_testbin_dir(), mode);
     char *out = NULL;
-    int rc = pu_run(cmd, 150, &out);
+    int rc = th_sh(cmd, 150, &out);
     const char *line = strstr(out ? out : "", "moe_check: ranks=");
     int cases = -1, failed = -1;
     if (line) {
@@ -55,7 +49,7 @@ static void job(const char *prov, int n, const char *mode, int min_cases)
 
 static void layer(const char *prov, int n, int min_cases, int min_reduced)
 {
-    job(prov, n, "layer", reduced() ? min_reduced : min_cases);
+    job(prov, n, "layer", th_reduced() ? min_reduced : min_cases);
 }
 
 Test(moe_layer, shm_2, .timeout = 170) { layer("shm", 2, 26, 6); }
@@ -79,9 +73,9 @@ static void bench(int n, const char *args, int want_rc)
     snprintf(cmd, sizeof(cmd),
              "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 %s/fccl-run -n %d "
              "%s/fccl-moe-bench %s",
-             PU_BIN, n, PU_BIN, args);
+             th_bin_dir(), n, th_bin_dir(), args);
     char *out = NULL;
-    int rc = pu_run(cmd, 150, &out);
+    int rc = th_sh(cmd, 150, &out);
     if (rc != want_rc)
         fprintf(stderr, "%s\n", out ? out : "");
     cr_assert_eq(rc, want_rc, "%s: exit %d, want %d", cmd, rc, want_rc);
@@ -104,16 +98,16 @@ Test(moe_bench, bad_k, .timeout = 60) { bench(2, "-k 99", 2); }
  * naming it, within 30 s (FCCL_TIMEOUT=20 would end a hang later). */
 static void kill_job(const char *prov, int n)
 {
-    if (reduced() && strcmp(prov, "shm") != 0)
+    if (th_reduced() && strcmp(prov, "shm") != 0)
         cr_skip_test("reduced: shm only");
     char cmd[512];
     snprintf(cmd, sizeof(cmd),
              "FCCL_PROVIDER=\"%s\" FCCL_TIMEOUT=20 %s/fccl-run -n %d "
              "%s/moe_check -m kill",
-             prov, PU_BIN, n, PU_TESTBIN);
+             prov, th_bin_dir(), n, th_testbin_dir());
     char *out = NULL;
-    int rc = pu_run(cmd, 90, &out);
-    int ok = pu_count(out ? out : "", "-> ok");
+    int rc = th_sh(cmd, 90, &out);
+    int ok = th_count(out ? out : "", "-> ok");
     if (rc != 0 || ok != n - 1)
         fprintf(stderr, "%s\n", out ? out : "");
     cr_assert_eq(rc, 0, "%s: exit %d", cmd, rc);

@@ -12,19 +12,59 @@
  * with a message when `/usr/bin/python3 -c 'import torch'` fails.
  */
 #include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "fccl/store.h"
-#include "store_util.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
+
+#define PYTHON "/usr/bin/python3"
 
 /* The server of the running test, stopped by the suite even when an
  * assertion ends the test early. */
-static struct su_server srv;
+static struct srv srv;
 
-static void stop_server(void) { su_server_stop(&srv); }
+static void stop_server(void)
+{
+    srv_stop(&srv);
+    srv_cleanup(&srv);
+}
+
+/* tests/py/<script> under $FCCL_SRCDIR (default: the current directory,
+ * the source tree). */
+static const char *py_script(const char *script, char *buf, size_t len)
+{
+    const char *d = getenv("FCCL_SRCDIR");
+    snprintf(buf, len, "%s/tests/py/%s", d && *d ? d : ".", script);
+    return buf;
+}
+
+static int have_torch(void)
+{
+    static int have = -1;
+    if (have < 0)
+        have = system(PYTHON " -c 'import torch' >/dev/null 2>&1") == 0;
+    return have;
+}
+
+/* PyTorch 1.13's own TCPStore server (legacy dialect). */
+static void start_pytorch(struct srv *s)
+{
+    char py[512];
+    const char *argv[] = {PYTHON, py_script("pt_server.py", py, sizeof(py)),
+                          NULL};
+    srv_start_argv(s, argv, 60);
+}
 
 /* One suite: Criterion 2.4's runner leaks a little under ASan when two
  * suites run in parallel jobs. */
@@ -498,7 +538,7 @@ static void exchange(int fd, const struct bb *req, const struct bb *rep,
 
 Test(compat, wire_server_replies_match_protocol_md)
 {
-    cr_assert_eq(su_start_ours(&srv, NULL, NULL), 0);
+    srv_start_local(&srv, NULL);
     int fd = raw_connect(srv.port);
     EX(fd, "VALIDATE", (bb_u8(q, 0), bb_le(q, 0x3C85F7CE, 4)), (void)0);
     EX(fd, "SET", (bb_u8(q, 1), bb_str(q, "/k"), bb_str(q, "v")), (void)0);
@@ -557,43 +597,47 @@ Test(compat, wire_server_replies_match_protocol_md)
         bb_u8(q, 5), bb_keys(q, 1, "/p")),
        (bb_u64(r, 2), bb_str(r, "2"), bb_u8(r, 0)));
     close(fd);
-    su_server_stop(&srv);
+    srv_stop(&srv);
 }
 
 /* ---- PyTorch 1.13 ---- */
 
 #define NEED_TORCH()                                                           \
     do {                                                                       \
-        if (!su_have_torch())                                                  \
+        if (!have_torch())                                                  \
             cr_skip("/usr/bin/python3 cannot import torch: skipping the "     \
                     "PyTorch compatibility test");                             \
     } while (0)
 
-static struct su_result py(const char *addr, const char *a, const char *b,
+static struct th_result run(const char *const *argv, double timeout_s)
+{
+    struct th_cmd c = {.argv = argv, .timeout_s = timeout_s};
+    struct th_result r;
+    cr_assert_eq(th_run(&c, &r), 0, "cannot run %s", argv[0]);
+    return r;
+}
+
+static struct th_result py(const char *addr, const char *a, const char *b,
                            const char *c)
 {
     char script[512];
-    char *argv[] = {SU_PYTHON, (char *)su_py("pt_client.py", script,
-                                             sizeof(script)),
-                    (char *)addr, (char *)a, (char *)b, (char *)c, NULL};
-    struct su_result r;
-    cr_assert_eq(su_run(argv, NULL, NULL, 0, 90, &r), 0);
-    return r;
+    const char *argv[] = {PYTHON,
+                          py_script("pt_client.py", script, sizeof(script)),
+                          addr, a, b, c, NULL};
+    return run(argv, 90);
 }
 
-static struct su_result cli(const char *addr, const char *dialect,
+static struct th_result cli(const char *addr, const char *dialect,
                             const char *a, const char *b, const char *c)
 {
     char bin[512];
-    char *argv[] = {(char *)su_bin("tcpstore", bin, sizeof(bin)),
-                    "--addr", (char *)addr, "--dialect", (char *)dialect,
-                    "--timeout", "5", (char *)a, (char *)b, (char *)c, NULL};
-    struct su_result r;
-    cr_assert_eq(su_run(argv, NULL, NULL, 0, 30, &r), 0);
-    return r;
+    const char *argv[] = {th_bin("tcpstore", bin, sizeof(bin)),
+                          "--addr", addr, "--dialect", dialect,
+                          "--timeout", "5", a, b, c, NULL};
+    return run(argv, 30);
 }
 
-static void cli_expect(struct su_result r, int status, const char *out,
+static void cli_expect(struct th_result r, int status, const char *out,
                        size_t outlen)
 {
     cr_assert_eq(r.status, status, "tcpstore exit %d, want %d: %s", r.status,
@@ -601,13 +645,13 @@ static void cli_expect(struct su_result r, int status, const char *out,
     if (out)
         cr_assert(r.outlen == outlen && memcmp(r.out, out, outlen) == 0,
                   "tcpstore printed '%s'", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
 }
 
 Test(compat, pytorch_torch_client_against_our_server)
 {
     NEED_TORCH();
-    cr_assert_eq(su_start_ours(&srv, NULL, NULL), 0);
+    srv_start_local(&srv, NULL);
     fccl_store_opts_t o;
     fccl_store_opts_init(&o);
     o.addr = srv.addr;
@@ -616,10 +660,10 @@ Test(compat, pytorch_torch_client_against_our_server)
     cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK);
     cr_assert_eq(fccl_store_set(s, "from_c", "C\0side", 6), FCCL_OK);
 
-    struct su_result r = py(srv.addr, "ops", NULL, NULL);
+    struct th_result r = py(srv.addr, "ops", NULL, NULL);
     cr_assert_eq(r.status, 0, "torch client: %s%s", r.out, r.err);
     cr_assert(strstr(r.out, "OK"), "%s", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
 
     /* What torch wrote, read back by our library (modern dialect) ... */
     void *v;
@@ -652,18 +696,16 @@ Test(compat, pytorch_torch_client_against_our_server)
     cli_expect(cli(srv.addr, "modern", "check", "a", "cs"), 0, "", 0);
     cli_expect(cli(srv.addr, "modern", "keys", "c", NULL), 0, "cnt\ncs\n", 7);
     char bin[512];
-    char *argv[] = {(char *)su_bin("tcpstore", bin, sizeof(bin)), "--addr",
-                    srv.addr, "--raw-keys", "get", "init/", NULL};
-    struct su_result rr;
-    su_run(argv, NULL, NULL, 0, 30, &rr);
-    cli_expect(rr, 0, "1", 1);
-    su_server_stop(&srv);
+    const char *argv[] = {th_bin("tcpstore", bin, sizeof(bin)), "--addr",
+                          srv.addr, "--raw-keys", "get", "init/", NULL};
+    cli_expect(run(argv, 30), 0, "1", 1);
+    srv_stop(&srv);
 }
 
 Test(compat, pytorch_our_legacy_client_against_pytorch_server)
 {
     NEED_TORCH();
-    cr_assert_eq(su_start_pytorch(&srv), 0, "PyTorch's server did not start");
+    start_pytorch(&srv);
     fccl_store_opts_t o;
     fccl_store_opts_init(&o);
     o.addr = srv.addr;
@@ -713,9 +755,9 @@ Test(compat, pytorch_our_legacy_client_against_pytorch_server)
     cr_assert_eq(fccl_store_delete(s, "e", &del), FCCL_OK);
     cr_assert_eq(del, 0);
     /* Timeout: PyTorch's server cannot cancel; we reconnect and go on. */
-    double t0 = su_now();
+    double t0 = th_now();
     cr_assert_eq(fccl_store_get(s, "never", &v, &len, 200), FCCL_ERR_TIMEOUT);
-    cr_assert(su_now() - t0 < 3);
+    cr_assert(th_now() - t0 < 3);
     cr_assert(strstr(fccl_last_error(), "/never") &&
                   strstr(fccl_last_error(), srv.addr),
               "%s", fccl_last_error());
@@ -724,13 +766,13 @@ Test(compat, pytorch_our_legacy_client_against_pytorch_server)
     fccl_store_close(s);
 
     /* torch reads what we wrote; the CLI in legacy mode works too. */
-    struct su_result r = py(srv.addr, "get", "from_c", NULL);
+    struct th_result r = py(srv.addr, "get", "from_c", NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert_str_eq(r.out, "430073696465\n", "torch read %s", r.out);
-    su_result_free(&r);
+    th_result_free(&r);
     r = py(srv.addr, "set", "from_py", "00ff41");
     cr_assert_eq(r.status, 0, "%s", r.err);
-    su_result_free(&r);
+    th_result_free(&r);
     cli_expect(cli(srv.addr, "legacy", "get", "from_py", NULL), 0, "\0\xff" "A",
                3);
     cli_expect(cli(srv.addr, "legacy", "add", "n", "-7"), 0, "-9\n", 3);
@@ -750,5 +792,5 @@ Test(compat, pytorch_our_legacy_client_against_pytorch_server)
     cr_assert(strstr(fccl_last_error(), "legacy dialect"), "%s",
               fccl_last_error());
     fccl_store_close(s);
-    su_server_stop(&srv);
+    srv_stop(&srv);
 }

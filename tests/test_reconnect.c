@@ -8,12 +8,34 @@
 #include <pthread.h>
 
 #include "fccl/store.h"
-#include "server_harness.h"
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fccl/core.h"
+#include "fccl/store.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
+#include "lib/wire.h"
 
 static char jdir[64], jpath[128];
 
-static void make_dir(void) { journal_dir_make(jdir, jpath, "fccl-rc"); }
-static void remove_dir(void) { journal_dir_remove(jdir, jpath); }
+/* A fresh directory for the journal; removed with all in it. */
+static void make_dir(void)
+{
+    cr_assert_eq(th_mkdtemp(jdir, sizeof(jdir), "fccl-rc"), 0);
+    snprintf(jpath, sizeof(jpath), "%s/store.journal", jdir);
+}
+
+static void remove_dir(void) { th_rmtree(jdir); }
 
 /* More server arguments (TLS, token) for every start, NULL-terminated. */
 static const char *more_args[12];
@@ -32,25 +54,12 @@ static void start_on(struct srv *s, int port)
         cr_assert_eq(s->port, port);
 }
 
-static void kill_server(struct srv *s) { srv_kill_hard(s); }
-
 static void restart(struct srv *s)
 {
     int port = s->port;
-    kill_server(s);
+    srv_kill_hard(s);
     srv_cleanup(s);
     start_on(s, port);
-}
-
-static void expect_value(fccl_store_t *s, const char *key, const char *want)
-{
-    void *v = NULL;
-    size_t len = 0;
-    int rc = fccl_store_get(s, key, &v, &len, 5000);
-    cr_assert_eq(rc, FCCL_OK, "GET %s: %s", key, fccl_last_error());
-    cr_assert_eq(len, strlen(want));
-    cr_assert(memcmp(v, want, len) == 0);
-    free(v);
 }
 
 Test(reconnect, survives_restart_between_calls, .timeout = 60)
@@ -58,7 +67,7 @@ Test(reconnect, survives_restart_between_calls, .timeout = 60)
     make_dir();
     struct srv srv = {0};
     start_on(&srv, 0);
-    fccl_store_t *s = h_store_open(srv.port, 1), *view = NULL;
+    fccl_store_t *s = srv_store_open(srv.port, 1), *view = NULL;
     cr_assert_eq(fccl_store_prefixed(s, "job", &view), FCCL_OK);
     cr_assert_eq(fccl_store_set(s, "a", "1", 1), FCCL_OK);
     cr_assert_eq(fccl_store_set(view, "b", "2", 1), FCCL_OK);
@@ -66,10 +75,10 @@ Test(reconnect, survives_restart_between_calls, .timeout = 60)
     cr_assert_eq(fccl_store_add(s, "ctr", 5, &n), FCCL_OK);
     restart(&srv);
     /* Journal kept the keys; the handle and its view reconnect. */
-    expect_value(s, "a", "1");
-    expect_value(view, "b", "2");
+    srv_expect_cstr(s, "a", "1");
+    srv_expect_cstr(view, "b", "2");
     cr_assert_eq(fccl_store_set(s, "c", "3", 1), FCCL_OK);
-    expect_value(s, "c", "3");
+    srv_expect_cstr(s, "c", "3");
     restart(&srv);
     /* Seen closed before it was sent: an ADD may go out once, exactly. */
     cr_assert_eq(fccl_store_add(view, "x", 1, &n), FCCL_OK, "%s",
@@ -103,17 +112,17 @@ Test(reconnect, pending_wait_reissued, .timeout = 60)
     make_dir();
     struct srv srv = {0};
     start_on(&srv, 0);
-    struct waiter w = {.s = h_store_open(srv.port, 1), .rc = 99};
+    struct waiter w = {.s = srv_store_open(srv.port, 1), .rc = 99};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, wait_thread, &w), 0);
-    h_sleep_ms(300); /* the WAIT is at the server */
+    th_sleep_ms(300); /* the WAIT is at the server */
     restart(&srv);
-    h_sleep_ms(300);
-    fccl_store_t *other = h_store_open(srv.port, 0);
+    th_sleep_ms(300);
+    fccl_store_t *other = srv_store_open(srv.port, 0);
     cr_assert_eq(fccl_store_set(other, "late", "v", 1), FCCL_OK);
     pthread_join(t, NULL);
     cr_assert_eq(w.rc, FCCL_OK, "WAIT: %s", w.msg);
-    expect_value(w.s, "late", "v");
+    srv_expect_cstr(w.s, "late", "v");
     fccl_store_close(other);
     fccl_store_close(w.s);
     srv_cleanup(&srv);
@@ -138,7 +147,7 @@ Test(reconnect, lost_add_reply_is_an_error_not_repeated, .timeout = 60)
     make_dir();
     struct srv srv = {0};
     start_on(&srv, 0);
-    struct adder a = {.s = h_store_open(srv.port, 1), .rc = 99};
+    struct adder a = {.s = srv_store_open(srv.port, 1), .rc = 99};
     int64_t v = 0;
     cr_assert_eq(fccl_store_add(a.s, "ctr", 10, &v), FCCL_OK);
     /* A stopped server takes the ADD into its socket buffer and never
@@ -146,7 +155,7 @@ Test(reconnect, lost_add_reply_is_an_error_not_repeated, .timeout = 60)
     kill(srv.pid, SIGSTOP);
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, add_thread, &a), 0);
-    h_sleep_ms(300);
+    th_sleep_ms(300);
     restart(&srv);
     pthread_join(t, NULL);
     cr_assert(a.rc == FCCL_ERR_CLOSED || a.rc == FCCL_ERR_IO,
@@ -166,7 +175,7 @@ Test(reconnect, off_keeps_closed, .timeout = 60)
     make_dir();
     struct srv srv = {0};
     start_on(&srv, 0);
-    fccl_store_t *s = h_store_open(srv.port, 0);
+    fccl_store_t *s = srv_store_open(srv.port, 0);
     cr_assert_eq(fccl_store_set(s, "a", "1", 1), FCCL_OK);
     restart(&srv);
     void *v = NULL;
@@ -221,7 +230,7 @@ static int demo_across_restart(struct srv *srv, const char *reconnect)
 {
     char port[16], demo[512], job[64], rank[16];
     snprintf(port, sizeof(port), "%d", srv->port);
-    snprintf(demo, sizeof(demo), "%s/fccl-demo", h_bin_dir());
+    snprintf(demo, sizeof(demo), "%s/fccl-demo", th_bin_dir());
     snprintf(job, sizeof(job), "rc-init-%s-%d", reconnect, (int)getpid());
     const char *vars[][2] = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
                              {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "4"},
@@ -240,7 +249,7 @@ static int demo_across_restart(struct srv *srv, const char *reconnect)
         setenv("RANK", rank, 1);
         setenv("LOCAL_RANK", rank, 1);
         const char *argv[] = {demo, NULL};
-        h_spawn(&ranks[r], argv, &outfd[r]);
+        srv_spawn(&ranks[r], argv, &outfd[r]);
     }
     for (size_t i = 0; i < nvars; i++)
         unsetenv(vars[i][0]);
@@ -250,16 +259,15 @@ static int demo_across_restart(struct srv *srv, const char *reconnect)
      * slowly would otherwise meet only the restarted server). */
     int queued = 0;
     for (int i = 0; i < 600 && (queued = accept_backlog(srv->port)) < 4; i++)
-        h_sleep_ms(50);
+        th_sleep_ms(50);
     cr_log_info("reconnect=%s: %d connections queued at the stopped store",
                 reconnect, queued);
-    h_sleep_ms(200);
+    th_sleep_ms(200);
     restart(srv);
     int bad = queued < 4; /* the restart did not land in init */
     char out[65536];
     for (int r = 0; r < 4; r++) {
-        int st = h_reap(ranks[r].pid, 60000);
-        ranks[r].pid = 0;
+        int st = srv_wait(&ranks[r], 60000);
         out[0] = '\0';
         read_rest(outfd[r], out, sizeof(out));
         close(outfd[r]);
@@ -295,32 +303,27 @@ Test(reconnect, fccl_init_rides_out_a_store_restart, .timeout = 90)
  * VALIDATE, AUTH) against a server that requires both. */
 Test(reconnect, tls_and_token_redone, .timeout = 60)
 {
-    if (system("openssl version >/dev/null 2>&1") != 0)
-        cr_skip_test("no openssl program to make certificates");
+    srv_need_openssl();
     make_dir();
-    char cmd[1024], crt[160], key[160], tok[160];
+    char crt[160], key[160], tok[160];
     snprintf(crt, sizeof(crt), "%s/server.crt", jdir);
     snprintf(key, sizeof(key), "%s/server.key", jdir);
     snprintf(tok, sizeof(tok), "%s/token", jdir);
-    snprintf(cmd, sizeof(cmd),
-             "{ openssl req -x509 -newkey rsa:2048 -nodes -days 1 -keyout %s "
-             "-out %s -subj /CN=store -addext subjectAltName=IP:127.0.0.1 && "
-             "printf 'reconnect-test-token-0123456789' > %s && "
-             "chmod 600 %s %s; } >/dev/null 2>&1",
-             key, crt, tok, key, tok);
-    cr_assert_eq(system(cmd), 0, "making the certificate failed");
+    srv_make_cert(crt, key, "store");
+    FILE *tf = fopen(tok, "w");
+    cr_assert(tf, "%s: %s", tok, strerror(errno));
+    fputs("reconnect-test-token-0123456789", tf);
+    cr_assert_eq(fclose(tf), 0);
+    cr_assert_eq(chmod(tok, 0600), 0);
     const char *args[] = {"--tls-cert", crt, "--tls-key", key,
                           "--tls-required", "--token-file", tok,
                           "--auth-required", NULL};
     memcpy(more_args, args, sizeof(args));
     struct srv srv = {0};
     start_on(&srv, 0);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", srv.port);
+    char addr[TH_ADDR_LEN];
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 10000;
+    srv_client_opts(&o, addr, srv.port, 10000);
     o.tls_ca = crt;
     o.token_file = tok;
     o.reconnect = 1;
@@ -331,7 +334,7 @@ Test(reconnect, tls_and_token_redone, .timeout = 60)
     struct waiter w = {.s = s, .rc = 99};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, wait_thread, &w), 0);
-    h_sleep_ms(300);
+    th_sleep_ms(300);
     restart(&srv);
     fccl_store_opts_t o2 = o;
     o2.reconnect = 0;
@@ -346,7 +349,7 @@ Test(reconnect, tls_and_token_redone, .timeout = 60)
         free(log);
     }
     cr_assert_eq(w.rc, FCCL_OK, "WAIT over TLS: %s", w.msg);
-    expect_value(s, "t", "tls");
+    srv_expect_cstr(s, "t", "tls");
     fccl_store_close(other);
     fccl_store_close(s);
     srv_cleanup(&srv);
@@ -366,18 +369,18 @@ Test(reconnect, refused_request_not_retried_forever, .timeout = 60)
     memcpy(more_args, args, sizeof(args));
     struct srv srv = {0};
     start_on(&srv, 0);
-    fccl_store_t *s = h_store_open(srv.port, 1); /* timeout 10 s */
+    fccl_store_t *s = srv_store_open(srv.port, 1); /* timeout 10 s */
     static char big[4096];
-    uint64_t t0 = fccl_now_ns();
+    double t0 = th_now();
     int rc = fccl_store_set(s, "big", big, sizeof(big));
-    double secs = (double)(fccl_now_ns() - t0) / 1e9;
+    double secs = th_now() - t0;
     cr_assert(rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO || rc == FCCL_ERR_LIMIT,
               "SET over the limit returned %d", rc);
     cr_assert(secs < 5.0, "the refused SET took %.1f s", secs);
     /* The handle still works for what the server accepts. */
     cr_assert_eq(fccl_store_set(s, "small", "x", 1), FCCL_OK, "%s",
                  fccl_last_error());
-    expect_value(s, "small", "x");
+    srv_expect_cstr(s, "small", "x");
     fccl_store_close(s);
     srv_cleanup(&srv);
     memset(more_args, 0, sizeof(more_args));
@@ -386,25 +389,11 @@ Test(reconnect, refused_request_not_retried_forever, .timeout = 60)
 
 /* ---- group creation across store restarts ---- */
 
-static const char *test_bin_dir(void)
-{
-    const char *d = getenv("FCCL_TESTBIN");
-    return d && *d ? d : "build/tests";
-}
-
 struct churn {
     int status;     /* fccl-run's exit code, -1 killed or timed out */
     int reconnects; /* "reconnecting" lines in the ranks' logs */
     char out[8192]; /* the ranks' stdout */
 };
-
-static int count_in(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    return n;
-}
 
 /* Stop the store (a stopped server takes requests into its socket buffer
  * and never answers: the ranks' pending SET, CHECK, GET, ADD and DELETE
@@ -413,7 +402,7 @@ static int count_in(const char *hay, const char *needle)
 static void stop_and_restart(struct srv *s, int stopped_ms)
 {
     kill(s->pid, SIGSTOP);
-    h_sleep_ms(stopped_ms);
+    th_sleep_ms(stopped_ms);
     restart(s);
 }
 
@@ -425,7 +414,7 @@ static void churn_across_restarts(struct srv *srv, const char *reconnect,
 {
     char store[32], prog[512], stop[160], line[512];
     snprintf(store, sizeof(store), "127.0.0.1:%d", srv->port);
-    snprintf(prog, sizeof(prog), "%s/boot_check", test_bin_dir());
+    snprintf(prog, sizeof(prog), "%s/boot_check", th_testbin_dir());
     snprintf(stop, sizeof(stop), "%s/stop", jdir);
     unlink(stop);
     setenv("FCCL_STORE_RECONNECT", reconnect, 1);
@@ -435,12 +424,12 @@ static void churn_across_restarts(struct srv *srv, const char *reconnect,
                           prog,       "churn", stop, NULL};
     struct srv run = {0};
     int outfd;
-    h_spawn(&run, argv, &outfd);
+    srv_spawn(&run, argv, &outfd);
     unsetenv("FCCL_STORE_RECONNECT");
     unsetenv("FCCL_LOG_LEVEL");
     unsetenv("FCCL_TIMEOUT");
     int churning = 0;
-    while (!churning && h_read_line(outfd, line, sizeof(line), 60000) >= 0)
+    while (!churning && srv_read_line(outfd, line, sizeof(line), 60000) >= 0)
         churning = strstr(line, "R0 churning") != NULL;
     unsigned seed = (unsigned)getpid();
     for (int i = 0; churning && i < restarts; i++) {
@@ -448,20 +437,19 @@ static void churn_across_restarts(struct srv *srv, const char *reconnect,
         int stopped = 50 + (int)(rand_r(&seed) % 250);
         cr_log_info("restart %d: after %d ms, stopped for %d ms", i, before,
                     stopped);
-        h_sleep_ms(before);
+        th_sleep_ms(before);
         stop_and_restart(srv, stopped);
     }
-    h_sleep_ms(500); /* rounds against the last server */
+    th_sleep_ms(500); /* rounds against the last server */
     FILE *f = fopen(stop, "w");
     cr_assert(f, "creating %s", stop);
     fclose(f);
-    int st = h_reap(run.pid, 120000);
-    run.pid = 0;
+    int st = srv_wait(&run, 120000);
     c->out[0] = '\0';
     read_rest(outfd, c->out, sizeof(c->out));
     close(outfd);
     char *log = srv_log(&run);
-    c->reconnects = count_in(log, "reconnecting");
+    c->reconnects = th_count(log, "reconnecting");
     c->status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (!churning || c->status != 0)
         cr_log_info("churn (reconnect=%s): %s, exit %d; stdout:\n%s\n"
@@ -476,7 +464,7 @@ static void churn_across_restarts(struct srv *srv, const char *reconnect,
 /* Keys of the bootstrap's group creation left on the store. */
 static int group_keys_left(int port)
 {
-    fccl_store_t *s = h_store_open(port, 0);
+    fccl_store_t *s = srv_store_open(port, 0);
     char **keys = NULL;
     size_t n = 0;
     cr_assert_eq(fccl_store_list_keys(s, "", &keys, &n), FCCL_OK, "%s",
@@ -535,7 +523,7 @@ static int cli_get_across_restart(struct srv *srv, const char *flag,
 {
     char addr[32], cli[512];
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", srv->port);
-    snprintf(cli, sizeof(cli), "%s/tcpstore", h_bin_dir());
+    snprintf(cli, sizeof(cli), "%s/tcpstore", th_bin_dir());
     const char *argv[10] = {cli, "--addr", addr, "--timeout", "20"};
     int n = 5;
     if (flag)
@@ -545,14 +533,13 @@ static int cli_get_across_restart(struct srv *srv, const char *flag,
     argv[n] = NULL;
     struct srv run = {0};
     int outfd;
-    h_spawn(&run, argv, &outfd);
-    h_sleep_ms(300); /* its WAIT is at the server */
+    srv_spawn(&run, argv, &outfd);
+    th_sleep_ms(300); /* its WAIT is at the server */
     restart(srv);
-    h_sleep_ms(300);
-    fccl_store_t *other = h_store_open(srv->port, 0);
+    th_sleep_ms(300);
+    fccl_store_t *other = srv_store_open(srv->port, 0);
     cr_assert_eq(fccl_store_set(other, "late", "v1", 2), FCCL_OK);
-    int st = h_reap(run.pid, 30000);
-    run.pid = 0;
+    int st = srv_wait(&run, 30000);
     out[0] = '\0';
     read_rest(outfd, out, cap);
     close(outfd);

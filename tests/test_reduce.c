@@ -4,8 +4,9 @@
  * The references are written independently of coll/reduce/kernels.c: integers are
  * combined in uint64/int64 and truncated to the type's width, floats are
  * combined in double and rounded once (exact for one add or multiply),
- * float16 uses the compiler's _Float16 conversions, bfloat16 rounding is
- * found by comparing the two neighbouring candidates in double.
+ * float16 and bfloat16 conversions are the test library's (tests/lib/ref.h:
+ * _Float16, and bfloat16 rounding found by comparing the two neighbouring
+ * candidates in double).
  */
 #include <criterion/criterion.h>
 #include <float.h>
@@ -16,6 +17,8 @@
 #include <time.h>
 
 #include "fccl/coll.h"
+#include "lib/proc.h"
+#include "lib/ref.h"
 #include "reduce.h"
 
 #define N 1037 /* not a multiple of any block size: exercises the tails */
@@ -49,44 +52,6 @@ static float bitsf(uint32_t u)
 }
 
 /* ---- references ---- */
-
-static float ref_h2f(uint16_t h)
-{
-    _Float16 x;
-    memcpy(&x, &h, 2);
-    return (float)x;
-}
-
-static uint16_t ref_f2h(float f)
-{
-    _Float16 x = (_Float16)f;
-    uint16_t h;
-    memcpy(&h, &x, 2);
-    return h;
-}
-
-static float ref_bf2f(uint16_t h) { return bitsf((uint32_t)h << 16); }
-
-/* Nearest bfloat16 by comparing the truncated value and the next one up. */
-static uint16_t ref_f2bf(float f)
-{
-    if (isnan(f))
-        return 0x7fc0;
-    uint32_t u = fbits(f);
-    uint16_t lo = (uint16_t)(u >> 16);
-    if ((u & 0xffff) == 0)
-        return lo;
-    uint16_t hi = (uint16_t)(lo + 1); /* next magnitude up (sign kept) */
-    /* past the largest finite value, infinity counts as 2^128 */
-    double vh = isinf(ref_bf2f(hi)) ? copysign(0x1p128, f) : ref_bf2f(hi);
-    double dl = fabs((double)f - (double)ref_bf2f(lo));
-    double dh = fabs(vh - (double)f);
-    if (dl < dh)
-        return lo;
-    if (dh < dl)
-        return hi;
-    return (lo & 1) ? hi : lo;
-}
 
 /* Reference of one element.  Reads element i of a and b as `dt`, writes
  * the combined element to out (same layout). */
@@ -139,15 +104,15 @@ static void ref_elem(fccl_dtype_t dt, fccl_redop_t op, const void *a,
         break;
     }
     case FCCL_FLOAT16: {
-        double x = ref_h2f(((const uint16_t *)a)[i]);
-        double y = ref_h2f(((const uint16_t *)b)[i]);
-        *(uint16_t *)out = ref_f2h((float)DBLREF(x, y));
+        double x = th_h2f(((const uint16_t *)a)[i]);
+        double y = th_h2f(((const uint16_t *)b)[i]);
+        *(uint16_t *)out = th_f2h((float)DBLREF(x, y));
         break;
     }
     case FCCL_BFLOAT16: {
-        double x = ref_bf2f(((const uint16_t *)a)[i]);
-        double y = ref_bf2f(((const uint16_t *)b)[i]);
-        *(uint16_t *)out = ref_f2bf((float)DBLREF(x, y));
+        double x = th_bf2f(((const uint16_t *)a)[i]);
+        double y = th_bf2f(((const uint16_t *)b)[i]);
+        *(uint16_t *)out = th_f2bf((float)DBLREF(x, y));
         break;
     }
     case FCCL_BOOL: {
@@ -171,8 +136,8 @@ static void fill(fccl_dtype_t dt, void *buf, size_t n, uint64_t seed)
         uint64_t r = lcg(&s);
         double v = (double)(int64_t)(r % 2001) / 64.0 - 15.6;
         switch (dt) {
-        case FCCL_FLOAT16: ((uint16_t *)buf)[i] = ref_f2h((float)v); break;
-        case FCCL_BFLOAT16: ((uint16_t *)buf)[i] = ref_f2bf((float)v); break;
+        case FCCL_FLOAT16: ((uint16_t *)buf)[i] = th_f2h((float)v); break;
+        case FCCL_BFLOAT16: ((uint16_t *)buf)[i] = th_f2bf((float)v); break;
         case FCCL_FLOAT32: ((float *)buf)[i] = (float)(v * 1.0000001); break;
         case FCCL_FLOAT64: ((double *)buf)[i] = v * 1.000000000001; break;
         case FCCL_BOOL: ((uint8_t *)buf)[i] = (uint8_t)(r % 3 ? r % 5 : 0); break;
@@ -273,7 +238,7 @@ Test(reduce, float_edges, .timeout = 10)
 Test(reduce, half_conversions_exhaustive, .timeout = 30)
 {
     for (uint32_t h = 0; h < 65536; h++) {
-        float f = coll_half_to_float((uint16_t)h), r = ref_h2f((uint16_t)h);
+        float f = coll_half_to_float((uint16_t)h), r = th_h2f((uint16_t)h);
         if (isnan(r)) {
             CHECK(isnan(f), "half %04x should be NaN", h);
             CHECK(isnan(coll_half_to_float(coll_float_to_half(f))));
@@ -284,14 +249,14 @@ Test(reduce, half_conversions_exhaustive, .timeout = 30)
         /* the midpoint to the next half up and its float neighbours */
         if ((h & 0x7fff) >= 0x7bff)
             continue;
-        float next = ref_h2f((uint16_t)(h + 1));
+        float next = th_h2f((uint16_t)(h + 1));
         float mid = (float)(((double)r + (double)next) / 2);
         float probes[3] = {mid, nextafterf(mid, -INFINITY),
                            nextafterf(mid, INFINITY)};
         for (int k = 0; k < 3; k++)
-            CHECK(coll_float_to_half(probes[k]) == ref_f2h(probes[k]),
+            CHECK(coll_float_to_half(probes[k]) == th_f2h(probes[k]),
                       "float %a -> half %04x, want %04x", probes[k],
-                      coll_float_to_half(probes[k]), ref_f2h(probes[k]));
+                      coll_float_to_half(probes[k]), th_f2h(probes[k]));
     }
     /* overflow to infinity at 65520 (the midpoint above 65504) */
     cr_expect(coll_float_to_half(65519.0f) == 0x7bff);
@@ -302,7 +267,7 @@ Test(reduce, half_conversions_exhaustive, .timeout = 30)
         float f = bitsf((uint32_t)lcg(&s));
         if (isnan(f))
             continue;
-        CHECK(coll_float_to_half(f) == ref_f2h(f), "random float %a", f);
+        CHECK(coll_float_to_half(f) == th_f2h(f), "random float %a", f);
     }
 }
 
@@ -323,7 +288,7 @@ Test(reduce, bf16_conversions_exhaustive, .timeout = 30)
         float f = bitsf((uint32_t)lcg(&s));
         if (isnan(f))
             continue;
-        CHECK(coll_float_to_bf16(f) == ref_f2bf(f), "random float %a", f);
+        CHECK(coll_float_to_bf16(f) == th_f2bf(f), "random float %a", f);
     }
     /* ties: 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to even (1) */
     cr_expect(coll_float_to_bf16(1.0f + 0x1p-8f) == 0x3f80);
@@ -375,7 +340,7 @@ Test(reduce, avg_finish, .timeout = 10)
     cr_expect(f[0] == 1.0f / 3.0f);
     uint16_t h[1] = {coll_float_to_half(1.0f)};
     coll_reduce_avg_finish(h, 1, FCCL_FLOAT16, 3);
-    cr_expect(h[0] == ref_f2h(1.0f / 3.0f));
+    cr_expect(h[0] == th_f2h(1.0f / 3.0f));
     uint16_t bf[1] = {coll_float_to_bf16(5.0f)};
     coll_reduce_avg_finish(bf, 1, FCCL_BFLOAT16, 2);
     cr_expect(coll_bf16_to_float(bf[0]) == 2.5f);
@@ -416,13 +381,6 @@ Test(dtype, names_sizes_parse, .timeout = 10)
     cr_expect(fccl_redop_parse("xor") == -1);
 }
 
-static double secs_since(const struct timespec *t0)
-{
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (double)(t1.tv_sec - t0->tv_sec) + (t1.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
 Test(reduce, throughput_not_a_bottleneck, .timeout = 30)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -440,15 +398,14 @@ Test(reduce, throughput_not_a_bottleneck, .timeout = 30)
     coll_reduce(a, a, b, n, FCCL_FLOAT32, FCCL_SUM); /* warm */
     double best_copy = 1e9, best_red = 1e9;
     for (int rep = 0; rep < 5; rep++) {
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double t0 = th_now();
         memcpy(b, a, n * 4); /* reads 1, writes 1 vector */
-        double c = secs_since(&t0);
+        double c = th_now() - t0;
         for (size_t i = 0; i < n; i++)
             b[i] = 1.0f;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        t0 = th_now();
         coll_reduce(a, a, b, n, FCCL_FLOAT32, FCCL_SUM); /* reads 2, writes 1 */
-        double r = secs_since(&t0);
+        double r = th_now() - t0;
         best_copy = c < best_copy ? c : best_copy;
         best_red = r < best_red ? r : best_red;
     }

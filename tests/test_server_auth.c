@@ -8,13 +8,19 @@
  * Each case is checked on both sides: the client's error and exit code,
  * the server's log line.
  */
-#include "server_harness.h"
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fccl/store.h"
-#include "proc_util.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
+#include "lib/wire.h"
 #include "token_file.h"
-
-#include <sys/stat.h>
 
 static char dir[64];
 
@@ -31,8 +37,7 @@ static void write_file(const char *name, const char *text, int mode)
 
 static void setup(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/fccl-auth-XXXXXX");
-    cr_assert(mkdtemp(dir));
+    cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-auth"), 0);
     write_file("rw", "read-write-token-0123456789\n", 0600);
     write_file("ro", "read-only-token-abcdefghij\n", 0400);
     write_file("wrong", "not-the-token-at-all-xyz\n", 0600);
@@ -42,9 +47,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (dir[0] && system(cmd) != 0)
+    if (dir[0] && th_rmtree(dir) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
@@ -69,40 +72,17 @@ static void start(struct srv *s, int required, int with_ro)
     srv_start(s, argv);
 }
 
-static int run_cli(int port, const char *env, const char *args, char **out)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "cd %s && %s %s/tcpstore --timeout 5 --addr 127.0.0.1:%d %s",
-             dir, env, h_bin_dir(), port, args);
-    return pu_run(cmd, 30, out);
-}
-
 /* Run and expect exit `want` with `needle` (NULL: anything) in the
  * output; returns nothing, frees the output. */
 static void expect_cli(int port, const char *env, const char *args, int want,
                        const char *needle)
 {
     char *out = NULL;
-    int ex = run_cli(port, env, args, &out);
+    int ex = srv_tcpstore(port, dir, env, args, &out);
     cr_assert_eq(ex, want, "tcpstore %s: exit %d: %s", args, ex, out);
     if (needle)
         cr_assert(strstr(out, needle), "'%s' not in: %s", needle, out);
     free(out);
-}
-
-static int log_count(const struct srv *s, const char *needle)
-{
-    char *log = srv_log(s);
-    int n = pu_count(log, needle);
-    free(log);
-    return n;
-}
-
-static void finish(struct srv *s)
-{
-    cr_assert_eq(srv_stop(s), 0);
-    srv_cleanup(s);
 }
 
 Test(auth, tokens_give_their_rights)
@@ -116,10 +96,10 @@ Test(auth, tokens_give_their_rights)
     expect_cli(s.port, "", "--token-file ro check k", 0, NULL);
     expect_cli(s.port, "", "--token-file ro set k v2", 4, "read-only");
     cr_assert(srv_log_wait(&s, "SET refused: the client holds the read-only",
-                           IO_MS));
+                           TH_IO_MS));
     expect_cli(s.port, "", "--token-file ro add n 1", 4, NULL);
     cr_assert(srv_log_wait(&s, "ADD refused: the client holds the read-only",
-                           IO_MS));
+                           TH_IO_MS));
     /* Nothing changed; an unauthenticated client has full access here. */
     expect_cli(s.port, "", "get k", 0, "v1");
     expect_cli(s.port, "", "add n 0", 0, "5");
@@ -127,9 +107,9 @@ Test(auth, tokens_give_their_rights)
     /* A wrong token: refused on both sides. */
     expect_cli(s.port, "", "--token-file wrong get k", 4,
                "refused our token");
-    cr_assert(srv_log_wait(&s, "token refused", IO_MS));
-    cr_assert_eq(log_count(&s, "token refused"), 1);
-    finish(&s);
+    cr_assert(srv_log_wait(&s, "token refused", TH_IO_MS));
+    cr_assert_eq(srv_log_count(&s, "token refused"), 1);
+    srv_finish(&s);
 }
 
 Test(auth, auth_required_locks_out_unauthenticated_requests)
@@ -140,7 +120,7 @@ Test(auth, auth_required_locks_out_unauthenticated_requests)
     expect_cli(s.port, "", "ping", 0, NULL);
     expect_cli(s.port, "", "get k", 4, "--auth-required");
     cr_assert(srv_log_wait(&s, "before authentication (auth-required",
-                           IO_MS));
+                           TH_IO_MS));
     /* A PyTorch-style (raw) client: PING answered, GETNUMKEYS closes. */
     int fd = cli_modern(s.port);
     struct codec_buf b;
@@ -151,12 +131,12 @@ Test(auth, auth_required_locks_out_unauthenticated_requests)
     cli_expect_u32(fd, 77);
     codec_put_type(&b, DIALECT_MODERN, OP_GETNUMKEYS);
     cli_send(fd, &b);
-    cli_expect_closed(fd, IO_MS);
+    cli_expect_closed(fd, TH_IO_MS);
     close(fd);
     codec_buf_free(&b);
-    cr_assert(srv_log_wait(&s, "GETNUMKEYS before authentication", IO_MS));
+    cr_assert(srv_log_wait(&s, "GETNUMKEYS before authentication", TH_IO_MS));
     expect_cli(s.port, "TCPSTORE_TOKEN_FILE=rw", "get k", 0, "v");
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* HELLO on fd: the server nonce. */
@@ -188,32 +168,32 @@ Test(auth, a_proof_is_bound_to_its_connection)
     /* a's proof replayed on b: refused. */
     cli_send_raw(b, msg, sizeof(msg));
     cli_expect_u8(b, AUTH_REFUSED);
-    cr_assert(srv_log_wait(&s, "token refused", IO_MS));
+    cr_assert(srv_log_wait(&s, "token refused", TH_IO_MS));
     /* On a: accepted with full rights, then served. */
     cli_send_raw(a, msg, sizeof(msg));
     cli_expect_u8(a, AUTH_READ_WRITE);
     cr_assert_eq(cli_numkeys(a, DIALECT_MODERN), 0);
     /* The same proof again on a: no challenge outstanding, closed. */
     cli_send_raw(a, msg, sizeof(msg));
-    cli_expect_closed(a, IO_MS);
-    cr_assert(srv_log_wait(&s, "AUTH_PROOF without AUTH_HELLO", IO_MS));
+    cli_expect_closed(a, TH_IO_MS);
+    cr_assert(srv_log_wait(&s, "AUTH_PROOF without AUTH_HELLO", TH_IO_MS));
     close(a);
     close(b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(auth, bad_token_files_are_refused)
 {
     char *out = NULL, cmd[512];
     snprintf(cmd, sizeof(cmd), "%s/tcpstore-server --port 0 --token-file "
-             "%s/open", h_bin_dir(), dir);
-    int ex = pu_run(cmd, 30, &out);
+             "%s/open", th_bin_dir(), dir);
+    int ex = th_sh(cmd, 30, &out);
     cr_assert_eq(ex, 1, "exit %d: %s", ex, out);
     cr_assert(strstr(out, "chmod 600"), "%s", out);
     free(out);
     snprintf(cmd, sizeof(cmd), "%s/tcpstore-server --port 0 --token-file "
-             "%s/short", h_bin_dir(), dir);
-    ex = pu_run(cmd, 30, &out);
+             "%s/short", th_bin_dir(), dir);
+    ex = th_sh(cmd, 30, &out);
     cr_assert_eq(ex, 1, "exit %d: %s", ex, out);
     cr_assert(strstr(out, "at least 16"), "%s", out);
     free(out);
@@ -224,8 +204,8 @@ Test(auth, bad_token_files_are_refused)
     struct srv plain;
     srv_start(&plain, NULL);
     expect_cli(plain.port, "", "--token-file rw ping", 4, "has none");
-    finish(&plain);
-    finish(&s);
+    srv_finish(&plain);
+    srv_finish(&s);
 }
 
 Test(auth, second_validate_closes)
@@ -236,14 +216,13 @@ Test(auth, second_validate_closes)
     cr_assert_eq(cli_numkeys(fd, DIALECT_MODERN), 0);
     struct codec_buf b;
     codec_buf_init(&b);
-    codec_put_type(&b, DIALECT_MODERN, OP_VALIDATE);
-    codec_put_u32(&b, STORE_VALIDATE_MAGIC);
+    f_validate(&b);
     cli_send(fd, &b);
     codec_buf_free(&b);
-    cli_expect_closed(fd, IO_MS);
+    cli_expect_closed(fd, TH_IO_MS);
     close(fd);
-    cr_assert(srv_log_wait(&s, "a second VALIDATE", IO_MS));
-    finish(&s);
+    cr_assert(srv_log_wait(&s, "a second VALIDATE", TH_IO_MS));
+    srv_finish(&s);
 }
 
 Test(auth, fccl_init_with_a_token, .timeout = 120)
@@ -254,15 +233,15 @@ Test(auth, fccl_init_with_a_token, .timeout = 120)
     snprintf(cmd, sizeof(cmd),
              "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 FCCL_STORE_TOKEN_FILE=%s/rw "
              "%s/fccl-run -n 2 --store 127.0.0.1:%d %s/boot_check host",
-             dir, PU_BIN, s.port, PU_TESTBIN);
-    int ex = pu_run(cmd, 100, &out);
+             dir, th_bin_dir(), s.port, th_testbin_dir());
+    int ex = th_sh(cmd, 100, &out);
     cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
     free(out);
-    cr_assert_eq(log_count(&s, "before authentication"), 0);
+    cr_assert_eq(srv_log_count(&s, "before authentication"), 0);
     /* Both ranks joined "init/" (raw key). */
     expect_cli(s.port, "TCPSTORE_TOKEN_FILE=rw", "--raw-keys get init/", 0,
                "2");
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(auth, warning_when_exposed)
@@ -270,14 +249,14 @@ Test(auth, warning_when_exposed)
     char *out = NULL, cmd[512];
     /* --port 0 on every interface: warned; stopped by the timeout. */
     snprintf(cmd, sizeof(cmd), "%s/tcpstore-server --port 0 & p=$!; "
-             "sleep 0.5; kill $p; wait $p", h_bin_dir());
-    pu_run(cmd, 30, &out);
+             "sleep 0.5; kill $p; wait $p", th_bin_dir());
+    th_sh(cmd, 30, &out);
     cr_assert(strstr(out, "reachable from other hosts"), "%s", out);
     free(out);
     snprintf(cmd, sizeof(cmd), "%s/tcpstore-server --port 0 --token-file "
              "%s/rw --auth-required & p=$!; sleep 0.5; kill $p; wait $p",
-             h_bin_dir(), dir);
-    pu_run(cmd, 30, &out);
+             th_bin_dir(), dir);
+    th_sh(cmd, 30, &out);
     cr_assert(strstr(out, "token authentication enabled"), "%s", out);
     cr_assert(!strstr(out, "reachable from other hosts"), "%s", out);
     free(out);
@@ -301,7 +280,7 @@ Test(auth, pytorch_list_keys_17)
     cli_expect_cstr(fd, "init/");
     close(fd);
     expect_cli(s.port, "", "--token-file ro keys", 0, "a\nb\n");
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* PyTorch's BARRIER (18) through `tcpstore barrier`: three arrivals of
@@ -316,11 +295,11 @@ Test(auth, pytorch_barrier_18)
              "b() { %s/tcpstore --timeout 20 --addr 127.0.0.1:%d barrier "
              "step 3 && echo released; }; b & b & sleep 0.3; "
              "%s/tcpstore --addr 127.0.0.1:%d get step; echo; b; wait",
-             h_bin_dir(), s.port, h_bin_dir(), s.port);
-    int ex = pu_run(cmd, 60, &out);
+             th_bin_dir(), s.port, th_bin_dir(), s.port);
+    int ex = th_sh(cmd, 60, &out);
     cr_assert_eq(ex, 0, "%s", out);
     cr_assert(strstr(out, "2\n"), "two arrivals before the third: %s", out);
-    cr_assert_eq(pu_count(out, "released"), 3, "%s", out);
+    cr_assert_eq(th_count(out, "released"), 3, "%s", out);
     free(out);
     expect_cli(s.port, "", "--timeout 0.3 barrier lone 2", 3, "timed out");
     expect_cli(s.port, "", "get lone", 0, "1");
@@ -345,7 +324,7 @@ Test(auth, pytorch_barrier_18)
     codec_buf_free(&b);
     close(fd);
     expect_cli(s.port, "", "get raw", 0, "2");
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* A plain ADD that brings the counter to a parked BARRIER's world_size
@@ -387,5 +366,5 @@ Test(auth, add_reaching_target_releases_barrier)
     close(fd);
     close(b3);
     close(b5);
-    finish(&s);
+    srv_finish(&s);
 }

@@ -6,21 +6,33 @@
  * eviction under pressure, the file limit, large values read in slices,
  * and STATS.  Real server binary, raw sockets, exact bytes.
  */
-#include "server_harness.h"
+#include <criterion/criterion.h>
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fccl/core.h"
+#include "fccl/store.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
+#include "lib/wire.h"
+#include "net.h"
 
 TestSuite(load, .timeout = 120);
 
 #define M DIALECT_MODERN
 #define L DIALECT_LEGACY
-
-static void finish(struct srv *s)
-{
-    int rc = srv_stop(s);
-    srv_cleanup(s);
-    cr_assert_eq(rc, 0, "server exit status %d", rc);
-}
 
 /* STATS over fd; returns the value of `name` (-1 if absent). */
 static long long stat_of(int fd, const char *name)
@@ -89,16 +101,16 @@ Test(load, multi_get_reply_is_bounded_before_it_is_built)
     f_keys(&b, M, OP_MULTI_GET, 64, names);
     cli_send(h, &b);
     uint8_t first;
-    cr_assert(fccl_read_full(h, &first, 1, fccl_deadline_ms(IO_MS)) != 0,
+    cr_assert(fccl_read_full(h, &first, 1, fccl_deadline_ms(TH_IO_MS)) != 0,
               "the oversized MULTI_GET got reply bytes");
     close(h);
-    cr_assert(srv_log_wait(&s, "MULTI_GET reply of 67109376 bytes", IO_MS));
+    cr_assert(srv_log_wait(&s, "MULTI_GET reply of 67109376 bytes", TH_IO_MS));
     ping_ok(a);
     cr_assert_eq(stat_of(a, "replies_refused"), 1);
     close(a);
     free(v);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* MULTI_GET replies count against --max-total-bytes with what is stored. */
@@ -119,12 +131,12 @@ Test(load, multi_get_reply_counts_against_total_bytes)
     cli_expect_str(a, v, vlen);
     f_keys(&b, M, OP_MULTI_GET, 3, (const char *[]){"/v", "/v", "/v"});
     cli_send(a, &b);
-    cli_expect_closed(a, IO_MS);
+    cli_expect_closed(a, TH_IO_MS);
     close(a);
-    cr_assert(srv_log_wait(&s, "would pass the store's", IO_MS));
+    cr_assert(srv_log_wait(&s, "would pass the store's", TH_IO_MS));
     free(v);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- SYNC ---- */
@@ -166,18 +178,18 @@ Test(load, sync_reports_refused_writes_and_keeps_the_connection)
     int p = cli_modern(s.port);
     f_kv(&b, M, OP_SET, "/big", big, sizeof(big));
     cli_send(p, &b);
-    cli_expect_closed(p, IO_MS);
+    cli_expect_closed(p, TH_IO_MS);
     close(p);
     /* SYNC is fccl's own: refused on legacy connections. */
     int l = cli_connect(s.port);
     f_set(&b, L, "/l", "1");
     codec_put_u8(&b, STORE_EXT_SYNC);
     cli_send(l, &b);
-    cli_expect_closed(l, IO_MS);
+    cli_expect_closed(l, TH_IO_MS);
     close(l);
     close(fd);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- unfinished requests count against --max-total-bytes ---- */
@@ -202,7 +214,7 @@ Test(load, unfinished_requests_count_against_total_bytes)
         codec_put_u64(&b, 1000000);
         codec_put_bytes(&b, part, sizeof(part));
         cli_send(fds[i], &b);
-        h_sleep_ms(30);
+        th_sleep_ms(30);
     }
     for (int i = 0; i < N; i++) {
         struct pollfd p = {.fd = fds[i], .events = POLLIN};
@@ -213,17 +225,17 @@ Test(load, unfinished_requests_count_against_total_bytes)
     }
     /* 4 MiB holds four 1 MB requests, not eight. */
     cr_assert(closed >= 3 && closed <= 5, "%d of %d closed", closed, N);
-    cr_assert(srv_log_wait(&s, "unfinished request of", IO_MS));
+    cr_assert(srv_log_wait(&s, "unfinished request of", TH_IO_MS));
     int q = cli_modern(s.port);
     long long held = stat_of(q, "bytes_held_requests");
     cr_assert(held > 0 && held <= 4 << 20, "held %lld", held);
     for (int i = 0; i < N; i++)
         close(fds[i]);
-    h_sleep_ms(100);
+    th_sleep_ms(100);
     cr_assert_eq(stat_of(q, "bytes_held_requests"), 0);
     close(q);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- connection slots ---- */
@@ -248,8 +260,8 @@ Test(load, stalled_requests_time_out_idle_connections_stay)
     cli_send_raw(partial_first, "\x00\xce\xf7", 3);
     cli_expect_closed(stalled, 4000);
     cli_expect_closed(partial_first, 4000);
-    cr_assert(srv_log_wait(&s, "(request-timeout)", IO_MS));
-    h_sleep_ms(1200);
+    cr_assert(srv_log_wait(&s, "(request-timeout)", TH_IO_MS));
+    th_sleep_ms(1200);
     ping_ok(idle);
     cr_assert_eq(cli_numkeys(legacy_idle, L), 0);
     cr_assert_eq(stat_of(idle, "connections_timed_out"), 2);
@@ -258,7 +270,7 @@ Test(load, stalled_requests_time_out_idle_connections_stay)
     close(stalled);
     close(partial_first);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 static int connect_from(const char *src, int port)
@@ -291,20 +303,20 @@ Test(load, per_address_cap)
         ping_ok(fds[i]);
     }
     int extra = connect_from("127.0.0.1", s.port);
-    cli_expect_closed(extra, IO_MS);
+    cli_expect_closed(extra, TH_IO_MS);
     close(extra);
-    cr_assert(srv_log_wait(&s, "(max-connections-per-addr)", IO_MS));
+    cr_assert(srv_log_wait(&s, "(max-connections-per-addr)", TH_IO_MS));
     int other = connect_from("127.0.0.2", s.port);
     ping_ok(other);
     close(fds[0]);
-    h_sleep_ms(100);
+    th_sleep_ms(100);
     extra = connect_from("127.0.0.1", s.port);
     ping_ok(extra);
     close(extra);
     close(other);
     close(fds[1]);
     close(fds[2]);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* All slots taken by one address's idle connections: a newcomer from
@@ -318,24 +330,24 @@ Test(load, full_server_evicts_the_idlest_of_the_busiest_address)
     for (int i = 0; i < 4; i++) {
         fds[i] = connect_from("127.0.0.1", s.port);
         ping_ok(fds[i]);
-        h_sleep_ms(20);
+        th_sleep_ms(20);
     }
     for (int i = 1; i < 4; i++)
         ping_ok(fds[i]); /* fds[0] is now the longest idle */
     int same = connect_from("127.0.0.1", s.port);
-    cli_expect_closed(same, IO_MS);
+    cli_expect_closed(same, TH_IO_MS);
     close(same);
     int newcomer = connect_from("127.0.0.3", s.port);
     ping_ok(newcomer);
-    cli_expect_closed(fds[0], IO_MS);
+    cli_expect_closed(fds[0], TH_IO_MS);
     for (int i = 1; i < 4; i++)
         ping_ok(fds[i]);
-    cr_assert(srv_log_wait(&s, "closing idle client", IO_MS));
+    cr_assert(srv_log_wait(&s, "closing idle client", TH_IO_MS));
     cr_assert_eq(stat_of(newcomer, "connections_evicted"), 1);
     for (int i = 0; i < 4; i++)
         close(fds[i]);
     close(newcomer);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* The soft file limit is raised to the hard one and --max-connections is
@@ -350,11 +362,11 @@ Test(load, file_limit_caps_max_connections)
     srv_start_prog(&s, prefix, NULL);
     cr_assert(srv_log_wait(&s, "max-connections 65536 lowered to 236: the "
                               "file limit (RLIMIT_NOFILE) is 300",
-                           IO_MS));
+                           TH_IO_MS));
     int fd = cli_modern(s.port);
     cr_assert_eq(stat_of(fd, "connections_max"), 236);
     close(fd);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- large values ---- */
@@ -407,7 +419,7 @@ Test(load, large_values_read_in_slices_are_exact)
     close(w);
     close(r);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- STATS ---- */
@@ -436,12 +448,12 @@ Test(load, stats_counts_what_the_server_holds)
     /* Not on legacy connections. */
     int l = cli_connect(s.port);
     cli_send_raw(l, "\x84", 1);
-    cli_expect_closed(l, IO_MS);
+    cli_expect_closed(l, TH_IO_MS);
     close(l);
     close(a);
     close(w);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- LIST_KEYS over many keys ---- */
@@ -505,13 +517,13 @@ Test(load, list_keys_across_turns_is_complete_and_ordered)
     f_key(&b, M, OP_LIST_KEYS, "/");
     cli_send(gone, &b);
     close(gone);
-    h_sleep_ms(300);
+    th_sleep_ms(300);
     cr_assert_eq(stat_of(a, "bytes_held_requests"), 0);
     cr_assert_eq(stat_of(a, "connections"), 2);
     close(a);
     close(w);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- large replies refer to the stored bytes ---- */
@@ -542,7 +554,7 @@ Test(load, lent_values_stay_unchanged_until_sent)
     f_keys(&b, M, OP_MULTI_GET, 2, (const char *[]){"/a", "/v"});
     f_key(&b, M, OP_QUEUE_POP, "/q");
     cli_send(slow, &b);
-    h_sleep_ms(200);
+    th_sleep_ms(200);
     cr_assert(stat_of(w, "bytes_queued_replies") > 0);
     /* Meanwhile: overwrite /v, append to /a, delete both. */
     f_kv(&b, M, OP_SET, "/v", v2, vlen);
@@ -550,11 +562,7 @@ Test(load, lent_values_stay_unchanged_until_sent)
     cli_send(w, &b);
     f_key(&b, M, OP_GET, "/a");
     cli_send(w, &b);
-    uint8_t h[8];
-    cli_read(w, h, 8);
-    cr_assert_eq(codec_get_u64(h), vlen + 10);
-    uint8_t *got = malloc(vlen + 10);
-    cli_read(w, got, vlen + 10);
+    uint8_t *got = cli_read_str(w, vlen + 10);
     cr_assert(memcmp(got, v1, vlen) == 0 && memcmp(got + vlen, v2, 10) == 0);
     f_key(&b, M, OP_DELETE_KEY, "/v");
     f_key(&b, M, OP_DELETE_KEY, "/a");
@@ -567,7 +575,7 @@ Test(load, lent_values_stay_unchanged_until_sent)
     cli_expect_str(slow, v1, vlen);
     cli_expect_i64(slow, 1);
     cli_expect_str(slow, v1, vlen);
-    h_sleep_ms(100);
+    th_sleep_ms(100);
     cr_assert_eq(stat_of(w, "bytes_queued_replies"), 0);
     cr_assert_eq(stat_of(w, "bytes_stored"), 0);
     free(got);
@@ -576,7 +584,7 @@ Test(load, lent_values_stay_unchanged_until_sent)
     close(w);
     close(slow);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* A connection we stopped reading (its replies pile up unread) is not
@@ -598,7 +606,7 @@ Test(load, paused_connections_are_not_timed_out)
     put_op(&b, M, OP_PING); /* unfinished: 2 of its 4 nonce bytes */
     codec_put_bytes(&b, "\x01\x02", 2);
     cli_send(slow, &b);
-    h_sleep_ms(2600);
+    th_sleep_ms(2600);
     cr_assert_eq(stat_of(w, "connections_timed_out"), 0);
     cr_assert_eq(stat_of(w, "connections"), 2);
     for (int i = 0; i < 16; i++)
@@ -609,7 +617,7 @@ Test(load, paused_connections_are_not_timed_out)
     close(w);
     close(slow);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* The table grows a few buckets per lookup instead of rehashing every key
@@ -662,5 +670,5 @@ Test(load, table_growth_in_steps_keeps_every_key)
     cli_expect_i64(fd, left);
     close(fd);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }

@@ -6,7 +6,26 @@
  * read; connection and memory limits; join accounting; SIGTERM under load;
  * the command line and config file; a run under valgrind.
  */
-#include "server_harness.h"
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "fccl/core.h"
+#include "fccl/store.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
+#include "lib/wire.h"
+#include "net.h"
 
 #include <pthread.h>
 
@@ -14,13 +33,6 @@
 #define L DIALECT_LEGACY
 
 TestSuite(robust, .timeout = 120);
-
-static void finish(struct srv *s)
-{
-    int rc = srv_stop(s);
-    srv_cleanup(s);
-    cr_assert_eq(rc, 0, "server exit status %d", rc);
-}
 
 /* ---- bad input ---- */
 
@@ -107,10 +119,10 @@ Test(robust, bad_requests_close_only_that_client)
         cli_name(fd, name, sizeof(name));
         c->build(&b);
         cli_send(fd, &b); /* a header only: the body never comes */
-        cli_expect_closed(fd, IO_MS);
+        cli_expect_closed(fd, TH_IO_MS);
         close(fd);
         snprintf(want, sizeof(want), "closing client %s: ", name);
-        cr_assert(srv_log_wait(&s, want, IO_MS), "%s: no log line '%s'",
+        cr_assert(srv_log_wait(&s, want, TH_IO_MS), "%s: no log line '%s'",
                   c->name, want);
         char *log = srv_log(&s);
         char *line = strstr(log, want);
@@ -128,7 +140,7 @@ Test(robust, bad_requests_close_only_that_client)
     cli_expect_cstr(good, "abc"); /* the failed ADD changed nothing */
     close(good);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(robust, stalled_half_request_delays_nobody)
@@ -146,21 +158,21 @@ Test(robust, stalled_half_request_delays_nobody)
     memset(part, 'x', sizeof(part));
     codec_put_bytes(&b, part, sizeof(part));
     cli_send(slow, &b);
-    uint64_t t0 = fccl_now_ns();
+    double t0 = th_now();
     for (int i = 0; i < 200; i++) {
         put_op(&b, M, OP_PING);
         codec_put_u32(&b, (uint32_t)i);
         cli_send(fast, &b);
         cli_expect_u32(fast, (uint32_t)i);
     }
-    uint64_t ms = (fccl_now_ns() - t0) / 1000000;
+    uint64_t ms = (uint64_t)((th_now() - t0) * 1e3);
     cr_assert_lt(ms, 2000, "200 pings took %llu ms next to a stalled client",
                  (unsigned long long)ms);
     cr_assert_eq(cli_numkeys(fast, M), 0);
     close(slow);
     close(fast);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- load ---- */
@@ -214,7 +226,7 @@ Test(robust, many_concurrent_clients)
     cr_assert_eq(cli_numkeys(ctl, M), N + 2); /* ranks, init/, /go */
     close(ctl);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 struct rest {
@@ -263,14 +275,14 @@ Test(robust, backpressure_on_a_client_that_does_not_read)
     int hog = cli_modern(s.port);
     fcntl(hog, F_SETFL, fcntl(hog, F_GETFL) | O_NONBLOCK);
     size_t off = 0;
-    uint64_t idle_since = fccl_now_ns();
-    while (off < b.len && fccl_now_ns() - idle_since < 300000000ull) {
+    double idle_since = th_now();
+    while (off < b.len && th_now() - idle_since < 0.3) {
         ssize_t k = send(hog, b.p + off, b.len - off, MSG_NOSIGNAL);
         if (k > 0) {
             off += (size_t)k;
-            idle_since = fccl_now_ns();
+            idle_since = th_now();
         } else {
-            h_sleep_ms(5);
+            th_sleep_ms(5);
         }
     }
     int done = 0;
@@ -313,7 +325,7 @@ Test(robust, backpressure_on_a_client_that_does_not_read)
     close(ctl);
     free(big);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 struct hammer {
@@ -361,11 +373,11 @@ Test(robust, sigterm_under_load_exits_zero)
     codec_buf_init(&b);
     f_wait1(&b, M, "/never"); /* a parked wait at shutdown */
     cli_send(fd, &b);
-    h_sleep_ms(300);
+    th_sleep_ms(300);
     cr_assert_gt(h.ops, 1000, "load did not run (%ld ops)", h.ops);
-    uint64_t t0 = fccl_now_ns();
+    double t0 = th_now();
     int rc = srv_stop_ms(&s, 5000);
-    uint64_t ms = (fccl_now_ns() - t0) / 1000000;
+    uint64_t ms = (uint64_t)((th_now() - t0) * 1e3);
     h.stop = 1;
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
@@ -382,8 +394,7 @@ Test(robust, sigint_exits_zero)
     srv_start(&s, NULL);
     int fd = cli_modern(s.port);
     kill(s.pid, SIGINT);
-    int st = h_reap(s.pid, 5000);
-    s.pid = 0;
+    int st = srv_wait(&s, 5000);
     close(fd);
     srv_cleanup(&s);
     cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
@@ -401,17 +412,17 @@ Test(robust, max_connections)
         cr_assert_eq(cli_numkeys(fds[i], M), 0);
     }
     int extra = cli_connect(s.port); /* accepted by the kernel, then closed */
-    cli_expect_closed(extra, IO_MS);
+    cli_expect_closed(extra, TH_IO_MS);
     close(extra);
-    cr_assert(srv_log_wait(&s, "(max-connections)", IO_MS));
+    cr_assert(srv_log_wait(&s, "(max-connections)", TH_IO_MS));
     close(fds[0]);
-    h_sleep_ms(100);
+    th_sleep_ms(100);
     int again = cli_modern(s.port);
     cr_assert_eq(cli_numkeys(again, M), 0);
     close(again);
     close(fds[1]);
     close(fds[2]);
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(robust, max_total_bytes)
@@ -428,13 +439,13 @@ Test(robust, max_total_bytes)
     int c = cli_modern(s.port);
     f_kv(&b, M, OP_SET, "/b", v, 6000);
     cli_send(c, &b);
-    cli_expect_closed(c, IO_MS);
+    cli_expect_closed(c, TH_IO_MS);
     close(c);
-    cr_assert(srv_log_wait(&s, "limit", IO_MS));
+    cr_assert(srv_log_wait(&s, "limit", TH_IO_MS));
     c = cli_modern(s.port);
     f_kv(&b, M, OP_QUEUE_PUSH, "/q", v, 6000);
     cli_send(c, &b);
-    cli_expect_closed(c, IO_MS);
+    cli_expect_closed(c, TH_IO_MS);
     close(c);
     /* Replacing /a by a value of the same size still fits. */
     f_kv(&b, M, OP_SET, "/a", v, 5000);
@@ -459,13 +470,13 @@ Test(robust, max_total_bytes)
     }
     cr_assert_eq(cli_numkeys(w[0], M), 1);
     cr_assert_eq(cli_numkeys(w[1], M), 1);
-    cli_expect_closed(w[2], IO_MS);
+    cli_expect_closed(w[2], TH_IO_MS);
     for (int i = 0; i < 3; i++)
         close(w[i]);
     close(a);
     free(v);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- joining ---- */
@@ -484,13 +495,13 @@ Test(robust, wait_for_workers_all_join)
         cli_send(fds[i], &b);
         cli_expect_i64(fds[i], i + 1);
     }
-    cr_assert(srv_log_wait(&s, "2/3 workers joined", IO_MS));
-    cr_assert(srv_log_wait(&s, "all 3 workers joined", IO_MS));
+    cr_assert(srv_log_wait(&s, "2/3 workers joined", TH_IO_MS));
+    cr_assert(srv_log_wait(&s, "all 3 workers joined", TH_IO_MS));
     cr_assert_eq(cli_numkeys(fds[0], L), 1, "init/ counts as a key");
     for (int i = 0; i < 3; i++)
         close(fds[i]);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(robust, wait_for_workers_timeout_keeps_serving)
@@ -505,7 +516,7 @@ Test(robust, wait_for_workers_timeout_keeps_serving)
     cli_send(fd, &b);
     cli_expect_i64(fd, 1);
     cr_assert(srv_log_wait(&s, "timeout after 0.3 s: 1/2 workers joined",
-                           IO_MS));
+                           TH_IO_MS));
     char *log = srv_log(&s);
     cr_assert_null(strstr(log, "all 2 workers joined"));
     free(log);
@@ -515,13 +526,13 @@ Test(robust, wait_for_workers_timeout_keeps_serving)
     cli_expect_u32(fd, 7);
     close(fd);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- the program ---- */
 
-/* Run FCCL_BIN/tcpstore-server with args to completion; returns its exit
- * code, with stdout+stderr in out (malloc'd). */
+/* Run tcpstore-server with args to completion; returns its exit code,
+ * with stdout+stderr in out (malloc'd). */
 static int run_cli(const char *const *args, char **out)
 {
     const char *argv[32] = {"tcpstore-server"};
@@ -529,30 +540,7 @@ static int run_cli(const char *const *args, char **out)
     for (int i = 0; args[i] && n < 31; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    struct srv s;
-    int fd;
-    h_spawn(&s, argv, &fd);
-    char *buf = calloc(1, 65536);
-    size_t len = 0;
-    uint64_t dl = fccl_deadline_ms(IO_MS);
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, fccl_ms_left(dl)) <= 0)
-            break;
-        ssize_t r = read(fd, buf + len, 65535 - len);
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-    }
-    close(fd);
-    int st = h_reap(s.pid, IO_MS);
-    char *err = srv_log(&s);
-    strncat(buf, err, 65535 - strlen(buf));
-    free(err);
-    unlink(s.errpath);
-    *out = buf;
-    cr_assert(st != -1 && WIFEXITED(st), "tcpstore-server did not exit");
-    return WEXITSTATUS(st);
+    return srv_run(argv, TH_IO_MS, out);
 }
 
 Test(robust, cli_help_version_and_usage_errors)
@@ -604,7 +592,7 @@ Test(robust, port_in_use_exits_one)
     cr_assert_eq(rc, 1, "second server on port %s: exit %d", port, rc);
     cr_assert(strstr(out, "Address already in use"), "%s", out);
     free(out);
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(robust, config_file_and_overrides)
@@ -637,17 +625,17 @@ Test(robust, config_file_and_overrides)
         f_kv(&b, M, OP_SET, "/big", v, 200);
         cli_send(fd, &b);
         if (pass == 0) {
-            cli_expect_closed(fd, IO_MS);
+            cli_expect_closed(fd, TH_IO_MS);
         } else {
             cr_assert_eq(cli_numkeys(fd, M), 2);
             f_keys(&b, M, OP_CHECK, 5,
                    (const char *[]){"/a", "/b", "/c", "/d", "/e"});
             cli_send(fd, &b);
-            cli_expect_closed(fd, IO_MS); /* max-keys-per-request 4 */
+            cli_expect_closed(fd, TH_IO_MS); /* max-keys-per-request 4 */
         }
         close(fd);
-        cr_assert(srv_log_wait(&s, "debug STORE", IO_MS), "log-level");
-        finish(&s);
+        cr_assert(srv_log_wait(&s, "debug STORE", TH_IO_MS), "log-level");
+        srv_finish(&s);
     }
     unlink(path);
     codec_buf_free(&b);
@@ -659,7 +647,7 @@ Test(robust, ipv4_and_ipv6)
     srv_start(&s, NULL);
     int fd = fccl_tcp_connect("::1", s.port, fccl_deadline_ms(2000));
     if (fd < 0) {
-        finish(&s);
+        srv_finish(&s);
         cr_skip_test("no IPv6 loopback here");
     }
     struct codec_buf b;
@@ -672,7 +660,7 @@ Test(robust, ipv4_and_ipv6)
     cr_assert_eq(cli_numkeys(v4, M), 1);
     close(v4);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* ---- valgrind ---- */

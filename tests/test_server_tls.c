@@ -5,9 +5,24 @@
  * and pipelined traffic inside TLS, and a certificate that does not load.
  * Certificates are made with the openssl program at test time.
  */
-#include "server_harness.h"
+#include <criterion/criterion.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fccl/core.h"
 #include "fccl/store.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
+#include "lib/wire.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -19,35 +34,21 @@
 static char dir[64];
 static char srv_cert[128], srv_key[128], cli_cert[128], cli_key[128];
 
-static void make_pair(const char *cert, const char *key, const char *cn)
-{
-    char cmd[768];
-    snprintf(cmd, sizeof(cmd),
-             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -keyout %s "
-             "-out %s -subj /CN=%s -addext subjectAltName=IP:127.0.0.1 "
-             ">/dev/null 2>&1", key, cert, cn);
-    cr_assert_eq(system(cmd), 0, "openssl req failed");
-}
-
 static void setup(void)
 {
-    if (system("openssl version >/dev/null 2>&1") != 0)
-        cr_skip_test("no openssl program to make certificates");
-    snprintf(dir, sizeof(dir), "/tmp/fccl-tls-XXXXXX");
-    cr_assert(mkdtemp(dir));
+    srv_need_openssl();
+    cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-tls"), 0);
     snprintf(srv_cert, sizeof(srv_cert), "%s/server.crt", dir);
     snprintf(srv_key, sizeof(srv_key), "%s/server.key", dir);
     snprintf(cli_cert, sizeof(cli_cert), "%s/client.crt", dir);
     snprintf(cli_key, sizeof(cli_key), "%s/client.key", dir);
-    make_pair(srv_cert, srv_key, "store");
-    make_pair(cli_cert, cli_key, "rank");
+    srv_make_cert(srv_cert, srv_key, "store");
+    srv_make_cert(cli_cert, cli_key, "rank");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (dir[0] && system(cmd) != 0)
+    if (dir[0] && th_rmtree(dir) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
@@ -76,7 +77,7 @@ static int tls_open(struct tcli *t, int port, int with_cert)
     }
     t->fd = cli_connect(port);
     /* Blocking I/O bounded by socket timeouts: nothing hangs. */
-    struct timeval tv = {IO_MS / 1000, 0};
+    struct timeval tv = {TH_IO_MS / 1000, 0};
     setsockopt(t->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(t->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     fcntl(t->fd, F_SETFL, fcntl(t->fd, F_GETFL) & ~O_NONBLOCK);
@@ -155,13 +156,6 @@ static void start_tls_server(struct srv *s, const char *extra1,
     srv_start(s, args);
 }
 
-static void finish(struct srv *s)
-{
-    int rc = srv_stop(s);
-    srv_cleanup(s);
-    cr_assert_eq(rc, 0, "server exit status %d", rc);
-}
-
 /* ---- tests ---- */
 
 Test(tls, tls_and_plain_clients_share_one_port)
@@ -194,7 +188,7 @@ Test(tls, tls_and_plain_clients_share_one_port)
     close(p);
     tls_close(&t);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(tls, big_and_pipelined_traffic)
@@ -223,7 +217,7 @@ Test(tls, big_and_pipelined_traffic)
     free(v);
     tls_close(&t);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(tls, tls_required_refuses_plaintext)
@@ -237,17 +231,17 @@ Test(tls, tls_required_refuses_plaintext)
     codec_buf_init(&b);
     put_op(&b, L, OP_GETNUMKEYS);
     cli_send(p, &b);
-    cli_expect_closed(p, IO_MS);
+    cli_expect_closed(p, TH_IO_MS);
     close(p);
     snprintf(want, sizeof(want), "closing client %s: plaintext connection "
              "refused (tls-required)", name);
-    cr_assert(srv_log_wait(&s, want, IO_MS), "no log line '%s'", want);
+    cr_assert(srv_log_wait(&s, want, TH_IO_MS), "no log line '%s'", want);
     struct tcli t;
     cr_assert_eq(tls_open(&t, s.port, 0), 0);
     cr_assert_eq(tls_numkeys(&t), 0);
     tls_close(&t);
     codec_buf_free(&b);
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(tls, client_certificates_required_with_tls_ca)
@@ -269,12 +263,12 @@ Test(tls, client_certificates_required_with_tls_ca)
     }
     tls_close(&t);
     cr_assert(!ok, "a client without a certificate was served");
-    cr_assert(srv_log_wait(&s, "TLS: ", IO_MS));
+    cr_assert(srv_log_wait(&s, "TLS: ", TH_IO_MS));
     /* With one signed by the CA: served. */
     cr_assert_eq(tls_open(&t, s.port, 1), 0, "handshake with a cert failed");
     cr_assert_eq(tls_numkeys(&t), 0);
     tls_close(&t);
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(tls, garbage_handshake_closes_only_that_client)
@@ -286,12 +280,12 @@ Test(tls, garbage_handshake_closes_only_that_client)
     static const uint8_t junk[] = {0x16, 0x03, 0x01, 0x00, 0x05, 'h', 'e',
                                    'l', 'l', 'o', 0xFF, 0xFF, 0xFF};
     cli_send_raw(bad, junk, sizeof(junk));
-    cli_expect_closed(bad, IO_MS);
+    cli_expect_closed(bad, TH_IO_MS);
     close(bad);
-    cr_assert(srv_log_wait(&s, "TLS: ", IO_MS));
+    cr_assert(srv_log_wait(&s, "TLS: ", TH_IO_MS));
     cr_assert_eq(cli_numkeys(good, M), 0);
     close(good);
-    finish(&s);
+    srv_finish(&s);
 }
 
 Test(tls, bad_certificate_files_fail_at_start)
@@ -300,24 +294,13 @@ Test(tls, bad_certificate_files_fail_at_start)
     const char *argv[] = {"tcpstore-server", "--port",  "0",
                           "--tls-cert",      srv_key, "--tls-key",
                           srv_key,           NULL};
-    struct srv s;
-    int fd;
-    h_spawn(&s, argv, &fd);
-    close(fd);
-    int st = h_reap(s.pid, IO_MS);
-    out = srv_log(&s);
-    unlink(s.errpath);
-    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1,
-              "status %d: %s", st, out);
+    int st = srv_run(argv, TH_IO_MS, &out);
+    cr_assert_eq(st, 1, "status %d: %s", st, out);
     cr_assert(strstr(out, "TLS certificate"), "%s", out);
     free(out);
     /* Half a TLS config is a usage error. */
     const char *half[] = {"tcpstore-server", "--tls-cert", srv_cert, NULL};
-    h_spawn(&s, half, &fd);
-    close(fd);
-    st = h_reap(s.pid, IO_MS);
-    unlink(s.errpath);
-    cr_assert(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    cr_assert_eq(srv_run(half, TH_IO_MS, NULL), 2);
 }
 
 /* Issue 9: an unfinished TLS handshake held a connection slot forever.
@@ -333,11 +316,11 @@ Test(tls, unfinished_handshake_times_out_idle_tls_stays)
     cli_send_raw(half, "\x16\x03\x01", 3); /* a record header, no more */
     cli_expect_closed(half, 5000);
     close(half);
-    cr_assert(srv_log_wait(&s, "TLS handshake not finished", IO_MS));
-    h_sleep_ms(1500);
+    cr_assert(srv_log_wait(&s, "TLS handshake not finished", TH_IO_MS));
+    th_sleep_ms(1500);
     cr_assert_eq(tls_numkeys(&t), 0);
     tls_close(&t);
-    finish(&s);
+    srv_finish(&s);
 }
 
 /* Issue 9: a plaintext fccl client of a TLS-only server used to be told
@@ -347,12 +330,9 @@ Test(tls, plaintext_client_of_tls_only_server_is_told_why)
 {
     struct srv s;
     start_tls_server(&s, "--tls-required", NULL);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", s.port);
+    char addr[TH_ADDR_LEN];
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 3000;
+    srv_client_opts(&o, addr, s.port, 3000);
     fccl_store_t *st = NULL;
     cr_assert_eq(fccl_store_connect(&o, &st), FCCL_OK, "%s",
                  fccl_last_error());
@@ -361,5 +341,5 @@ Test(tls, plaintext_client_of_tls_only_server_is_told_why)
     cr_assert(strstr(fccl_last_error(), "--tls-required"), "%s",
               fccl_last_error());
     fccl_store_close(st);
-    finish(&s);
+    srv_finish(&s);
 }

@@ -1,16 +1,25 @@
 /*
  * The libfabric transport over real providers and real processes (see
- * tp_harness.h): shm, tcp;ofi_rxm and net (the default network provider
- * where libfabric has it) in full, udp;ofi_rxd and sockets as a smoke
- * test.  Message contents are checked against a pattern computed
+ * tests/lib/tp_harness.h): shm, tcp;ofi_rxm and net (the default network
+ * provider where libfabric has it) in full, udp;ofi_rxd and sockets as a
+ * smoke test.  Message contents are checked against a pattern computed
  * independently on each side from (sender, size, index).
  */
 #include <criterion/criterion.h>
+
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include "tp_harness.h"
+#include "clock.h"
+#include "lib/proc.h"
+#include "lib/tp_harness.h"
 
 #define TCP "tcp;ofi_rxm"
 #define NET "net"
@@ -162,8 +171,7 @@ static int body_unexpected(struct fccl_tp *tp, int rank, int n, void *arg)
                       "isend %zu", k);
     } else {
         /* Let every message arrive (or announce itself) first. */
-        struct timespec ts = {0, 300 * 1000000L};
-        nanosleep(&ts, NULL);
+        th_sleep_ms(300);
         for (size_t k = NUX; k-- > 0;)
             TPH_CHECK(tp_irecv(tp, 1, 7 + k, b[k], ux_sizes[k], &r[k]) == 0,
                       "irecv %zu", k);
@@ -226,8 +234,7 @@ static int body_sources(struct fccl_tp *tp, int rank, int n, void *arg)
     unsigned char m[3][2048];
     if (rank != 0) {
         if (rank == 1) { /* make rank 2's message the first to arrive */
-            struct timespec ts = {0, 100 * 1000000L};
-            nanosleep(&ts, NULL);
+            th_sleep_ms(100);
         }
         fill(m[rank], sizeof(m[rank]), (uint32_t)rank * 1000);
         TPH_CHECK(sendw(tp, 0, 42, m[rank], sizeof(m[rank])) == 0, "send");
@@ -383,7 +390,7 @@ static int body_last_words(struct fccl_tp *tp, int rank, int n, void *arg)
     if (arg) { /* rank 0 leaves this unread: its close resets */
         TPH_CHECK(sendw(tp, 0, 99, b, 8) == 0, "stray send");
     }
-    usleep(400000); /* rank 0 has long returned by now */
+    th_sleep_ms(400); /* rank 0 has long returned by now */
     for (k = 0; k < nk; k++) {
         size_t got = 12345;
         memset(b, 0xee, sizeof(b));
@@ -417,7 +424,7 @@ static int body_watch(struct fccl_tp *tp, int rank, int n, void *arg)
         return 0;     /* talked to no one: closes and exits at once */
     }
     if (rank == 1) {
-        usleep(900000); /* rank 2 idles past two liveness checks */
+        th_sleep_ms(900); /* rank 2 idles past two liveness checks */
         int rc = sendw(tp, 2, 5, &c, 1);
         TPH_CHECK(rc == 0 || vanish, "send: %s", fccl_last_error());
         return 0;
@@ -425,9 +432,9 @@ static int body_watch(struct fccl_tp *tp, int rank, int n, void *arg)
     int watch[3] = {0, 1, 2};
     struct tp_req r;
     TPH_CHECK(tp_irecv(tp, 1, 5, &c, 1, &r) == 0, "irecv");
-    uint64_t t0 = fccl_now_ns();
+    double t0 = th_now();
     int rc = tp_waitall_watch(tp, &r, 1, dl(20000), NULL, watch, (size_t)n);
-    double ms = (double)(fccl_now_ns() - t0) / 1e6;
+    double ms = (th_now() - t0) * 1e3;
     fprintf(stderr, "watch (%s): rc %d after %.0f ms: %s\n",
             vanish ? "vanished" : "closed", rc, ms, rc ? fccl_last_error() : "");
     if (!vanish) {
@@ -465,9 +472,9 @@ static int body_peer_exit(struct fccl_tp *tp, int rank, int n, void *arg)
     TPH_CHECK(tp_irecv(tp, 1, 2, rb, 64, &r[0]) == 0, "irecv");
     TPH_CHECK(tp_isend(tp, 1, 3, b, big, &r[1]) == 0, "isend");
     /* a deadline far away: only noticing the exit itself gives PEER */
-    uint64_t t0 = fccl_now_ns();
+    double t0 = th_now();
     int rc = tp_waitall(tp, r, 2, dl(30000), NULL);
-    double ms = (double)(fccl_now_ns() - t0) / 1e6;
+    double ms = (th_now() - t0) * 1e3;
     fprintf(stderr, "peer exit: rc %d (%s) after %.0f ms: %s\n", rc,
             fccl_strerror(rc), ms, fccl_last_error());
     TPH_CHECK(rc == FCCL_ERR_PEER, "rc %d", rc);
@@ -489,8 +496,7 @@ Test(transport, peer_exit_net, .timeout = 60) { run(NET, 2, body_peer_exit, NULL
 
 static void *set_abort_later(void *p)
 {
-    struct timespec ts = {0, 100 * 1000000L};
-    nanosleep(&ts, NULL);
+    th_sleep_ms(100);
     atomic_store((_Atomic int *)p, 1);
     return NULL;
 }
@@ -512,9 +518,9 @@ static int body_abort(struct fccl_tp *tp, int rank, int n, void *arg)
     pthread_t th;
     TPH_CHECK(tp_irecv(tp, 1, 6, buf, sizeof(buf), &r) == 0, "irecv");
     pthread_create(&th, NULL, set_abort_later, &flag);
-    uint64_t t0 = fccl_now_ns();
+    double t0 = th_now();
     rc = tp_waitall(tp, &r, 1, dl(10000), &flag);
-    double ms = (double)(fccl_now_ns() - t0) / 1e6;
+    double ms = (th_now() - t0) * 1e3;
     pthread_join(th, NULL);
     TPH_CHECK(rc == FCCL_ERR_ABORTED, "rc %d", rc);
     TPH_CHECK(ms >= 90 && ms < 1500, "abort seen after %.0f ms", ms);
@@ -662,7 +668,7 @@ static int body_a2a(struct fccl_tp *tp, int rank, int n, void *arg)
     unsigned char *sb = malloc((size_t)n * 65536), *rb = malloc((size_t)n * 65536);
     struct tp_req r[2 * TPH_MAX_RANKS];
     TPH_CHECK(sb && rb, "malloc");
-    uint64_t t0 = fccl_now_ns();
+    double t0 = th_now();
     for (int round = 0; round < A2A_ROUNDS; round++) {
         size_t len = round % 10 == 9 ? 65536 : sz;
         int k = 0;
@@ -683,7 +689,7 @@ static int body_a2a(struct fccl_tp *tp, int rank, int n, void *arg)
                                    (uint32_t)(p * 64 + rank + round * 4096)) < 0,
                           "round %d from rank %d", round, p);
     }
-    double ms = (double)(fccl_now_ns() - t0) / 1e6;
+    double ms = (th_now() - t0) * 1e3;
     if (rank == 0)
         sh->a2a_ms = ms;
     free(sb);
@@ -877,7 +883,6 @@ static int body_cma_order(struct fccl_tp *tp, int rank, int n, void *arg)
     (void)n, (void)arg;
     unsigned char *b[NORD];
     struct tp_req r[NORD];
-    struct timespec pause = {0, 50000000};
     for (size_t k = 0; k < NORD; k++)
         TPH_CHECK((b[k] = malloc(ord_sizes[k])) != NULL, "malloc");
     /* rank 0's CMA probe is answered by the end of this */
@@ -893,7 +898,7 @@ static int body_cma_order(struct fccl_tp *tp, int rank, int n, void *arg)
                 memset(b[k], 0, ord_sizes[k]);
         }
         if ((rank == 1 && recv_waits) || (rank == 0 && send_waits))
-            nanosleep(&pause, NULL);
+            th_sleep_ms(50);
         for (size_t k = 0; k < NORD; k++) {
             int rc = rank == 0 ? tp_isend(tp, 1, 90, b[k], ord_sizes[k], &r[k])
                                : tp_irecv(tp, 0, 90, b[k], ord_sizes[k], &r[k]);
@@ -1295,7 +1300,7 @@ static int body_perf(struct fccl_tp *tp, int rank, int n, void *arg)
     char m[8] = "pingpong";
     for (int warm = 1; warm >= 0; warm--) {
         int iters = warm ? 1000 : LAT_ITERS;
-        uint64_t t0 = fccl_now_ns();
+        double t0 = th_now();
         for (int i = 0; i < iters; i++) {
             if (rank == 0) {
                 TPH_CHECK(sendw(tp, peer, 1, m, 8) == 0, "send");
@@ -1306,17 +1311,17 @@ static int body_perf(struct fccl_tp *tp, int rank, int n, void *arg)
             }
         }
         if (!warm && rank == 0)
-            sh->lat_us = (double)(fccl_now_ns() - t0) / 1e3 / iters / 2;
+            sh->lat_us = (th_now() - t0) * 1e6 / iters / 2;
     }
     size_t big = 64 * MiB;
     unsigned char *b = malloc(big);
     TPH_CHECK(b, "malloc");
     memset(b, rank, big);
     int reps = 4;
-    uint64_t t0 = 0;
+    double t1 = 0;
     for (int i = -1; i < reps; i++) { /* i == -1: warm-up */
         if (i == 0)
-            t0 = fccl_now_ns();
+            t1 = th_now();
         if (rank == 0)
             TPH_CHECK(sendw(tp, peer, 2, b, big) == 0, "send big");
         else
@@ -1327,7 +1332,7 @@ static int body_perf(struct fccl_tp *tp, int rank, int n, void *arg)
     else
         TPH_CHECK(sendw(tp, peer, 3, m, 8) == 0, "ack");
     if (rank == 0)
-        sh->bw_mbs = (double)big * reps / ((double)(fccl_now_ns() - t0) / 1e9) / 1e6;
+        sh->bw_mbs = (double)big * reps / (th_now() - t1) / 1e6;
     free(b);
     return 0;
 }

@@ -10,9 +10,14 @@
  * success, 1 on any transport error, 2 on bad usage.
  */
 #include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 
-#include "tp_harness.h"
+#include "clock.h"
+#include "lib/proc.h"
+#include "lib/tp_harness.h"
 
 struct pp_args {
     int iters, reps;
@@ -38,24 +43,24 @@ static int body(struct fccl_tp *tp, int rank, int n, void *arg)
     TPH_CHECK(b, "malloc");
     for (int warm = 1; warm >= 0; warm--) {
         int iters = warm ? 1000 : a->iters;
-        uint64_t t0 = fccl_now_ns();
+        double t0 = th_now();
         for (int i = 0; i < iters; i++) {
             TPH_CHECK(xfer(tp, rank == 0, peer, 1, b, a->small) == 0, "ping");
             TPH_CHECK(xfer(tp, rank != 0, peer, 1, b, a->small) == 0, "pong");
         }
         if (!warm && rank == 0)
-            a->lat_us = (double)(fccl_now_ns() - t0) / 1e3 / iters / 2;
+            a->lat_us = (th_now() - t0) * 1e6 / iters / 2;
     }
-    uint64_t t0 = 0;
+    double t0 = 0;
     for (int i = -1; i < a->reps; i++) {
         if (i == 0)
-            t0 = fccl_now_ns();
+            t0 = th_now();
         TPH_CHECK(xfer(tp, rank == 0, peer, 2, b, a->big) == 0, "big");
     }
     TPH_CHECK(xfer(tp, rank != 0, peer, 3, b, 1) == 0, "ack");
     if (rank == 0)
         a->bw_mbs = (double)a->big * a->reps /
-                    ((double)(fccl_now_ns() - t0) / 1e9) / 1e6;
+                    (th_now() - t0) / 1e6;
     free(b);
     return 0;
 }

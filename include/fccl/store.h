@@ -1,5 +1,6 @@
-/*
- * fccl/store.h: the TCPStore client.
+/** @file fccl/store.h
+ *
+ * fccl store: the TCPStore client.
  *
  * A TCPStore is a key-value server that the ranks of a job meet at: one
  * rank (or tcpstore-server) serves it, every process connects, and they
@@ -8,34 +9,39 @@
  * default, legacy on request) to tcpstore-server or to a PyTorch TCPStore
  * server; fccl_init() uses it for its rendezvous.
  *
- * A handle owns one TCP connection (shared with the prefix views made from
- * it) and is safe to use from several threads: calls are serialized on the
- * connection.  Keys are C strings.  Like PyTorch's client, the handle sends
- * every key with the prefix "/" (so a script's `tcpstore set a` and a
- * PyTorch program's store.set("a") meet on the wire key "/a"), unless
- * raw_keys is set.  Values are binary byte strings.
+ * Handles.  A handle owns one TCP connection (shared with the prefix views
+ * made from it) and is safe to use from several threads: calls are
+ * serialized on the connection.  Keys are C strings.  Like PyTorch's
+ * client, the handle sends every key with the prefix "/" (so a script's
+ * `tcpstore set a` and a PyTorch program's store.set("a") meet on the wire
+ * key "/a"), unless raw_keys is set.  Values are binary byte strings.
  *
- * Every call returns FCCL_OK or a negative FCCL_ERR_* code and leaves a
- * message (fccl_last_error()) naming the server address, the key and the
- * cause.  timeout_ms < 0 in a call means the handle's default timeout.
- * Calls that wait (get, wait, multi_get) fail with FCCL_ERR_TIMEOUT after
- * the timeout, cancel their wait on the server, and name the keys still
- * missing.  A handle whose connection broke returns FCCL_ERR_CLOSED (or the
- * first error) from every later call.
+ * Status codes.  Every call returns FCCL_OK or a negative FCCL_ERR_* code
+ * and leaves a message (fccl_last_error()) naming the server address, the
+ * key and the cause.  timeout_ms < 0 in a call means the handle's default
+ * timeout.  Calls that wait (get, wait, multi_get) fail with
+ * FCCL_ERR_TIMEOUT after the timeout, cancel their wait on the server, and
+ * name the keys still missing.  A handle whose connection broke returns
+ * FCCL_ERR_CLOSED (or the first error) from every later call.
  *
- * Errors every call on a handle may return, besides those listed with it:
- * FCCL_ERR_INVALID (a NULL handle, key or output pointer, a key over the
- * limit), FCCL_ERR_CLOSED (the server closed the connection), FCCL_ERR_IO
- * (a socket call failed), FCCL_ERR_TIMEOUT (no reply before the handle's
- * timeout), FCCL_ERR_PROTOCOL (the server's bytes break the protocol),
- * FCCL_ERR_NOMEM.  After CLOSED, IO or PROTOCOL the handle is dead.
+ * The common errors: every call on a handle may return these, besides
+ * those listed with it:
+ *  - FCCL_ERR_INVALID: a NULL handle, key or output pointer, a key over
+ *    the limit;
+ *  - FCCL_ERR_CLOSED: the server closed the connection;
+ *  - FCCL_ERR_IO: a socket call failed;
+ *  - FCCL_ERR_TIMEOUT: no reply before the handle's timeout;
+ *  - FCCL_ERR_PROTOCOL: the server's bytes break the protocol;
+ *  - FCCL_ERR_NOMEM.
+ * After CLOSED, IO or PROTOCOL the handle is dead.
  *
- * Writes without a reply of their own (set, append, multi_set,
- * queue_push) are confirmed before the call returns, so a write the server
- * refused (store full, over a limit, not authorized) is returned as an
- * error naming the cause, never as success (docs/PROTOCOL-fccl.md).
+ * Confirmed writes.  Writes without a reply of their own (set, append,
+ * multi_set, queue_push) are confirmed before the call returns, so a write
+ * the server refused (store full, over a limit, not authorized) is
+ * returned as an error naming the cause, never as success
+ * (docs/PROTOCOL-fccl.md).
  *
- * Memory: keys and values passed in are copied before the call returns;
+ * Memory.  Keys and values passed in are copied before the call returns;
  * values handed out are malloc'd and the caller frees them.
  */
 #ifndef FCCL_STORE_H
@@ -50,49 +56,50 @@
 extern "C" {
 #endif
 
-/* A connection to a store (or a prefix view of one).  Opaque. */
+/** A connection to a store (or a prefix view of one).  Opaque. */
 typedef struct fccl_store fccl_store_t;
 
-/* The protocol's two numberings (see PROTOCOL.md). */
+/** The protocol's two numberings (see PROTOCOL.md). */
 typedef enum {
-    FCCL_DIALECT_MODERN = 0, /* PyTorch >= 2.1 and tcpstore-server */
-    FCCL_DIALECT_LEGACY = 1, /* PyTorch <= 2.0 servers */
+    FCCL_DIALECT_MODERN = 0, /**< PyTorch >= 2.1 and tcpstore-server */
+    FCCL_DIALECT_LEGACY = 1, /**< PyTorch <= 2.0 servers */
 } fccl_dialect_t;
 
-/* Connection options; fill with fccl_store_opts_init, then set fields. */
+/** Connection options; fill with fccl_store_opts_init(), then set
+ * fields. */
 typedef struct fccl_store_opts {
-    const char *addr;       /* "HOST:PORT" or "[V6]:PORT"; required */
-    int64_t timeout_ms;     /* default per-call and connect timeout;
+    const char *addr;       /**< "HOST:PORT" or "[V6]:PORT"; required */
+    int64_t timeout_ms;     /**< default per-call and connect timeout;
                                <= 0 means FCCL_TIMEOUT or 300 s */
-    fccl_dialect_t dialect; /* default modern */
-    int raw_keys;           /* send keys as given, without "/" */
-    /* TLS (tcpstore-server --tls-cert/--tls-key).  TLS is used when `tls`
+    fccl_dialect_t dialect; /**< default modern */
+    int raw_keys;           /**< send keys as given, without "/" */
+    /** TLS (tcpstore-server --tls-cert/--tls-key).  TLS is used when `tls`
      * is set or any of the four paths below is given.  The strings are
      * read during fccl_store_connect only (the handle keeps copies). */
     int tls;
-    const char *tls_ca;     /* PEM CA file: verify the server's certificate
-                               (chain, dates and name); NULL: encrypt
-                               without verifying who answers */
-    const char *tls_cert;   /* PEM client certificate (mutual TLS: the
+    const char *tls_ca;     /**< PEM CA file: verify the server's
+                               certificate (chain, dates and name); NULL:
+                               encrypt without verifying who answers */
+    const char *tls_cert;   /**< PEM client certificate (mutual TLS: the
                                server's --tls-ca) */
-    const char *tls_key;    /* PEM key of tls_cert; refused when its mode
+    const char *tls_key;    /**< PEM key of tls_cert; refused when its mode
                                gives group or other any access (& 077) */
-    const char *tls_server_name; /* name (or IP literal) the server's
+    const char *tls_server_name; /**< name (or IP literal) the server's
                                certificate must carry; NULL: the host of
                                addr (an IP literal matches an IP
                                subjectAltName) */
-    const char *token_file; /* token (one line, >= 16 bytes, mode 0600 or
+    const char *token_file; /**< token (one line, >= 16 bytes, mode 0600 or
                                stricter) proven to tcpstore-server after
-                               VALIDATE (AUTH_HELLO/AUTH_PROOF; the token is
-                               never sent); NULL: no authentication */
-    int reconnect;          /* 1: ride out a dropped connection (a store
+                               VALIDATE (AUTH_HELLO/AUTH_PROOF; the token
+                               is never sent); NULL: no authentication */
+    int reconnect;          /**< 1: ride out a dropped connection (a store
                                restarted with --journal): the next call, or
                                the failed call itself when repeating it is
                                harmless (GET, CHECK, WAIT, MULTI_GET, PING,
                                NUM_KEYS, LIST_KEYS, STATS, SET, MULTI_SET,
-                               DELETE, QUEUE_LEN), reconnects (backoff, TLS,
-                               token, VALIDATE) within the call's timeout
-                               and runs again (at most 4 times); a
+                               DELETE, QUEUE_LEN), reconnects (backoff,
+                               TLS, token, VALIDATE) within the call's
+                               timeout and runs again (at most 4 times); a
                                pending WAIT is re-issued.
                                ADD, APPEND, COMPARE_SET, QUEUE_PUSH/POP and
                                BARRIER are sent again only if the old
@@ -103,162 +110,289 @@ typedef struct fccl_store_opts {
                                error makes the handle unusable. */
 } fccl_store_opts_t;
 
-/* Fill opts with defaults (addr NULL, timeout 0 = default, modern dialect,
- * prefixed keys).  Never fails; opts must not be NULL.  Thread-safe. */
+/**
+ * Fill opts with the defaults: addr NULL, timeout 0 (the default),
+ * modern dialect, prefixed keys.
+ *
+ * Never blocks, never fails.  Thread-safe.
+ *
+ * @param opts the options to fill; not NULL.
+ */
 FCCL_API void fccl_store_opts_init(fccl_store_opts_t *opts);
 
-/* Fill the TLS, token and reconnect fields of opts from the environment
+/**
+ * Fill the TLS, token and reconnect fields of opts from the environment
  * variables PREFIX_TLS_CA, PREFIX_TLS_CERT, PREFIX_TLS_KEY,
- * PREFIX_TLS_SERVER_NAME, PREFIX_TOKEN_FILE and PREFIX_RECONNECT ("1" sets
- * reconnect, "0" clears it) (prefix "FCCL_STORE" for fccl_init, "TCPSTORE" for the
- * tools); unset or
- * empty variables leave the field as it is.  The strings point into the
- * environment.  Not thread-safe against setenv. */
+ * PREFIX_TLS_SERVER_NAME, PREFIX_TOKEN_FILE and PREFIX_RECONNECT ("1"
+ * sets reconnect, "0" clears it).  Unset or empty variables leave the
+ * field as it is.
+ *
+ * Never blocks.  Not thread-safe against setenv.
+ *
+ * @param opts the options to fill.
+ * @param prefix "FCCL_STORE" for fccl_init, "TCPSTORE" for the tools.
+ *     The strings stored in opts point into the environment.
+ */
 FCCL_API void fccl_store_opts_env(fccl_store_opts_t *opts, const char *prefix);
 
-/* Connect to opts->addr and return a handle in *out (the caller closes it
- * with fccl_store_close).  Blocks: refused connects are retried with
- * exponential backoff and jitter (from 1 ms, capped at 250 ms) until the
- * timeout, so the server may start after the client.  The modern dialect
- * sends VALIDATE first; with TLS the handshake follows the TCP connect
- * (its failures are not retried), with a token the AUTH exchange follows
- * VALIDATE.  opts is read during the call only.  Thread-safe.
- * Errors: FCCL_ERR_INVALID (NULL argument, bad or missing addr),
- * FCCL_ERR_CONNECT (retries ran out; the message says whether anything
- * answered), FCCL_ERR_NOMEM, FCCL_ERR_AUTH (a TLS or token file does not
- * load or is readable by others; the server refused the token or has none;
- * its certificate is not trusted, expired or for another name; it does not
- * speak TLS or refused our certificate: the message names which).  *out is
- * NULL on failure. */
+/**
+ * Connect to opts->addr and return a handle.
+ *
+ * Blocks: refused connects are retried with exponential backoff and
+ * jitter (from 1 ms, capped at 250 ms) until the timeout, so the server
+ * may start after the client.  The modern dialect sends VALIDATE first;
+ * with TLS the handshake follows the TCP connect (its failures are not
+ * retried), with a token the AUTH exchange follows VALIDATE.
+ * Thread-safe.
+ *
+ * @param opts the options; read during the call only.
+ * @param out receives the handle, which the caller closes with
+ *     fccl_store_close(); NULL on failure.
+ * @return FCCL_OK, or
+ *   - FCCL_ERR_INVALID: a NULL argument, a bad or missing addr;
+ *   - FCCL_ERR_CONNECT: the retries ran out (the message says whether
+ *     anything answered);
+ *   - FCCL_ERR_NOMEM;
+ *   - FCCL_ERR_AUTH: a TLS or token file does not load or is readable by
+ *     others; the server refused the token or has none; its certificate
+ *     is not trusted, expired or for another name; it does not speak TLS
+ *     or refused our certificate (the message names which).
+ */
 FCCL_API int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
 
-/* A view of `parent` that prepends `prefix` to every key (after the "/"
- * when not raw), sharing its connection, in *out.  Views nest.  Close each
- * view; the connection is closed with the last handle using it.  Does not
- * block.  Errors: FCCL_ERR_INVALID (NULL argument), FCCL_ERR_NOMEM. */
+/**
+ * A view of parent that prepends prefix to every key (after the "/" when
+ * not raw), sharing its connection.  Views nest.  Close each view; the
+ * connection is closed with the last handle using it.
+ *
+ * Does not block.
+ *
+ * @param parent a handle or a view.
+ * @param prefix prepended to every key of the view.
+ * @param out receives the view.
+ * @return FCCL_OK; FCCL_ERR_INVALID for a NULL argument; FCCL_ERR_NOMEM.
+ */
 FCCL_API int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,
                         fccl_store_t **out);
 
-/* Close the handle (and the connection if it was the last user).  NULL is
- * a no-op.  The handle must not be in use by another thread. */
+/**
+ * Close the handle (and the connection if it was the last user).
+ *
+ * The handle must not be in use by another thread.
+ *
+ * @param store a handle or view; NULL is a no-op.
+ */
 FCCL_API void fccl_store_close(fccl_store_t *store);
 
-/* The server address ("HOST:PORT", owned by the handle) and the handle's
- * effective default timeout in ms.  Never fail on a valid handle. */
+/** @name Handle queries
+ * The server address ("HOST:PORT", owned by the handle) and the handle's
+ * effective default timeout in ms.  Never fail on a valid handle.
+ * @{ */
 FCCL_API const char *fccl_store_addr(const fccl_store_t *store);
 FCCL_API int64_t fccl_store_timeout_ms(const fccl_store_t *store);
+/** @} */
 
-/* Store len bytes of val under key (replacing any value) and wake every
- * waiter on it.  Blocks until the server confirmed the write (one round
- * trip).  Errors: the common ones, and the server's refusal: FCCL_ERR_LIMIT
- * (store full, value over its limit), FCCL_ERR_AUTH (not authorized). */
+/**
+ * Store len bytes of val under key (replacing any value) and wake every
+ * waiter on it.
+ *
+ * Blocks until the server confirmed the write (one round trip).
+ *
+ * @return FCCL_OK; the common errors; the server's refusal:
+ *     FCCL_ERR_LIMIT (store full, value over its limit), FCCL_ERR_AUTH
+ *     (not authorized).
+ */
 FCCL_API int fccl_store_set(fccl_store_t *s, const char *key, const void *val,
                    size_t len);
 
-/* Wait up to timeout_ms for `key`, then fetch it.  *val is malloc'd (with a
- * NUL after the last byte, not counted in *len); caller frees.  len may be
- * NULL.  Errors: the common ones; FCCL_ERR_TIMEOUT names the key. */
+/**
+ * Wait up to timeout_ms for key, then fetch it.
+ *
+ * @param val receives the value, malloc'd (with a NUL after the last
+ *     byte, not counted in *len); the caller frees it.
+ * @param len receives its length; may be NULL.
+ * @param timeout_ms how long to wait; < 0: the handle's default.
+ * @return FCCL_OK; the common errors; FCCL_ERR_TIMEOUT names the key.
+ */
 FCCL_API int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
                    int64_t timeout_ms);
 
-/* Atomically add delta to the decimal integer stored at key (missing = 0);
- * *out (may be NULL) receives the new value.  One round trip.  A value
- * that is not a decimal integer makes the server close the connection
- * (FCCL_ERR_CLOSED), as PyTorch's does. */
+/**
+ * Atomically add delta to the decimal integer stored at key (missing =
+ * 0).  One round trip.
+ *
+ * @param out receives the new value; may be NULL.
+ * @return FCCL_OK; the common errors.  A value that is not a decimal
+ *     integer makes the server close the connection (FCCL_ERR_CLOSED), as
+ *     PyTorch's does.
+ */
 FCCL_API int fccl_store_add(fccl_store_t *s, const char *key, int64_t delta,
                    int64_t *out);
 
-/* PyTorch's compare_set: if the stored value equals expected (or the key is
- * missing and expected is empty) store desired.  *cur (may be NULL; else
- * malloc'd, caller frees) receives the server's reply: the value stored
- * afterwards, or `expected` for a missing key with non-empty expected.
- * One round trip; the common errors. */
+/**
+ * PyTorch's compare_set: if the stored value equals expected (or the key
+ * is missing and expected is empty) store desired.  One round trip.
+ *
+ * @param cur receives the server's reply: the value stored afterwards, or
+ *     expected for a missing key with non-empty expected.  May be NULL;
+ *     else malloc'd, and the caller frees it.
+ * @param curlen receives the length of *cur; may be NULL.
+ * @return FCCL_OK; the common errors.
+ */
 FCCL_API int fccl_store_compare_set(fccl_store_t *s, const char *key,
                            const void *expected, size_t elen,
                            const void *desired, size_t dlen, void **cur,
                            size_t *curlen);
 
-/* *all_present = 1 if every one of the n keys exists now, else 0.  One
- * round trip, no waiting.  n must be >= 1 (FCCL_ERR_INVALID). */
+/**
+ * Whether every one of the n keys exists now.  One round trip, no
+ * waiting.
+ *
+ * @param n >= 1.
+ * @param all_present receives 1 if every key exists, else 0.
+ * @return FCCL_OK; the common errors; FCCL_ERR_INVALID for n < 1.
+ */
 FCCL_API int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
                      int *all_present);
 
-/* Block until every one of the n keys exists, or timeout_ms passes
- * (FCCL_ERR_TIMEOUT naming the keys still missing; the wait is cancelled
- * on the server first, so the handle stays usable). */
+/**
+ * Block until every one of the n keys exists, or timeout_ms passes.
+ *
+ * @return FCCL_OK; the common errors; FCCL_ERR_TIMEOUT naming the keys
+ *     still missing (the wait is cancelled on the server first, so the
+ *     handle stays usable).
+ */
 FCCL_API int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
                     int64_t timeout_ms);
 
-/* Delete key; *deleted (may be NULL) = 1 if it existed.  One round trip. */
+/**
+ * Delete key.  One round trip.
+ *
+ * @param deleted receives 1 if the key existed; may be NULL.
+ * @return FCCL_OK; the common errors.
+ */
 FCCL_API int fccl_store_delete(fccl_store_t *s, const char *key, int *deleted);
 
-/* *n = the number of keys on the server (all keys, not only this view's;
- * queues not counted).  One round trip. */
+/**
+ * The number of keys on the server: all keys, not only this view's;
+ * queues not counted.  One round trip.
+ *
+ * @param n receives the count.
+ * @return FCCL_OK; the common errors.
+ */
 FCCL_API int fccl_store_num_keys(fccl_store_t *s, int64_t *n);
 
-/* Append len bytes to the value of key (creating it) and wake its waiters.
- * Confirmed like set.  FCCL_ERR_UNSUPPORTED on the legacy dialect. */
+/**
+ * Append len bytes to the value of key (creating it) and wake its
+ * waiters.  Confirmed like fccl_store_set().
+ *
+ * @return as fccl_store_set(); FCCL_ERR_UNSUPPORTED on the legacy
+ *     dialect.
+ */
 FCCL_API int fccl_store_append(fccl_store_t *s, const char *key, const void *val,
                       size_t len);
 
-/* Wait up to timeout_ms for all n keys, then fetch them in one round
- * trip.  vals[i] are malloc'd (NUL-terminated, not counted in lens[i]);
- * caller frees each; on failure none is left allocated.  The server may
- * refuse a reply larger than its limits (FCCL_ERR_LIMIT or CLOSED).
- * FCCL_ERR_UNSUPPORTED on the legacy dialect. */
+/**
+ * Wait up to timeout_ms for all n keys, then fetch them in one round
+ * trip.
+ *
+ * @param vals receives n values, each malloc'd (NUL-terminated, the NUL
+ *     not counted in lens[i]); the caller frees each.  On failure none is
+ *     left allocated.
+ * @param lens receives the n lengths.
+ * @return FCCL_OK; the common errors; FCCL_ERR_LIMIT or FCCL_ERR_CLOSED
+ *     when the server refuses a reply larger than its limits;
+ *     FCCL_ERR_UNSUPPORTED on the legacy dialect.
+ */
 FCCL_API int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
                          void **vals, size_t *lens, int64_t timeout_ms);
 
-/* Store n (key, value) pairs in one request; confirmed like set.
- * FCCL_ERR_UNSUPPORTED on the legacy dialect. */
+/**
+ * Store n (key, value) pairs in one request.  Confirmed like
+ * fccl_store_set().
+ *
+ * @return as fccl_store_set(); FCCL_ERR_UNSUPPORTED on the legacy
+ *     dialect.
+ */
 FCCL_API int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
                          const void *const *vals, const size_t *lens,
                          size_t n);
 
-/* One PING round trip; *rtt_us (may be NULL) receives its time in us.
- * FCCL_ERR_UNSUPPORTED on the legacy dialect. */
+/**
+ * One PING round trip.
+ *
+ * @param rtt_us receives its time in microseconds; may be NULL.
+ * @return FCCL_OK; the common errors; FCCL_ERR_UNSUPPORTED on the legacy
+ *     dialect.
+ */
 FCCL_API int fccl_store_ping(fccl_store_t *s, double *rtt_us);
 
-/* fccl extension (tcpstore-server, modern dialect): the keys that start
- * with prefix (as seen through this view, view prefix stripped).  *keys is
- * a malloc'd array of malloc'd strings; free with fccl_store_free_keys. */
+/**
+ * fccl extension (tcpstore-server, modern dialect): the keys that start
+ * with prefix, as seen through this view (the view's prefix stripped).
+ *
+ * @param keys receives a malloc'd array of malloc'd strings; free it with
+ *     fccl_store_free_keys().
+ * @param n receives the number of keys.
+ * @return FCCL_OK; the common errors.
+ */
 FCCL_API int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
                          size_t *n);
-/* Free what fccl_store_list_keys returned (NULL is a no-op). */
+/** Free what fccl_store_list_keys() returned (NULL is a no-op). */
 FCCL_API void fccl_store_free_keys(char **keys, size_t n);
 
-/* fccl extension STATS (tcpstore-server, modern dialect): the server's
+/**
+ * fccl extension STATS (tcpstore-server, modern dialect): the server's
  * figures as "name value" text lines (connections, keys, bytes held,
  * requests and bytes per type, waiters, longest loop turn; the names are
- * listed in docs/PROTOCOL-fccl.md).  Blocks for one round trip.  *text is
- * malloc'd and NUL-terminated (caller frees), *len its length (may be
- * NULL).  Thread-safe like every call on the handle.  FCCL_OK;
- * FCCL_ERR_UNSUPPORTED on the legacy dialect; FCCL_ERR_CLOSED if the server
- * closes on it (a PyTorch server has no STATS); FCCL_ERR_INVALID (NULL
- * argument); FCCL_ERR_TIMEOUT, FCCL_ERR_IO, FCCL_ERR_NOMEM. */
+ * listed in docs/PROTOCOL-fccl.md).
+ *
+ * Blocks for one round trip.  Thread-safe like every call on the handle.
+ *
+ * @param text receives the text, malloc'd and NUL-terminated; the caller
+ *     frees it.
+ * @param len receives its length; may be NULL.
+ * @return FCCL_OK; FCCL_ERR_UNSUPPORTED on the legacy dialect;
+ *     FCCL_ERR_CLOSED if the server closes on it (a PyTorch server has no
+ *     STATS); FCCL_ERR_INVALID (NULL argument); FCCL_ERR_TIMEOUT,
+ *     FCCL_ERR_IO, FCCL_ERR_NOMEM.
+ */
 FCCL_API int fccl_store_stats(fccl_store_t *s, char **text, size_t *len);
 
-/* PyTorch's BARRIER (request 18; tcpstore-server, PyTorch >= 2.11):
- * add 1 to the counter at key (decimal text, as fccl_store_add) and wait
- * up to timeout_ms (< 0: the handle's default) until it reaches
- * world_size.  On a timeout the wait is cancelled on the server and this
- * caller's increment stays.  Thread-safe like every call on the handle.
- * FCCL_OK; FCCL_ERR_TIMEOUT; FCCL_ERR_INVALID (NULL argument, world_size
- * < 1); FCCL_ERR_UNSUPPORTED (legacy dialect); FCCL_ERR_CLOSED (a server
- * without BARRIER closes on it), FCCL_ERR_IO, FCCL_ERR_NOMEM. */
+/**
+ * PyTorch's BARRIER (request 18; tcpstore-server, PyTorch >= 2.11): add
+ * 1 to the counter at key (decimal text, as fccl_store_add()) and wait
+ * until it reaches world_size.  On a timeout the wait is cancelled on the
+ * server and this caller's increment stays.
+ *
+ * Blocks up to timeout_ms.  Thread-safe like every call on the handle.
+ *
+ * @param world_size >= 1.
+ * @param timeout_ms how long to wait; < 0: the handle's default.
+ * @return FCCL_OK; FCCL_ERR_TIMEOUT; FCCL_ERR_INVALID (NULL argument,
+ *     world_size < 1); FCCL_ERR_UNSUPPORTED (legacy dialect);
+ *     FCCL_ERR_CLOSED (a server without BARRIER closes on it),
+ *     FCCL_ERR_IO, FCCL_ERR_NOMEM.
+ */
 FCCL_API int fccl_store_barrier(fccl_store_t *s, const char *key,
                                 int64_t world_size, int64_t timeout_ms);
 
-/* Queues (modern dialect; FCCL_ERR_UNSUPPORTED on legacy): push appends a
- * value (confirmed like set); pop takes the oldest value into *val
- * (malloc'd, caller frees), waiting up to timeout_ms when block is set
- * (FCCL_ERR_TIMEOUT), else FCCL_ERR_NOTFOUND if the queue is empty; len
- * gives the queue's length in *n. */
+/** @name Queues
+ * Modern dialect only: FCCL_ERR_UNSUPPORTED on legacy.
+ *
+ * fccl_store_queue_push() appends a value (confirmed like
+ * fccl_store_set()).  fccl_store_queue_pop() takes the oldest value into
+ * *val (malloc'd, the caller frees it), waiting up to timeout_ms when
+ * block is set (then FCCL_ERR_TIMEOUT), else FCCL_ERR_NOTFOUND if the
+ * queue is empty.  fccl_store_queue_len() gives the queue's length in *n.
+ * Besides these, the common errors.
+ * @{ */
 FCCL_API int fccl_store_queue_push(fccl_store_t *s, const char *key, const void *val,
                           size_t len);
 FCCL_API int fccl_store_queue_pop(fccl_store_t *s, const char *key, int block,
                          void **val, size_t *len, int64_t timeout_ms);
 FCCL_API int fccl_store_queue_len(fccl_store_t *s, const char *key, int64_t *n);
+/** @} */
 
 #ifdef __cplusplus
 }

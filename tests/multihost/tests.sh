@@ -313,7 +313,8 @@ t_mixed_versions()
     [ "${BG_RCS[0]}" -ne 0 ] && [ "${BG_RCS[1]}" -ne 0 ] ||
         fail "exit codes ${BG_RCS[*]}, want failures" || return 1
     local v
-    v=$(sed -n 's/^#define FCCL_VERSION_STRING "\(.*\)"/\1/p' "$ROOT/include/fccl/core.h")
+    v=$(sed -n 's/^#define FCCL_VERSION_STRING "\(.*\)"/\1/p' \
+        "$ROOT/include/fccl/core.h")
     local want="rank 0 runs fccl $v wire 3 eager 32768, rank 1 runs fccl 9.9.9 wire 3 eager 32768"
     grep -q "^\[0\] .*$want" "$T/node0.log" && grep -q "^\[1\] .*$want" "$T/node1.log" ||
         fail "no error naming both versions on both nodes"

@@ -1,91 +1,27 @@
-/*
- * tp_harness.h: run N real processes that each hold a live transport, with
- * no store and no bootstrap.  Header-only; for tests.
- *
- *   static int body(struct fccl_tp *tp, int rank, int n, void *arg)
- *   {
- *       ... tp_isend / tp_irecv / tp_waitall ...
- *       TPH_CHECK(got == want, "rank %d sent %d", peer, got);
- *       return 0;                      // non-zero = this rank failed
- *   }
- *   struct tp_harness h = {.provider = "shm", .nranks = 4};
- *   cr_assert_eq(tp_harness_run(&h, body, NULL), 0);
- *
- * How it works: the parent forks the N children FIRST (libfabric must never
- * be initialised before a fork).  Each child opens its transport with the
- * given provider, sends its name blob to the parent over a pipe; the parent
- * sends every blob to every child; each child calls tp_add_peers (node_of
- * all 0 unless h->node_of is set), runs `fn`, closes the transport and
- * exits 0 only if fn returned 0.  The parent waits for all children until
- * h->timeout_ms (default 60 s), SIGKILLs them all on timeout, and returns 0
- * only if every child exited 0.  It reports failures on stderr.  Children
- * also die with their parent (PR_SET_PDEATHSIG) and by alarm() shortly
- * after the deadline, so a killed test leaves no rank spinning; the shm
- * segments of ranks that exited without tp_close are removed.
- *
- * The body runs in a child process, so Criterion asserts must not be used
- * there: use TPH_CHECK (prints rank, line, condition and fccl_last_error,
- * then returns -1 from the body).  Network providers are pinned to the
- * loopback interface ("lo") unless h->opts.net_iface or FCCL_NET_IFACE
- * says otherwise, so tests never send traffic off the machine.
- */
-#ifndef FCCL_TESTS_TP_HARNESS_H
-#define FCCL_TESTS_TP_HARNESS_H
+/* N processes with a live transport each (tp_harness.h). */
+#include "tp_harness.h"
 
 #include <errno.h>
 #include <glob.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "fccl/core.h"
-#include "tp.h"
+#include "proc.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
 #endif
 
-#define TPH_MAX_RANKS 64
+int tph_rank = -1;
 
-struct tp_harness {
-    const char *provider;  /* forced provider; NULL = auto (env may force) */
-    int nranks;            /* 1..TPH_MAX_RANKS */
-    int timeout_ms;        /* whole run; 0 = 60000 */
-    const int *node_of;    /* host index per rank; NULL = all on host 0 */
-    struct tp_opts opts;   /* other tp_open options (provider is ignored) */
-    const char *const *rank_env; /* per rank: "NAME=value" put in that
-                                    rank's environment before tp_open, or
-                                    NULL; the array may be NULL */
-    /* Filled in by tp_harness_run: */
-    double open_ms_max;    /* slowest tp_open among the ranks */
-    char desc[128];        /* rank 0's tp_provider_desc() */
-};
-
-typedef int (*tp_harness_fn)(struct fccl_tp *tp, int rank, int n, void *arg);
-
-static int tph_rank = -1; /* this process's rank inside a harness child */
-
-#define TPH_CHECK(cond, ...)                                                   \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", tph_rank,   \
-                    __FILE__, __LINE__, #cond);                                \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, " (last error: %s)\n", fccl_last_error());         \
-            return -1;                                                         \
-        }                                                                      \
-    } while (0)
-
-static inline int tph_write(int fd, const void *buf, size_t len)
+static int tph_write(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
     while (len) {
@@ -100,13 +36,13 @@ static inline int tph_write(int fd, const void *buf, size_t len)
     return 0;
 }
 
-/* Read exactly len bytes, giving up at `deadline` (fccl_deadline_ms). */
-static inline int tph_read(int fd, void *buf, size_t len, uint64_t deadline)
+/* Read exactly len bytes, giving up at `end` (a th_now() time). */
+static int tph_read(int fd, void *buf, size_t len, double end)
 {
     char *p = buf;
     while (len) {
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int left = fccl_ms_left(deadline);
+        int left = th_ms_left(end);
         if (left == 0)
             return -1;
         int pr = poll(&pfd, 1, left);
@@ -126,7 +62,7 @@ static inline int tph_read(int fd, void *buf, size_t len, uint64_t deadline)
 }
 
 /* Child side: open, publish, learn the others, add peers, run, close. */
-static inline int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
+static int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
                             tp_harness_fn fn, void *arg)
 {
     struct tp_opts o = h->opts;
@@ -137,9 +73,9 @@ static inline int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
         o.net_iface = "lo";
     tp_env_defaults();
     struct fccl_tp *tp = NULL;
-    uint64_t t0 = fccl_now_ns();
+    double t0 = th_now();
     int rc = tp_open(&o, &tp);
-    double ms = (double)(fccl_now_ns() - t0) / 1e6;
+    double ms = (th_now() - t0) * 1e3;
     size_t len = 0;
     if (rc == 0)
         rc = tp_local_name(tp, NULL, &len);
@@ -161,7 +97,7 @@ static inline int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
     void *names[TPH_MAX_RANKS] = {0};
     size_t lens[TPH_MAX_RANKS];
     int node[TPH_MAX_RANKS];
-    uint64_t dl = fccl_deadline_ms(h->timeout_ms);
+    double dl = th_now() + h->timeout_ms / 1e3;
     for (int r = 0; r < n; r++) {
         if (tph_read(rfd, &l32, 4, dl) || !(names[r] = malloc(l32 ? l32 : 1)) ||
             tph_read(rfd, names[r], l32, dl))
@@ -187,8 +123,8 @@ static inline int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
 }
 
 /* Parent side: gather blobs, broadcast them.  -1 if a child died. */
-static inline int tph_exchange(struct tp_harness *h, int *rfd, int *wfd,
-                               uint64_t dl)
+static int tph_exchange(struct tp_harness *h, int *rfd, int *wfd,
+                               double dl)
 {
     int n = h->nranks, rc = 0;
     void *blob[TPH_MAX_RANKS] = {0};
@@ -222,7 +158,7 @@ static inline int tph_exchange(struct tp_harness *h, int *rfd, int *wfd,
 
 /* shm names its segment /dev/shm/<pid>:...; a rank that died without
  * tp_close leaves it behind. */
-static inline void tph_unlink_shm(pid_t pid)
+static void tph_unlink_shm(pid_t pid)
 {
     char pat[64];
     glob_t g;
@@ -234,7 +170,7 @@ static inline void tph_unlink_shm(pid_t pid)
 }
 
 /* Reap every child by `dl`; SIGKILL the rest.  0 if all exited 0. */
-static inline int tph_reap(int n, pid_t *pid, uint64_t dl)
+static int tph_reap(int n, pid_t *pid, double dl)
 {
     int left = n, bad = 0;
     int done[TPH_MAX_RANKS] = {0};
@@ -257,7 +193,7 @@ static inline int tph_reap(int n, pid_t *pid, uint64_t dl)
         }
         if (!left)
             break;
-        if (fccl_now_ns() >= dl) {
+        if (th_ms_left(dl) == 0) {
             for (int r = 0; r < n; r++)
                 if (!done[r]) {
                     fprintf(stderr, "tp_harness: rank %d still running at "
@@ -269,17 +205,14 @@ static inline int tph_reap(int n, pid_t *pid, uint64_t dl)
                 }
             break;
         }
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
+        th_sleep_ms(2);
     }
     for (int r = 0; r < n; r++)
         tph_unlink_shm(pid[r]);
     return bad ? -1 : 0;
 }
 
-/* Run fn on h->nranks fresh processes.  Blocks until all exit or the
- * deadline; returns 0 only if every rank exited 0, -1 otherwise. */
-static inline int tp_harness_run(struct tp_harness *h, tp_harness_fn fn,
+int tp_harness_run(struct tp_harness *h, tp_harness_fn fn,
                                  void *arg)
 {
     int n = h->nranks;
@@ -287,7 +220,7 @@ static inline int tp_harness_run(struct tp_harness *h, tp_harness_fn fn,
         return -1;
     if (h->timeout_ms <= 0)
         h->timeout_ms = 60000;
-    uint64_t dl = fccl_deadline_ms(h->timeout_ms);
+    double dl = th_now() + h->timeout_ms / 1e3;
     pid_t pid[TPH_MAX_RANKS];
     int up[TPH_MAX_RANKS][2], down[TPH_MAX_RANKS][2];
     h->open_ms_max = 0;
@@ -337,8 +270,7 @@ static inline int tp_harness_run(struct tp_harness *h, tp_harness_fn fn,
     }
     /* A failed exchange leaves children blocked on their pipe: they see
      * EOF now and exit; reap them without waiting for the deadline. */
-    int rrc = tph_reap(n, pid, rc ? fccl_deadline_ms(2000) : dl);
+    int rrc = tph_reap(n, pid, rc ? th_now() + 2.0 : dl);
     return rc || rrc ? -1 : 0;
 }
 
-#endif

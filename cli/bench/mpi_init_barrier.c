@@ -4,7 +4,7 @@
  * time (measured by bench/bootstrap.sh) is the number that counts.
  *
  * Built by bench/bootstrap.sh twice, with mpicc.openmpi and mpicc.mpich,
- * not by the Makefile (it filters out bench/mpi_*.c).
+ * not by the Makefile (it filters out cli/bench/mpi_*.c).
  *
  * With -v, rank 0 prints how long MPI_Init, the barrier and MPI_Finalize
  * took on its side, and the spread of the ranks' arrival times at main()

@@ -1,0 +1,106 @@
+/*
+ * proc.h: the process-level helpers every test and test helper program
+ * shares (part of libtesthelp.a, built once from tests/lib/).
+ *
+ * One clock (CLOCK_MONOTONIC, read directly so a test does not time the
+ * library with the library's own clock), one way to find the programs of
+ * a build, one free-port finder, one temporary directory maker, and one
+ * way to run a command under a hard timeout with its output captured.
+ *
+ * Nothing here uses Criterion: the helper programs (boot_check,
+ * coll_check, ...) link it too.  Calls report failure by their return
+ * value; the test decides what to assert.
+ */
+#ifndef FCCL_TESTS_LIB_PROC_H
+#define FCCL_TESTS_LIB_PROC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* ---- time ---- */
+
+/* Seconds on CLOCK_MONOTONIC (only differences mean anything). */
+double th_now(void);
+
+/* Milliseconds from now until `end` (a th_now() value), 0 once it has
+ * passed; what poll() wants. */
+int th_ms_left(double end);
+
+/* Sleep ms milliseconds, the whole time even when signals interrupt. */
+void th_sleep_ms(int ms);
+
+/* ---- built programs ---- */
+
+/* Where the build's programs are: $FCCL_BIN (scripts/run-tests.sh sets
+ * it), else build/bin; th_testbin_dir: $FCCL_TESTBIN, else build/tests,
+ * for the test helper programs. */
+const char *th_bin_dir(void);
+const char *th_testbin_dir(void);
+
+/* buf = th_bin_dir()/name (name as it is when it holds a '/'); returns
+ * buf. */
+const char *th_bin(const char *name, char *buf, size_t len);
+
+/* FCCL_TEST_REDUCED is set and not "0": the sanitized build asks for the
+ * smaller matrix (fewer providers, rank counts and sizes). */
+int th_reduced(void);
+
+/* ---- ports and directories ---- */
+
+/* A TCP port on 127.0.0.1 that was free a moment ago (for "nobody
+ * listens here" cases and for servers that must be started on a known
+ * port), or -1. */
+int th_free_port(void);
+
+/* A fresh directory /tmp/<tag>-XXXXXX written into dir (len >= 64 is
+ * plenty); 0, or -1 with errno. */
+int th_mkdtemp(char *dir, size_t len, const char *tag);
+
+/* Remove dir and everything below it (links are removed, never
+ * followed); 0, or -1 if something stayed. */
+int th_rmtree(const char *dir);
+
+/* ---- running commands ---- */
+
+/* What th_run runs.  argv[0] is a path or a name looked up in PATH. */
+struct th_cmd {
+    const char *const *argv;  /* NULL-terminated */
+    const char *const *env;   /* "NAME=VALUE" set, "-NAME" unset; or NULL */
+    const void *in;           /* stdin bytes (stdin is empty without) */
+    size_t inlen;
+    double timeout_s;         /* hard limit; <= 0: none */
+    int merge;                /* stderr into the same capture as stdout */
+};
+
+struct th_result {
+    int status;      /* exit code; 128 + N if killed by signal N; 124 if
+                        the timeout stopped it */
+    char *out, *err; /* NUL-terminated, malloc'd; err is "" with merge */
+    size_t outlen, errlen;
+};
+
+/* Run c to its end and capture its output.  The command runs under
+ * `timeout -k 5`, which puts it in a process group of its own and kills
+ * that whole group at the deadline, so a job that started ranks leaves
+ * none behind, even when the test itself is killed meanwhile.  Blocks
+ * until the command and everything holding its output pipes are gone.
+ * Returns 0 (r filled; free it with th_result_free) or -1 if it could
+ * not be started. */
+int th_run(const struct th_cmd *c, struct th_result *r);
+void th_result_free(struct th_result *r);
+
+/* `sh -c cmd` with stdout and stderr captured together into *out
+ * (malloc'd, "" if nothing ran; never NULL).  Returns th_run's status, or
+ * -1 if it could not be started. */
+int th_sh(const char *cmd, int timeout_s, char **out);
+
+/* Wait up to ms for child pid; its wait status, or -1 when it had to be
+ * SIGKILLed at the deadline. */
+int th_reap(pid_t pid, int ms);
+
+/* ---- text ---- */
+
+/* How many times needle occurs in hay (non-overlapping). */
+int th_count(const char *hay, const char *needle);
+
+#endif
