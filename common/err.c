@@ -37,6 +37,12 @@ const char *fccl_last_error(void) { return last_msg; }
 
 void fccl_err_clear(void) { last_msg[0] = '\0'; }
 
+int fccl_set_error(int status, const char *message)
+{
+    snprintf(last_msg, sizeof(last_msg), "%s", message ? message : "");
+    return status;
+}
+
 int fccl_err(int code, const char *fmt, ...)
 {
     va_list ap;

@@ -113,6 +113,20 @@ FCCL_API const char *fccl_strerror(int status);
  */
 FCCL_API const char *fccl_last_error(void);
 
+/**
+ * Set the calling thread's error message, for code that plugs into fccl
+ * (the entries of a fccl_store_ops_t table): fccl prefixes it with its
+ * own context.
+ *
+ * Never blocks, never fails.  Thread-safe (each thread has its own).
+ *
+ * @param status returned as it is, so that `return fccl_set_error(rc,
+ *     msg);` reads naturally.
+ * @param message the text (truncated at 1023 bytes); NULL clears it.
+ * @return status.
+ */
+FCCL_API int fccl_set_error(int status, const char *message);
+
 #ifdef __cplusplus
 }
 #endif

@@ -173,7 +173,7 @@ FCCL_API int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **ou
  * @return FCCL_OK; FCCL_ERR_INVALID for a NULL argument; FCCL_ERR_NOMEM.
  */
 FCCL_API int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,
-                        fccl_store_t **out);
+                                 fccl_store_t **out);
 
 /**
  * Close the handle (and the connection if it was the last user).
@@ -392,6 +392,92 @@ FCCL_API int fccl_store_queue_push(fccl_store_t *s, const char *key, const void 
 FCCL_API int fccl_store_queue_pop(fccl_store_t *s, const char *key, int block,
                          void **val, size_t *len, int64_t timeout_ms);
 FCCL_API int fccl_store_queue_len(fccl_store_t *s, const char *key, int64_t *n);
+/** @} */
+
+/** @name Stores fccl does not own
+ * A store of any kind can carry fccl_init() and the calls of this header:
+ * fill a table with the operations the store has, and
+ * fccl_store_from_ops() makes a handle of it.  fccl's Python layer does
+ * this for a torch.distributed Store; the etcd client is a table of its
+ * own.
+ *
+ * Every entry is optional: a NULL entry makes its call return
+ * FCCL_ERR_UNSUPPORTED, except that a missing check, wait, multi_get or
+ * multi_set is built from the others (check: wait with a 1 ms timeout, or
+ * get with one, key by key; wait: get key by key; multi_get: get key by
+ * key within the one timeout; multi_set: set key by key, so not atomic).
+ * fccl_init() and group creation need only set, get (waiting), add and
+ * delete_key.
+ *
+ * Entries receive the caller's ctx and keys with the view prefixes of
+ * fccl_store_prefixed() already prepended (no "/" is added: the store
+ * names keys its own way), a timeout_ms >= 0 (the handle's default put in
+ * for the caller's < 0), and must follow the contract of the call of the
+ * same name below: the same outputs (values malloc'd with malloc(), freed
+ * by fccl's caller), FCCL_OK or a negative FCCL_ERR_*, FCCL_ERR_TIMEOUT
+ * when a wait runs out.  An entry may describe its failure with
+ * fccl_set_error() (fccl/core.h); fccl adds the store's name, the call
+ * and the key.  Entries may be called from several threads at once (one
+ * handle's calls are not serialized); a store that cannot serve that
+ * serializes itself.  close, if not NULL, is called once, when the last
+ * handle on the table (the handle and its views) is closed.
+ * @{ */
+typedef struct fccl_store_ops {
+    int (*set)(void *ctx, const char *key, const void *val, size_t len);
+    int (*get)(void *ctx, const char *key, void **val, size_t *len,
+               int64_t timeout_ms);
+    int (*add)(void *ctx, const char *key, int64_t delta, int64_t *out);
+    int (*compare_set)(void *ctx, const char *key, const void *expected,
+                       size_t elen, const void *desired, size_t dlen,
+                       void **cur, size_t *curlen);
+    int (*check)(void *ctx, const char *const *keys, size_t n,
+                 int *all_present);
+    int (*wait)(void *ctx, const char *const *keys, size_t n,
+                int64_t timeout_ms);
+    int (*delete_key)(void *ctx, const char *key, int *deleted);
+    int (*num_keys)(void *ctx, int64_t *n);
+    int (*append)(void *ctx, const char *key, const void *val, size_t len);
+    int (*multi_get)(void *ctx, const char *const *keys, size_t n,
+                     void **vals, size_t *lens, int64_t timeout_ms);
+    int (*multi_set)(void *ctx, const char *const *keys,
+                     const void *const *vals, const size_t *lens, size_t n);
+    int (*ping)(void *ctx, double *rtt_us);
+    /** keys that start with prefix (the view's prefix included); fccl
+     * strips the view's prefix from what it returns */
+    int (*list_keys)(void *ctx, const char *prefix, char ***keys,
+                     size_t *n);
+    int (*stats)(void *ctx, char **text, size_t *len);
+    int (*barrier)(void *ctx, const char *key, int64_t world_size,
+                   int64_t timeout_ms);
+    int (*queue_push)(void *ctx, const char *key, const void *val,
+                      size_t len);
+    int (*queue_pop)(void *ctx, const char *key, int block, void **val,
+                     size_t *len, int64_t timeout_ms);
+    int (*queue_len)(void *ctx, const char *key, int64_t *n);
+    void (*close)(void *ctx);
+} fccl_store_ops_t;
+
+/**
+ * Make a handle on a store given as a table of operations.
+ *
+ * Does not block and calls no entry.  The table is copied (ops_size lets a
+ * program built against an older, shorter table pass it: missing trailing
+ * entries count as NULL).
+ *
+ * @param ops the table; not NULL.
+ * @param ops_size sizeof(fccl_store_ops_t) of the caller.
+ * @param ctx passed to every entry; owned by the caller until close.
+ * @param name the store's name in messages and fccl_store_addr() (copied);
+ *     NULL gives "store".
+ * @param timeout_ms the default of calls with timeout_ms < 0; <= 0 means
+ *     FCCL_TIMEOUT or 300 s.
+ * @param out receives the handle; close it with fccl_store_close().
+ * @return FCCL_OK; FCCL_ERR_INVALID for a NULL ops or out, or an ops_size
+ *     larger than this library's table; FCCL_ERR_NOMEM.
+ */
+FCCL_API int fccl_store_from_ops(const fccl_store_ops_t *ops, size_t ops_size,
+                                 void *ctx, const char *name,
+                                 int64_t timeout_ms, fccl_store_t **out);
 /** @} */
 
 #ifdef __cplusplus

@@ -214,26 +214,16 @@ static int conn_new(const fccl_store_opts_t *o, struct store_client_conn **out)
 /* ---- handles ---- */
 
 static int handle_new(struct store_client_conn *c, const char *pre,
-                      size_t prelen,
-                      fccl_store_t **out)
+                      size_t prelen, fccl_store_t **out)
 {
-    fccl_store_t *s = calloc(1, sizeof(*s));
-    char *kp = malloc(prelen + 1);
-    if (!s || !kp) {
-        free(s);
-        free(kp);
-        return fccl_err(FCCL_ERR_NOMEM, "store %s: out of memory", c->addr);
-    }
-    memcpy(kp, pre, prelen);
-    kp[prelen] = '\0';
-    s->c = c;
-    s->kpre = kp;
-    s->kprelen = prelen;
-    *out = s;
-    return FCCL_OK;
+    int rc = store_handle_new(&tcp_store_vt, NULL, c->addr, c->timeout_ms,
+                              pre, prelen, out);
+    if (rc == FCCL_OK)
+        (*out)->c = c;
+    return rc;
 }
 
-int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out)
+int tcp_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out)
 {
     if (!opts || !out || !opts->addr)
         return fccl_err(FCCL_ERR_INVALID, "store connect: no address given");
@@ -249,15 +239,15 @@ int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out)
     }
     rc = conn_open(c, fccl_deadline_ms(c->timeout_ms));
     if (rc < 0) {
-        fccl_store_close(*out); /* keeps the thread's message */
+        tcp_store_close(*out); /* keeps the thread's message */
         *out = NULL;
         return rc;
     }
     return FCCL_OK;
 }
 
-int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,
-                        fccl_store_t **out)
+int tcp_store_prefixed(fccl_store_t *parent, const char *prefix,
+                       fccl_store_t **out)
 {
     if (!parent || !prefix || !out)
         return fccl_err(FCCL_ERR_INVALID, "store prefixed: NULL argument");
@@ -278,23 +268,12 @@ int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,
     return FCCL_OK;
 }
 
-void fccl_store_close(fccl_store_t *s)
+void tcp_store_close(fccl_store_t *s)
 {
     if (!s)
         return;
     conn_unref(s->c);
-    free(s->kpre);
-    free(s);
-}
-
-const char *fccl_store_addr(const fccl_store_t *s)
-{
-    return s ? s->c->addr : "";
-}
-
-int64_t fccl_store_timeout_ms(const fccl_store_t *s)
-{
-    return s ? s->c->timeout_ms : 0;
+    store_handle_free(s);
 }
 
 /* ---- calls ---- */
@@ -867,3 +846,27 @@ int sc_flush_write(struct sc_call *k)
     }
     return FCCL_OK;
 }
+
+const struct store_vt tcp_store_vt = {
+    .kind = "tcpstore",
+    .prefixed = tcp_store_prefixed,
+    .close = tcp_store_close,
+    .set = tcp_store_set,
+    .get = tcp_store_get,
+    .add = tcp_store_add,
+    .compare_set = tcp_store_compare_set,
+    .check = tcp_store_check,
+    .wait = tcp_store_wait,
+    .delete_key = tcp_store_delete,
+    .num_keys = tcp_store_num_keys,
+    .append = tcp_store_append,
+    .multi_get = tcp_store_multi_get,
+    .multi_set = tcp_store_multi_set,
+    .ping = tcp_store_ping,
+    .list_keys = tcp_store_list_keys,
+    .stats = tcp_store_stats,
+    .barrier = tcp_store_barrier,
+    .queue_push = tcp_store_queue_push,
+    .queue_pop = tcp_store_queue_pop,
+    .queue_len = tcp_store_queue_len,
+};

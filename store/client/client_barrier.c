@@ -19,8 +19,8 @@ static int cancel(struct sc_call *k, int64_t world_size)
                    (long long)world_size);
 }
 
-int fccl_store_barrier(fccl_store_t *s, const char *key, int64_t world_size,
-                       int64_t timeout_ms)
+int tcp_store_barrier(fccl_store_t *s, const char *key, int64_t world_size,
+                      int64_t timeout_ms)
 {
     if (!key || world_size < 1)
         return fccl_err(FCCL_ERR_INVALID, "store BARRIER: %s",

@@ -28,6 +28,7 @@
 #include "codec.h"
 #include "net.h"
 #include "fccl/store.h"
+#include "store_vt.h"
 
 #define SC_ADDR_MAX (FCCL_HOST_MAX + 16)
 #define SC_RBUF 16384
@@ -69,11 +70,6 @@ struct store_client_conn {
  * write and kept across reconnects (same address, same server kind). */
 enum { SC_SYNC_UNKNOWN, SC_SYNC_YES, SC_SYNC_NO };
 
-struct fccl_store {
-    struct store_client_conn *c;
-    char *kpre;      /* "/" + view prefixes (or the prefixes alone if raw) */
-    size_t kprelen;
-};
 
 /* One library call in progress, for encoding and error messages. */
 struct sc_call {
@@ -233,5 +229,47 @@ int sc_send(struct store_client_conn *c, const void *p, size_t n,
 /* One TLS read of up to cap bytes: the count, or a status. */
 ssize_t sc_tls_recv(struct store_client_conn *c, void *buf, size_t cap,
                     uint64_t deadline);
+
+/* ---- the TCPStore's table (client.c) and its entries ---- */
+
+extern const struct store_vt tcp_store_vt;
+
+int tcp_store_prefixed(fccl_store_t *parent, const char *prefix,
+                       fccl_store_t **out);
+void tcp_store_close(fccl_store_t *s);
+int tcp_store_set(fccl_store_t *s, const char *key, const void *val,
+                  size_t len);
+int tcp_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
+                  int64_t timeout_ms);
+int tcp_store_add(fccl_store_t *s, const char *key, int64_t delta,
+                  int64_t *out);
+int tcp_store_compare_set(fccl_store_t *s, const char *key,
+                          const void *expected, size_t elen,
+                          const void *desired, size_t dlen, void **cur,
+                          size_t *curlen);
+int tcp_store_check(fccl_store_t *s, const char *const *keys, size_t n,
+                    int *all_present);
+int tcp_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
+                   int64_t timeout_ms);
+int tcp_store_delete(fccl_store_t *s, const char *key, int *deleted);
+int tcp_store_num_keys(fccl_store_t *s, int64_t *n);
+int tcp_store_append(fccl_store_t *s, const char *key, const void *val,
+                     size_t len);
+int tcp_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
+                        void **vals, size_t *lens, int64_t timeout_ms);
+int tcp_store_multi_set(fccl_store_t *s, const char *const *keys,
+                        const void *const *vals, const size_t *lens,
+                        size_t n);
+int tcp_store_ping(fccl_store_t *s, double *rtt_us);
+int tcp_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
+                        size_t *n);
+int tcp_store_stats(fccl_store_t *s, char **text, size_t *len);
+int tcp_store_barrier(fccl_store_t *s, const char *key, int64_t world_size,
+                      int64_t timeout_ms);
+int tcp_store_queue_push(fccl_store_t *s, const char *key, const void *val,
+                         size_t len);
+int tcp_store_queue_pop(fccl_store_t *s, const char *key, int block,
+                        void **val, size_t *len, int64_t timeout_ms);
+int tcp_store_queue_len(fccl_store_t *s, const char *key, int64_t *n);
 
 #endif

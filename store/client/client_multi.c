@@ -116,8 +116,8 @@ done:
 }
 
 /* Repeatable (sc_retry); the loop is written out: C has no closures. */
-int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
-                         void **vals, size_t *lens, int64_t timeout_ms)
+int tcp_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
+                        void **vals, size_t *lens, int64_t timeout_ms)
 {
     uint64_t dl = sc_retry_deadline(s, timeout_ms);
     int rc, tries = 0;
@@ -168,8 +168,8 @@ done:
 }
 
 /* Repeatable (sc_retry); the loop is written out: C has no closures. */
-int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
-                         const void *const *vals, const size_t *lens, size_t n)
+int tcp_store_multi_set(fccl_store_t *s, const char *const *keys,
+                        const void *const *vals, const size_t *lens, size_t n)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -254,8 +254,8 @@ done:
 }
 
 /* Repeatable (sc_retry); the loop is written out: C has no closures. */
-int fccl_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
-                         size_t *n)
+int tcp_store_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
+                        size_t *n)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -290,7 +290,7 @@ done:
 }
 
 /* Repeatable (sc_retry); the loop is written out: C has no closures. */
-int fccl_store_stats(fccl_store_t *s, char **text, size_t *len)
+int tcp_store_stats(fccl_store_t *s, char **text, size_t *len)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -302,15 +302,15 @@ int fccl_store_stats(fccl_store_t *s, char **text, size_t *len)
 
 /* ---- queues (modern dialect) ---- */
 
-int fccl_store_queue_push(fccl_store_t *s, const char *key, const void *val,
-                          size_t len)
+int tcp_store_queue_push(fccl_store_t *s, const char *key, const void *val,
+                         size_t len)
 {
     if (!key || (!val && len))
         return fccl_err(FCCL_ERR_INVALID, "store QUEUE_PUSH: NULL argument");
     return sc_key_value(s, OP_QUEUE_PUSH, "QUEUE_PUSH", key, val, len);
 }
 
-int fccl_store_queue_len(fccl_store_t *s, const char *key, int64_t *n)
+int tcp_store_queue_len(fccl_store_t *s, const char *key, int64_t *n)
 {
     int64_t v = 0;
     int rc = sc_key_i64(s, OP_QUEUE_LEN, "QUEUE_LEN", key, &v);
@@ -354,8 +354,8 @@ static void pause_ms(int ms, uint64_t deadline)
 /* A blocking pop is a client-side WAIT on the queue's key (satisfied while
  * the queue is non-empty) then QUEUE_POP; another consumer may take the
  * item in between, so it loops until the deadline. */
-int fccl_store_queue_pop(fccl_store_t *s, const char *key, int block,
-                         void **val, size_t *len, int64_t timeout_ms)
+int tcp_store_queue_pop(fccl_store_t *s, const char *key, int block,
+                        void **val, size_t *len, int64_t timeout_ms)
 {
     if (!key || !val)
         return fccl_err(FCCL_ERR_INVALID, "store QUEUE_POP: NULL argument");

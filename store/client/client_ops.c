@@ -41,8 +41,8 @@ static int set_once(fccl_store_t *s, const char *key, const void *val,
 }
 
 /* Repeatable (sc_retry); the loop is written out: C has no closures. */
-int fccl_store_set(fccl_store_t *s, const char *key, const void *val,
-                   size_t len)
+int tcp_store_set(fccl_store_t *s, const char *key, const void *val,
+                  size_t len)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -120,8 +120,8 @@ out:
 }
 
 /* Repeatable (sc_retry); the loop is written out: C has no closures. */
-int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
-                   int64_t timeout_ms)
+int tcp_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
+                  int64_t timeout_ms)
 {
     uint64_t dl = sc_retry_deadline(s, timeout_ms);
     int rc, tries = 0;
@@ -132,8 +132,8 @@ int fccl_store_get(fccl_store_t *s, const char *key, void **val, size_t *len,
     return rc;
 }
 
-int fccl_store_add(fccl_store_t *s, const char *key, int64_t delta,
-                   int64_t *out)
+int tcp_store_add(fccl_store_t *s, const char *key, int64_t delta,
+                  int64_t *out)
 {
     if (!key)
         return null_key("ADD", key);
@@ -154,10 +154,10 @@ done:
     return rc;
 }
 
-int fccl_store_compare_set(fccl_store_t *s, const char *key,
-                           const void *expected, size_t elen,
-                           const void *desired, size_t dlen, void **cur,
-                           size_t *curlen)
+int tcp_store_compare_set(fccl_store_t *s, const char *key,
+                          const void *expected, size_t elen,
+                          const void *desired, size_t dlen, void **cur,
+                          size_t *curlen)
 {
     if (!key || (!expected && elen) || (!desired && dlen))
         return null_key("COMPARE_SET", key);
@@ -217,8 +217,8 @@ done:
 }
 
 /* Repeatable (sc_retry); the loop is written out: C has no closures. */
-int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
-                     int *all_present)
+int tcp_store_check(fccl_store_t *s, const char *const *keys, size_t n,
+                    int *all_present)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -249,8 +249,8 @@ done:
 }
 
 /* Repeatable (sc_retry); the loop is written out: C has no closures. */
-int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
-                    int64_t timeout_ms)
+int tcp_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
+                   int64_t timeout_ms)
 {
     uint64_t dl = sc_retry_deadline(s, timeout_ms);
     int rc, tries = 0;
@@ -292,7 +292,7 @@ int sc_key_i64(fccl_store_t *s, enum store_op op, const char *name,
     return rc;
 }
 
-int fccl_store_delete(fccl_store_t *s, const char *key, int *deleted)
+int tcp_store_delete(fccl_store_t *s, const char *key, int *deleted)
 {
     int64_t v = 0;
     int rc = sc_key_i64(s, OP_DELETE_KEY, "DELETE_KEY", key, &v);
@@ -319,7 +319,7 @@ done:
 }
 
 /* Repeatable (sc_retry); the loop is written out: C has no closures. */
-int fccl_store_num_keys(fccl_store_t *s, int64_t *n)
+int tcp_store_num_keys(fccl_store_t *s, int64_t *n)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
@@ -329,8 +329,8 @@ int fccl_store_num_keys(fccl_store_t *s, int64_t *n)
     return rc;
 }
 
-int fccl_store_append(fccl_store_t *s, const char *key, const void *val,
-                      size_t len)
+int tcp_store_append(fccl_store_t *s, const char *key, const void *val,
+                     size_t len)
 {
     if (!key || (!val && len))
         return null_key("APPEND", key);
@@ -364,7 +364,7 @@ done:
 }
 
 /* Repeatable (sc_retry); the loop is written out: C has no closures. */
-int fccl_store_ping(fccl_store_t *s, double *rtt_us)
+int tcp_store_ping(fccl_store_t *s, double *rtt_us)
 {
     uint64_t dl = sc_retry_deadline(s, -1);
     int rc, tries = 0;
