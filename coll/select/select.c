@@ -370,11 +370,16 @@ static int auto_choice(const struct coll_run *run)
 const char *coll_algo_for(struct fccl_group *g, const char *op, size_t count,
                           fccl_dtype_t dtype, int root)
 {
-    int k = coll_kind_parse(op);
+    /* all_to_all_v shares all_to_all's choice, made for per-peer counts */
+    int v = op && name_eq(op, "all_to_all_v");
+    int k = v ? COLL_ALLTOALL : coll_kind_parse(op);
     if (!g || !g->state || k < 0)
         return "-";
     struct coll_args a = {.kind = (enum coll_kind)k, .opname = op,
-                          .count = count, .dtype = dtype, .root = root};
+                          .count = v ? 0 : count, .dtype = dtype,
+                          .root = root};
+    if (v)
+        a.scounts = a.rcounts = &count;
     struct coll_run probe = {.g = g, .st = g->state, .a = &a};
     int rc;
     const struct coll_algo *al = coll_select(&probe, &rc);
