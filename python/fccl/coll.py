@@ -14,6 +14,14 @@ ValueError before anything is sent; a timeout raises
 :class:`fccl.TimeoutError`, a failed peer :class:`fccl.PeerError`, any
 other library failure :class:`fccl.Error` (all RuntimeErrors).
 
+Every collective and send/recv/isend/irecv takes ``timeout=`` (seconds or
+a timedelta): that call's own timeout instead of the group's.  When a
+call's timeout (or a ``handle.wait(timeout)``) runs out, the group fails
+on every member, as NCCL's abort does: this rank raises
+:class:`fccl.TimeoutError`, the other members' pending and later calls on
+the group raise :class:`fccl.PeerError` with ``rank`` set to this rank;
+destroy the group and create it again to go on.
+
 Each wrapper below only passes its arguments to the C extension, which
 checks them and makes one library call with the GIL released.
 """
@@ -29,6 +37,35 @@ __all__ = [
     "neighbor_exchange_v2", "NeighborExchangeV2", "all_to_all_dims",
     "AlltoAll",
 ]
+
+
+def _timeout_ms(timeout):
+    """Seconds (int, float) or a timedelta, as positive milliseconds."""
+    s = timeout.total_seconds() if hasattr(timeout, "total_seconds") \
+        else timeout
+    if isinstance(s, bool) or not isinstance(s, (int, float)):
+        raise TypeError("timeout must be None, seconds or a timedelta, not "
+                        f"{type(timeout).__name__}")
+    ms = int(s * 1000 + 0.5)
+    if ms <= 0:
+        raise ValueError("timeout must be positive")
+    return ms
+
+
+def _timed(group, timeout, fn, *args):
+    """Call fn(*args) with its own timeout: fccl_set_next_timeout on the
+    group (the library takes it when the operation starts), cleared again
+    if the call did not get that far."""
+    if timeout is None:
+        return fn(*args)
+    _fccl.set_next_timeout(group, _timeout_ms(timeout))
+    try:
+        return fn(*args)
+    finally:
+        try:
+            _fccl.set_next_timeout(group, -1)
+        except Exception:  # the group went away with the call's error
+            pass
 
 
 class ReduceOp:
@@ -47,7 +84,8 @@ class ReduceOp:
     AVG = "avg"
 
 
-def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False,
+               timeout=None):
     """Reduce `tensor` across every rank of the group; every rank gets the
     same result, in place.
 
@@ -57,6 +95,9 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         op (str): ``ReduceOp.SUM``, ``PROD``, ``MAX``, ``MIN`` or ``AVG``.
             Default ``ReduceOp.SUM``.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -75,11 +116,12 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         >>> x[0, 0]
         2.0
     """
-    return _fccl.all_reduce(tensor, op, group, async_op)
+    return _timed(group, timeout, _fccl.all_reduce,
+                  tensor, op, group, async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None,
-                           async_op=False):
+                           async_op=False, timeout=None):
     """Gather every rank's `input_tensor` into `output_tensor`, rank by
     rank along the first dimension.
 
@@ -88,6 +130,9 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None,
             the elements of `input_tensor` (shape (N*x1, x2, ...)).
         input_tensor: this rank's block, the same shape on every rank.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -99,12 +144,12 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None,
         ValueError: `output_tensor` does not hold N times the input.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_gather_into_tensor(output_tensor, input_tensor, group,
-                                        async_op)
+    return _timed(group, timeout, _fccl.all_gather_into_tensor,
+                  output_tensor, input_tensor, group, async_op)
 
 
 def all_gather_into_tensor_uneven(output, input, output_split_sizes=None,
-                                  group=None, async_op=False):
+                                  group=None, async_op=False, timeout=None):
     """All-gather tensors whose first dimension differs between ranks.
 
     Args:
@@ -115,6 +160,9 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None,
             of each rank's input, in group rank order; ``None`` means equal
             sizes.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -125,12 +173,11 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None,
         TypeError: bad argument types.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_gather_into_tensor_uneven(output, input,
-                                               output_split_sizes, group,
-                                               async_op)
+    return _timed(group, timeout, _fccl.all_gather_into_tensor_uneven,
+                  output, input, output_split_sizes, group, async_op)
 
 
-def all_gather(tensor_list, tensor, group=None, async_op=False):
+def all_gather(tensor_list, tensor, group=None, async_op=False, timeout=None):
     """Gather every rank's `tensor` into the list `tensor_list` (item i
     receives group rank i's tensor).
 
@@ -139,6 +186,9 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
             of `tensor`'s shape and dtype.
         tensor: this rank's input.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -150,11 +200,12 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
             shape or dtype differs from `tensor`'s.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_gather(tensor_list, tensor, group, async_op)
+    return _timed(group, timeout, _fccl.all_gather,
+                  tensor_list, tensor, group, async_op)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None,
-                          async_op=False):
+                          async_op=False, timeout=None):
     """Reduce `input` across ranks and scatter the result: rank r receives
     block r (of N equal blocks along the first dimension) in `output`.
 
@@ -163,6 +214,9 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None,
         input: the tensor to reduce, N times `output`'s elements.
         op (str): the reduction. Default ``ReduceOp.SUM``.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -173,11 +227,13 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None,
         ValueError: `input` does not hold N times `output`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.reduce_scatter_tensor(output, input, op, group, async_op)
+    return _timed(group, timeout, _fccl.reduce_scatter_tensor,
+                  output, input, op, group, async_op)
 
 
 def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None,
-                                 op=ReduceOp.SUM, group=None, async_op=False):
+                                 op=ReduceOp.SUM, group=None, async_op=False,
+                                 timeout=None):
     """Reduce `input` across ranks and scatter it in blocks of uneven size:
     rank r receives the first-dimension rows of block r.
 
@@ -189,6 +245,9 @@ def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None,
             ``None`` splits evenly.
         op (str): the reduction. Default ``ReduceOp.SUM``.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -199,13 +258,12 @@ def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None,
         TypeError: bad argument types or an unknown `op`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.reduce_scatter_tensor_uneven(output, input,
-                                              input_split_sizes, op, group,
-                                              async_op)
+    return _timed(group, timeout, _fccl.reduce_scatter_tensor_uneven,
+                  output, input, input_split_sizes, op, group, async_op)
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None,
-                   async_op=False):
+                   async_op=False, timeout=None):
     """Reduce the lists across ranks: rank r receives in `output` the
     reduction of every rank's ``input_list[r]``.
 
@@ -214,6 +272,9 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None,
         input_list (list): one tensor per rank of the group.
         op (str): the reduction. Default ``ReduceOp.SUM``.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -225,11 +286,13 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None,
             from `output`'s.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.reduce_scatter(output, input_list, op, group, async_op)
+    return _timed(group, timeout, _fccl.reduce_scatter,
+                  output, input_list, op, group, async_op)
 
 
 def all_to_all_single(output, input, output_split_sizes=None,
-                      input_split_sizes=None, group=None, async_op=False):
+                      input_split_sizes=None, group=None, async_op=False,
+                      timeout=None):
     """Split `input` along its first dimension, send block p to rank p, and
     concatenate the blocks received, in rank order, into `output`.
 
@@ -241,6 +304,9 @@ def all_to_all_single(output, input, output_split_sizes=None,
         input_split_sizes (list[int], optional): rows sent to each rank;
             ``None`` splits `input` evenly.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -253,12 +319,13 @@ def all_to_all_single(output, input, output_split_sizes=None,
             size does not divide; split sizes that do not add up.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_to_all_single(output, input, output_split_sizes,
-                                   input_split_sizes, group, async_op)
+    return _timed(group, timeout, _fccl.all_to_all_single,
+                  output, input, output_split_sizes, input_split_sizes, group,
+                  async_op)
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None,
-               async_op=False):
+               async_op=False, timeout=None):
     """Send ``input_tensor_list[p]`` to rank p and receive rank p's tensor
     for this rank into ``output_tensor_list[p]``; sizes may differ per pair.
 
@@ -266,6 +333,9 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None,
         output_tensor_list (list): one tensor per rank, receiving.
         input_tensor_list (list): one tensor per rank, sent.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -277,12 +347,12 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None,
         ValueError: lists that do not have one tensor per rank.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_to_all(output_tensor_list, input_tensor_list, group,
-                            async_op)
+    return _timed(group, timeout, _fccl.all_to_all,
+                  output_tensor_list, input_tensor_list, group, async_op)
 
 
 def all_to_all_v_c(output, input, send_count_matrix, group=None,
-                   async_op=False):
+                   async_op=False, timeout=None):
     """all_to_all with the whole send-count matrix known to every rank.
 
     Args:
@@ -292,6 +362,9 @@ def all_to_all_v_c(output, input, send_count_matrix, group=None,
             entry ``i*N + j`` is what rank i sends to rank j, counted in
             first-dimension rows of `input`.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -303,11 +376,11 @@ def all_to_all_v_c(output, input, send_count_matrix, group=None,
         ValueError: `input` or `output` too small for the matrix.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_to_all_v_c(output, input, send_count_matrix, group,
-                                async_op)
+    return _timed(group, timeout, _fccl.all_to_all_v_c,
+                  output, input, send_count_matrix, group, async_op)
 
 
-def broadcast(tensor, src, group=None, async_op=False):
+def broadcast(tensor, src, group=None, async_op=False, timeout=None):
     """Send rank `src`'s `tensor` to every rank of the group, in place.
 
     Args:
@@ -315,6 +388,9 @@ def broadcast(tensor, src, group=None, async_op=False):
             shape and dtype everywhere).
         src (int): the **global** rank that sends.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -326,10 +402,12 @@ def broadcast(tensor, src, group=None, async_op=False):
         ValueError: `src` is not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.broadcast(tensor, src, group, async_op)
+    return _timed(group, timeout, _fccl.broadcast,
+                  tensor, src, group, async_op)
 
 
-def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
+def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False,
+           timeout=None):
     """Reduce `tensor` across the group into `tensor` on rank `dst` (in
     place); the other ranks' tensors are left as they were.
 
@@ -338,6 +416,9 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
         dst (int): the **global** rank that receives the result.
         op (str): the reduction. Default ``ReduceOp.SUM``.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -348,11 +429,12 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
         ValueError: `dst` is not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.reduce(tensor, dst, op, group, async_op)
+    return _timed(group, timeout, _fccl.reduce,
+                  tensor, dst, op, group, async_op)
 
 
 def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None,
-                       async_op=False):
+                       async_op=False, timeout=None):
     """Gather every rank's `input_tensor` into `output_tensor` on rank
     `dst`, rank by rank along the first dimension.
 
@@ -362,6 +444,9 @@ def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None,
         input_tensor: this rank's block, the same size on every rank.
         dst (int): the **global** rank that receives. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -372,12 +457,12 @@ def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None,
         ValueError: `dst` not in `group`, or a wrong output size on `dst`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.gather_into_tensor(output_tensor, input_tensor, dst, group,
-                                    async_op)
+    return _timed(group, timeout, _fccl.gather_into_tensor,
+                  output_tensor, input_tensor, dst, group, async_op)
 
 
 def scatter_tensor(output_tensor, input_tensor, src=0, group=None,
-                   async_op=False):
+                   async_op=False, timeout=None):
     """Split `input_tensor` on rank `src` into N equal blocks along the
     first dimension; rank r receives block r into `output_tensor`.
 
@@ -387,6 +472,9 @@ def scatter_tensor(output_tensor, input_tensor, src=0, group=None,
             still a tensor) elsewhere.
         src (int): the **global** rank that sends. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -397,11 +485,12 @@ def scatter_tensor(output_tensor, input_tensor, src=0, group=None,
         ValueError: `src` not in `group`, or a wrong input size on `src`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.scatter_tensor(output_tensor, input_tensor, src, group,
-                                async_op)
+    return _timed(group, timeout, _fccl.scatter_tensor,
+                  output_tensor, input_tensor, src, group, async_op)
 
 
-def gather(tensor, gather_list, dst=0, group=None, async_op=False):
+def gather(tensor, gather_list, dst=0, group=None, async_op=False,
+           timeout=None):
     """Gather every rank's `tensor` into the list `gather_list` on `dst`
     (item i receives group rank i's tensor).
 
@@ -411,6 +500,9 @@ def gather(tensor, gather_list, dst=0, group=None, async_op=False):
             and dtype; not used elsewhere (a list, possibly empty, or None).
         dst (int): the **global** rank that receives. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -422,10 +514,12 @@ def gather(tensor, gather_list, dst=0, group=None, async_op=False):
         ValueError: `dst` is not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.gather(tensor, gather_list, dst, group, async_op)
+    return _timed(group, timeout, _fccl.gather,
+                  tensor, gather_list, dst, group, async_op)
 
 
-def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
+def scatter(tensor, scatter_list, src=0, group=None, async_op=False,
+            timeout=None):
     """Send ``scatter_list[r]`` on rank `src` to rank r's `tensor`.
 
     Args:
@@ -434,6 +528,9 @@ def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
             shape and dtype; not used elsewhere (a list or None).
         src (int): the **global** rank that sends. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -445,14 +542,18 @@ def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
         ValueError: `src` is not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.scatter(tensor, scatter_list, src, group, async_op)
+    return _timed(group, timeout, _fccl.scatter,
+                  tensor, scatter_list, src, group, async_op)
 
 
-def barrier(group=None, async_op=False, device_ids=None):
+def barrier(group=None, async_op=False, device_ids=None, timeout=None):
     """Block until every rank of the group has entered the barrier.
 
     Args:
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
         device_ids: reserved (ignored), as in the seed.
 
@@ -463,16 +564,19 @@ def barrier(group=None, async_op=False, device_ids=None):
         TypeError: `group` is not a str or `async_op` not a bool.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.barrier(group, async_op)
+    return _timed(group, timeout, _fccl.barrier, group, async_op)
 
 
-def send(tensor, dst=0, group=None, tag=0):
+def send(tensor, dst=0, group=None, tag=0, timeout=None):
     """Send `tensor` to rank `dst` and wait until it may be reused.
 
     Args:
         tensor: the data.
         dst (int): the **global** rank to send to. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         tag (int): matches the receive with the same tag (>= 0). Default 0.
 
     Raises:
@@ -481,16 +585,19 @@ def send(tensor, dst=0, group=None, tag=0):
         ValueError: `dst` is this rank, or not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.send(tensor, dst, group, tag)
+    return _timed(group, timeout, _fccl.send, tensor, dst, group, tag)
 
 
-def recv(tensor, src=0, group=None, tag=0):
+def recv(tensor, src=0, group=None, tag=0, timeout=None):
     """Receive into `tensor` from rank `src` (the sizes must match).
 
     Args:
         tensor: the buffer to fill.
         src (int): the **global** rank to receive from. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         tag (int): matches the send with the same tag (>= 0). Default 0.
 
     Returns:
@@ -502,10 +609,10 @@ def recv(tensor, src=0, group=None, tag=0):
         ValueError: `src` is this rank, or not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.recv(tensor, src, group, tag)
+    return _timed(group, timeout, _fccl.recv, tensor, src, group, tag)
 
 
-def isend(tensor, dst=0, group=None, tag=0):
+def isend(tensor, dst=0, group=None, tag=0, timeout=None):
     """Start sending `tensor` to rank `dst`; returns at once.
 
     Args and raises: as :func:`send`.
@@ -513,10 +620,10 @@ def isend(tensor, dst=0, group=None, tag=0):
     Returns:
         CommHandle: wait() on it before touching `tensor`.
     """
-    return _fccl.isend(tensor, dst, group, tag)
+    return _timed(group, timeout, _fccl.isend, tensor, dst, group, tag)
 
 
-def irecv(tensor, src=0, group=None, tag=0):
+def irecv(tensor, src=0, group=None, tag=0, timeout=None):
     """Start receiving into `tensor` from rank `src`; returns at once.
 
     Args and raises: as :func:`recv`.
@@ -524,7 +631,7 @@ def irecv(tensor, src=0, group=None, tag=0):
     Returns:
         CommHandle: the data is in `tensor` once wait() returned.
     """
-    return _fccl.irecv(tensor, src, group, tag)
+    return _timed(group, timeout, _fccl.irecv, tensor, src, group, tag)
 
 
 class P2POp:
