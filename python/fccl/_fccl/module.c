@@ -257,7 +257,7 @@ int fpy_op_arg(PyObject *op, const char *fn)
             return i;
     PyErr_Format(PyExc_TypeError,
                  "For %s, the input op value must be one of sum, prod, min, "
-                 "max, avg, but got %R", fn, op);
+                 "max, avg, band, bor, bxor, but got %R", fn, op);
     return -1;
 }
 
@@ -391,10 +391,9 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__fccl(void)
 {
-    static const char *names[FCCL_NUM_OPS] = {"sum", "prod", "max", "min",
-                                              "avg"};
     for (int i = 0; i < FCCL_NUM_OPS; i++)
-        if (!op_names[i] && !(op_names[i] = PyUnicode_InternFromString(names[i])))
+        if (!op_names[i] &&
+            !(op_names[i] = PyUnicode_InternFromString(fccl_redop_name(i))))
             return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)
