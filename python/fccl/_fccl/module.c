@@ -401,6 +401,8 @@ PyMODINIT_FUNC PyInit__fccl(void)
     if (add_exceptions(m) < 0 || add_methods(m, fpy_group_methods) < 0 ||
         add_methods(m, fpy_coll_methods) < 0 ||
         add_methods(m, fpy_p2p_methods) < 0 ||
+        add_methods(m, fpy_torchstore_methods) < 0 ||
+        add_methods(m, fpy_torchq_methods) < 0 || fpy_torchq_add_types(m) < 0 ||
         PyType_Ready(&fpy_GroupType) < 0 ||
         PyModule_AddObjectRef(m, "Group", (PyObject *)&fpy_GroupType) < 0 ||
         PyType_Ready(&fpy_HandleType) < 0 ||
