@@ -62,6 +62,8 @@ if [ -d "$BUILD/python/fccl/torch" ]; then
                 "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_ops.py mr_groups.py
         done
     done
+    cd "$ROOT" || exit 1
+    run "py torch example" "$BUILD/bin/fccl-run" -n 2 "$PY" python/torch_train.py
 else
     echo "== py torch: SKIPPED (no $BUILD/python/fccl/torch: libtorch-dev missing?)"
 fi
