@@ -52,7 +52,7 @@ done
 # fccl.torch (when it was built: libtorch-dev): jobs launched by the test
 # itself, then the multi-rank torch suites, one launch per provider and
 # rank count
-if [ -d "$BUILD/python/fccl/torch" ]; then
+if [ -d "$ROOT/$BUILD/python/fccl/torch" ]; then
     cd "$ROOT/tests/py" || exit 1
     run "py torch jobs" "${PYTEST[@]}" test_torch_jobs.py
     cd "$ROOT/tests/py/torch" || exit 1
