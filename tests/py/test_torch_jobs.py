@@ -55,6 +55,16 @@ def test_tcp_init_method_on_tcpstore_server(server):
              "TORCHELASTIC_RESTART_COUNT": "0"})
 
 
+def test_env_with_torchrun_variables_by_hand():
+    # env:// as torchrun's variables give it: rank 0 serves torch's TCPStore
+    s = __import__("socket").socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    run_job(2, ["store", "env://"], {"MASTER_ADDR": "127.0.0.1",
+                                     "MASTER_PORT": str(port)})
+
+
 def test_job_on_file_store():
     with tempfile.TemporaryDirectory() as d:
         run_job(2, ["store", f"file://{d}/store"])
