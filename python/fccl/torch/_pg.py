@@ -117,6 +117,7 @@ class ProcessGroupFccl(C.ProcessGroup):
         self._id = group_id
         self._timeout = timeout
         self._ms = max(1, int(timeout.total_seconds() * 1000))
+        self._names = {}  # op -> "op on group 'ID' (fccl name)", for Works
 
     def getBackendName(self):
         return "fccl"
@@ -142,9 +143,16 @@ class ProcessGroupFccl(C.ProcessGroup):
             _fail(what, "AVG is not defined on bool")
         return code
 
+    def _name(self, what):
+        n = self._names.get(what)
+        if n is None:
+            n = self._names[what] = (f"{what} on group {self._id!r} "
+                                     f"({self._q.fccl_name})")
+        return n
+
     def _coll(self, op, what, outputs, dst, src, keep, s, r, count, dt,
               red=0, root=0, c1=None, c2=None):
-        w = _Work(outputs, dst, src, keep, what)
+        w = _Work(outputs, dst, src, keep, self._name(what))
         self._q.coll(op, _retain(w), 0 if s is None else s.data_ptr(),
                      0 if r is None else r.data_ptr(), count, dt, red, root,
                      c1, c2)
@@ -167,7 +175,7 @@ class ProcessGroupFccl(C.ProcessGroup):
             dt = _DT.get(t.dtype)
             if dt is not None and t.layout == torch.strided:
                 red = self._red(opts, "allreduce", dt)
-                w = _Work(tensors, [], [], [], "allreduce")
+                w = _Work(tensors, [], [], [], self._name("allreduce"))
                 p = t.data_ptr()
                 self._q.coll(_fccl.TQ_ALL_REDUCE, _retain(w), p, p,
                              t.numel(), dt, red, 0, None, None)
@@ -465,7 +473,10 @@ class ProcessGroupFccl(C.ProcessGroup):
             keep.append(buf)
         else:
             buf = _dst(t, dst, src)
-        w = _Work(list(tensors), dst, src, keep, what)
+        peer_s = "any rank" if peer is None else f"rank {peer}"
+        w = _Work(list(tensors), dst, src, keep,
+                  self._name(f"{what} {'to' if send else 'from'} {peer_s} "
+                             f"(tag {tag})"))
         self._q.p2p(send, _retain(w), buf.data_ptr(), buf.numel(), dt,
                     -1 if peer is None else peer, tag)
         return w

@@ -56,6 +56,22 @@ class FcclWork : public c10d::Work {
 
     std::vector<at::Tensor> result() override { return outputs_; }
 
+    /* The base wait, with a timeout that names the operation. */
+    bool wait(std::chrono::milliseconds timeout) override
+    {
+        try {
+            return c10d::Work::wait(timeout);
+        } catch (const c10::Error &) {
+            if (isCompleted())
+                throw;
+            throw std::runtime_error(
+                "fccl: " + what_ + ": not finished after " +
+                std::to_string(timeout.count()) +
+                " ms (the wait timed out; the operation goes on and ends "
+                "by the group timeout)");
+        }
+    }
+
     c10::intrusive_ptr<c10::ivalue::Future> getFuture() override
     {
         return fut_;

@@ -120,6 +120,24 @@ def test_async_progresses_while_python_computes(rank, size):
     w.wait()
 
 
+def test_wait_timeout_names_the_operation(rank, size):
+    if size == 1:
+        return
+    t = torch.zeros(2)
+    if rank == 0:
+        w = dist.irecv(t, 1, tag=21)
+        with pytest.raises(RuntimeError, match="recv from rank 1.*not "
+                           "finished after 200 ms"):
+            w.wait(datetime.timedelta(milliseconds=200))
+        dist.barrier()
+        w.wait()
+        assert t.tolist() == [4.0, 4.0]
+    else:
+        dist.barrier()
+        if rank == 1:
+            dist.send(torch.full((2,), 4.0), 0, tag=21)
+
+
 def test_future_callbacks_run(rank, size):
     x = torch.ones(1 << 20)
     fut = dist.all_reduce(x, async_op=True).get_future()
