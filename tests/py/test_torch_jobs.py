@@ -70,8 +70,10 @@ def test_job_on_file_store():
         run_job(2, ["store", f"file://{d}/store"])
 
 
-@pytest.mark.parametrize("provider", ["shm", "tcp;ofi_rxm"])
-def test_killed_rank_raises_on_survivors(provider):
+@pytest.mark.parametrize("provider,wait", [("shm", "coll"),
+                                           ("tcp;ofi_rxm", "coll"),
+                                           ("shm", "recv")])
+def test_killed_rank_raises_on_survivors(provider, wait):
     n = 3
     srv = tcpstore_server()
     procs = []
@@ -84,7 +86,7 @@ def test_killed_rank_raises_on_survivors(provider):
                        "True", TORCHELASTIC_RESTART_COUNT="0",
                        FCCL_JOB_ID=f"ptfault{os.getpid()}")
             procs.append(subprocess.Popen(
-                [sys.executable, RANK, "kill"], env=env,
+                [sys.executable, RANK, "kill", wait], env=env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True))
         outs = [p.stdout.readline() for p in procs[:-1]]
@@ -106,7 +108,9 @@ def test_killed_rank_raises_on_survivors(provider):
         words = outs[r].split()
         assert words and words[0] == "raised", (r, outs[r])
         assert float(words[1]) < 30, outs[r]  # FCCL_PEER_TIMEOUT, not 60 s
-        assert f"rank {n - 1}" in outs[r] and "all_reduce" in outs[r], outs[r]
+        assert f"rank {n - 1}" in outs[r], outs[r]
+        assert ("all_reduce" if wait == "coll" else "recv from rank") in \
+            outs[r], outs[r]
 
 
 @pytest.mark.parametrize("backend", ["gloo", "fccl"])

@@ -6,9 +6,10 @@ the pytest sessions of torch/mr_*.py).  argv[1] is the mode:
                      "client:HOST:PORT" (RANK, WORLD_SIZE from the
                      environment), an all_reduce
                      and a subgroup checked, prints "ok RANK"
-  kill               the last rank kills itself after a barrier; the others
+  kill [recv]        the last rank kills itself after a barrier; the others
                      print "raised SECONDS MESSAGE" from their next
-                     collectives, or what happened instead
+                     collectives (with "recv": a receive from it), or what
+                     happened instead
   env BACKEND        under fccl-run: torch's env:// with BACKEND; prints
                      the torchrun variables and "ok RANK"
 """
@@ -54,8 +55,11 @@ elif mode == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     t0 = time.monotonic()
     try:
-        for _ in range(100000):
-            dist.all_reduce(torch.ones(1024))
+        if len(sys.argv) > 2 and sys.argv[2] == "recv":
+            dist.recv(torch.zeros(4), n - 1)  # a p2p wait on the dead rank
+        else:
+            for _ in range(100000):
+                dist.all_reduce(torch.ones(1024))
         print("no error", flush=True)
     except RuntimeError as e:
         print(f"raised {time.monotonic() - t0:.1f} {e}".replace("\n", " "),

@@ -41,7 +41,9 @@
  * gets the same timeout from its start: past it, it is cancelled and
  * fails naming the operation, the group and the peer.  The first failure
  * sticks: every queued point-to-point operation fails with it, and every
- * later call fails at once.  close() (the group destroyed, or the
+ * later call fails at once; so does a failure of the group that the
+ * library learnt of without a call here (fccl_group_failed_rank: a
+ * member's failure notice, a dead peer).  close() (the group destroyed, or the
  * process exiting) cancels queued point-to-point operations and waits
  * for queued collectives (each ends by the group timeout).
  *
@@ -90,7 +92,7 @@ typedef struct item {
     int p2p;
     fccl_request_t *req;     /* NULL for a receive from any source */
     int peer, tag;           /* p2p: group rank (-1: any source) */
-    uint64_t deadline_ns;    /* p2p */
+    uint64_t start_ns, deadline_ns; /* p2p */
     char what[256];
     /* receive from any source */
     int nany;
@@ -112,6 +114,9 @@ typedef struct {
     int np2p;                /* queued p2p items */
     pthread_t thread;
     int started, stop, closed;
+    pthread_t waiter;        /* see waiter() */
+    int waiter_started;
+    item *waiting;           /* the item waiter() is in fccl_wait for */
     int failed;              /* sticky */
     char failmsg[1000];
     stash *stash;
@@ -302,6 +307,11 @@ static int poll_round(tq *q, ended *out, int cap)
         int done = 0, rc = FCCL_OK, src = -1;
         const char *why = NULL;
         char buf[400];
+        if (it == q->waiting) {
+            prev = it; /* waiter() owns it */
+            it = next;
+            continue;
+        }
         if (!it->p2p) {
             /* collectives end in order: test only the oldest */
             if (!coll_seen) {
@@ -346,10 +356,20 @@ static int poll_round(tq *q, ended *out, int cap)
         }
         it = next;
     }
+    /* The group failed elsewhere (a member's failure notice, a dead peer
+     * seen by the library's heartbeat thread): a queued send or receive
+     * would otherwise wait for its deadline. */
+    int culprit = q->failed ? -1 : fccl_group_failed_rank(q->g);
+    if (culprit >= 0) {
+        char m[200];
+        snprintf(m, sizeof m, "fccl: %s failed: world rank %d failed "
+                 "(fccl_group_failed_rank)", q->name, culprit);
+        stick(q, m);
+    }
     /* a failure sticks: fail every queued p2p operation with it */
     if (q->failed)
         for (prev = NULL, it = q->head; it && n < cap; it = it->next) {
-            if (!it->p2p) {
+            if (!it->p2p || it == q->waiting) {
                 prev = it;
                 continue;
             }
@@ -426,6 +446,62 @@ static void *progress(void *arg)
     return NULL;
 }
 
+/* The waiter: fccl_test notices neither a dead peer nor an exited local
+ * process (only the library's blocking waits check liveness), so a
+ * receive from a rank that died would fail only at its deadline.  This
+ * second thread takes the oldest send or receive that has been queued
+ * for WAIT_AFTER_NS and waits for it with fccl_wait(req, -1), which fails
+ * within FCCL_PEER_TIMEOUT (or at once for an exited local process),
+ * naming the peer; the progress thread keeps polling the others, so later
+ * operations are still reported as they end.  Started with the first
+ * queued send or receive. */
+#define WAIT_AFTER_NS 500000000ull
+
+static item *oldest_p2p(tq *q, uint64_t now)
+{
+    for (item *it = q->head; it; it = it->next)
+        if (it->p2p && it->peer >= 0 && it->req &&
+            it->start_ns + WAIT_AFTER_NS <= now)
+            return it;
+    return NULL;
+}
+
+static void *waiter(void *arg)
+{
+    tq *q = arg;
+    pthread_mutex_lock(&q->lock);
+    while (!q->stop) {
+        item *it = oldest_p2p(q, now_ns());
+        if (!it) {
+            struct timespec ts = abs_in(100000000L);
+            pthread_cond_timedwait(&q->cv, &q->lock, &ts);
+            continue;
+        }
+        q->waiting = it;
+        pthread_mutex_unlock(&q->lock);
+        int rc = fccl_wait(it->req, -1); /* frees the request */
+        char msg[1600] = "";
+        if (rc < 0)
+            snprintf(msg, sizeof msg, "fccl: %s failed: %s (%s)", it->what,
+                     fccl_last_error(), fccl_strerror(rc));
+        pthread_mutex_lock(&q->lock);
+        item *prev = NULL;
+        for (item *x = q->head; x && x != it; x = x->next)
+            prev = x;
+        unlink_item(q, prev, it);
+        q->waiting = NULL;
+        if (rc < 0)
+            stick(q, msg);
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->lock);
+        q->complete(it->work, rc, msg, rc < 0 ? -1 : it->peer);
+        free_item(it);
+        pthread_mutex_lock(&q->lock);
+    }
+    pthread_mutex_unlock(&q->lock);
+    return NULL;
+}
+
 /* Queue an item (the lock held); starts the thread on first use.  Returns
  * 0, or -1 if the thread could not be started (the item is not queued). */
 static int enqueue(tq *q, item *it)
@@ -435,6 +511,9 @@ static int enqueue(tq *q, item *it)
             return -1;
         q->started = 1;
     }
+    if (it->p2p && !q->waiter_started &&
+        pthread_create(&q->waiter, NULL, waiter, q) == 0)
+        q->waiter_started = 1; /* without it: failures at the deadline */
     it->next = NULL;
     if (q->tail)
         q->tail->next = it;
@@ -443,7 +522,7 @@ static int enqueue(tq *q, item *it)
     q->tail = it;
     if (it->p2p)
         q->np2p++;
-    pthread_cond_signal(&q->cv);
+    pthread_cond_broadcast(&q->cv); /* the progress thread and waiter() */
     return 0;
 }
 
@@ -512,8 +591,10 @@ static item *new_item(tq *q, void *work, int p2p, const char *what)
     it->work = work;
     it->p2p = p2p;
     snprintf(it->what, sizeof it->what, "%s on %s", what, q->name);
-    if (p2p)
-        it->deadline_ns = now_ns() + (uint64_t)q->timeout_ms * 1000000ull;
+    if (p2p) {
+        it->start_ns = now_ns();
+        it->deadline_ns = it->start_ns + (uint64_t)q->timeout_ms * 1000000ull;
+    }
     return it;
 }
 
@@ -698,11 +779,19 @@ static void q_stop(tq *q)
         unlink_item(q, prev, it);
     }
     q->stop = 1;
+    /* waiter() may be in fccl_wait for a receive nobody will send: only
+     * an abort ends that before the group timeout.  The group is being
+     * destroyed (or the process is exiting) anyway. */
+    if (q->waiting)
+        fccl_group_abort(q->g);
     pthread_cond_broadcast(&q->cv);
     pthread_mutex_unlock(&q->lock);
     if (e)
         complete_ended(q, e, n);
     free(e);
+    if (q->waiter_started)
+        pthread_join(q->waiter, NULL);
+    q->waiter_started = 0;
     if (q->started)
         pthread_join(q->thread, NULL);
     q->started = 0;
