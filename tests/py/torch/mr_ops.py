@@ -344,3 +344,42 @@ def test_int_types_wrap(rank, size):
     dist.all_reduce(y, op=dist.ReduceOp.MAX)
     assert y.tolist() == [32767, 32767]
     assert INTS
+
+
+def test_more_same_as_gloo(rank, size, gloo):
+    """gather, scatter, the coalesced forms and send/recv give Gloo's
+    results."""
+    root = 0
+    x = data(torch.float32, 6, rank, seed=30)
+    ga = [torch.zeros(6) for _ in range(size)] if rank == root else None
+    gb = [torch.zeros(6) for _ in range(size)] if rank == root else None
+    dist.gather(x, ga, dst=root)
+    dist.gather(x, gb, dst=root, group=gloo)
+    if rank == root:
+        assert all(torch.equal(a, b) for a, b in zip(ga, gb))
+    ins = [data(torch.int64, 4, 50 + r, seed=30) for r in range(size)]
+    sa, sb = torch.zeros(4, dtype=torch.int64), torch.zeros(4,
+                                                            dtype=torch.int64)
+    dist.scatter(sa, ins if rank == root else None, src=root)
+    dist.scatter(sb, ins if rank == root else None, src=root, group=gloo)
+    assert torch.equal(sa, sb)
+    ca = [data(torch.float32, k, rank, seed=31 + k) for k in (2, 5)]
+    cb = [t.clone() for t in ca]
+    dist.all_reduce_coalesced(ca)
+    dist.all_reduce_coalesced(cb, group=gloo)
+    assert all(torch.equal(a, b) for a, b in zip(ca, cb))
+    oa = [[torch.zeros(2), torch.zeros(5)] for _ in range(size)]
+    ob = [[torch.zeros(2), torch.zeros(5)] for _ in range(size)]
+    dist.all_gather_coalesced(oa, ca)
+    dist.all_gather_coalesced(ob, ca, group=gloo)
+    assert all(torch.equal(a, b) for la, lb in zip(oa, ob)
+               for a, b in zip(la, lb))
+    if size > 1:
+        nxt, prv = (rank + 1) % size, (rank - 1) % size
+        ra, rb = torch.zeros(3), torch.zeros(3)
+        for grp, out in ((None, ra), (gloo, rb)):
+            reqs = [dist.isend(torch.full((3,), float(rank)), nxt, group=grp),
+                    dist.irecv(out, prv, group=grp)]
+            for q in reqs:
+                q.wait()
+        assert torch.equal(ra, rb)
