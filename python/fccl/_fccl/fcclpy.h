@@ -16,7 +16,7 @@
  *   store.c    the TCPStore client type (Store), the embeddable server
  *   moe.c      the MoE config type
  *   torchstore.c  a torch.distributed Store as an fccl store (for fccl.torch)
- *   torchq.c   fccl.torch's per-group queue and progress thread
+ *   torchq*.c  fccl.torch's per-group queue and its threads (torchq.h)
  *
  * Threads: every call that may block or run longer than a few
  * microseconds releases the GIL (FPY_BLOCK).  A group is used by one
