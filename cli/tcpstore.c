@@ -37,7 +37,8 @@ struct cli {
     int legacy;
     int raw_keys;
     char sep; /* ends each item of mget and keys: '\n', or '\0' with -0 */
-    fccl_store_opts_t tls; /* only the TLS, token and reconnect fields */
+    fccl_store_opts_t tls; /* only the TLS, token, reconnect and etcd
+                              fields */
     const char *verb;
     int argc;    /* the verb's arguments */
     char **argv;
@@ -671,6 +672,10 @@ int main(int argc, char **argv)
     o.tls_server_name = c.tls.tls_server_name;
     o.token_file = c.tls.token_file;
     o.reconnect = c.tls.reconnect;
+    o.etcd_user = c.tls.etcd_user; /* TCPSTORE_ETCD_* (etcd:// only) */
+    o.etcd_password_file = c.tls.etcd_password_file;
+    o.lease_ttl_s = c.tls.lease_ttl_s;
+    o.lease_id = c.tls.lease_id;
     fccl_store_t *s;
     rc = fccl_store_connect(&o, &s);
     if (rc < 0)

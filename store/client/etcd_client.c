@@ -76,6 +76,9 @@ int ec_begin(struct ecall *k, fccl_store_t *s, const char *op,
                  (int)(s->kprelen > 60 ? 60 : s->kprelen), s->kpre, key);
     k->deadline = fccl_deadline_ms(timeout_ms < 0 ? s->timeout_ms
                                                   : timeout_ms);
+    k->io_deadline = fccl_deadline_ms(s->timeout_ms);
+    if (k->io_deadline < k->deadline)
+        k->io_deadline = k->deadline;
     k->sl = slot_take(k->b);
     if (!k->sl)
         return ec_soft(k, FCCL_ERR_NOMEM, "out of memory");
@@ -141,7 +144,8 @@ static enum etcd_outcome attempt(struct ecall *k, int m, const char *path,
                                  json_object **out, int *code)
 {
     struct etcd_be *b = k->b;
-    int64_t left = fccl_ms_left(k->deadline);
+    int64_t left = fccl_ms_left(k->slice_ms > 0 ? k->deadline
+                                                : k->io_deadline);
     int64_t lim = k->slice_ms > 0 ? k->slice_ms : ETCD_ATTEMPT_MS;
     if (lim > left)
         lim = left;
@@ -178,7 +182,8 @@ static int request_text(struct ecall *k, const char *path, const char *text,
     int64_t backoff = BACKOFF_FIRST_MS;
     int tried = 0, reauth = 0, saw_uncertain = 0;
     for (;;) {
-        if (fccl_ms_left(k->deadline) <= 0) {
+        if (fccl_ms_left(k->slice_ms > 0 ? k->deadline : k->io_deadline) <=
+            0) {
             int rc = saw_uncertain ? FCCL_ERR_TIMEOUT : FCCL_ERR_CONNECT;
             return ec_fail(k, fccl_err_wrap(rc, "no etcd member of %d "
                            "answered in time; last", b->conf.t.n));
@@ -221,7 +226,7 @@ static int request_text(struct ecall *k, const char *path, const char *text,
         /* Each member once without a pause; then back off, jittered. */
         if (++tried >= b->conf.t.n) {
             tried = 0;
-            int64_t left = fccl_ms_left(k->deadline);
+            int64_t left = fccl_ms_left(k->io_deadline);
             int64_t ms = backoff / 2 + rand() % (backoff + 1);
             sleep_ms(ms < left ? ms : left);
             backoff = backoff * 2 > BACKOFF_CAP_MS ? BACKOFF_CAP_MS

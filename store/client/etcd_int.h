@@ -63,8 +63,12 @@ struct ecall {
     struct etcd_slot *sl;
     const char *op;
     char what[200];  /* the key, quoted, for messages */
-    uint64_t deadline;
-    int64_t slice_ms; /* > 0: one attempt's limit (watches) */
+    uint64_t deadline;    /* of the call's wait for keys */
+    uint64_t io_deadline; /* of its requests: the later of that and the
+                             handle's timeout, so a zero-timeout GET of a
+                             present key still gets its round trip */
+    int64_t slice_ms; /* > 0: one attempt's limit (watches, which end at
+                         `deadline`) */
 };
 
 extern const struct store_vt etcd_store_vt;

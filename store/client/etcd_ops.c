@@ -348,10 +348,7 @@ int ec_first_missing(struct ecall *k, const char *const *keys, size_t n,
 static int check_list(const fccl_store_t *s, const char *op,
                       const char *const *keys, size_t n)
 {
-    if (n == 0)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: %s: no keys", s->name,
-                        op);
-    if (!keys)
+    if (n && !keys)
         return fccl_err(FCCL_ERR_INVALID, "store %s: %s: NULL key list",
                         s->name, op);
     for (size_t i = 0; i < n; i++)
@@ -369,6 +366,9 @@ static int e_check(fccl_store_t *s, const char *const *keys, size_t n,
     if (!all_present)
         return fccl_err(FCCL_ERR_INVALID, "store %s: CHECK: NULL result",
                         s->name);
+    *all_present = 1; /* no keys: all present, as a TCPStore says */
+    if (n == 0)
+        return FCCL_OK;
     struct ecall k;
     if ((rc = ec_begin(&k, s, "CHECK", keys[0], -1)) == FCCL_OK) {
         size_t first;

@@ -222,10 +222,7 @@ static int wait_all(struct ecall *k, const char *const *keys, size_t n,
 static int check_list(const fccl_store_t *s, const char *op,
                       const char *const *keys, size_t n)
 {
-    if (n == 0)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: %s: no keys", s->name,
-                        op);
-    if (!keys)
+    if (n && !keys)
         return fccl_err(FCCL_ERR_INVALID, "store %s: %s: NULL key list",
                         s->name, op);
     for (size_t i = 0; i < n; i++)
@@ -239,7 +236,7 @@ int etcd_wait(fccl_store_t *s, const char *const *keys, size_t n,
               int64_t timeout_ms)
 {
     int rc = check_list(s, "WAIT", keys, n);
-    if (rc < 0)
+    if (rc < 0 || n == 0)
         return rc;
     struct ecall k;
     if ((rc = ec_begin(&k, s, "WAIT", NULL, timeout_ms)) == FCCL_OK)

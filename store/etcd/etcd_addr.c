@@ -30,6 +30,9 @@ static int add_member(struct etcd_target *t, const char *addr,
     int rc = fccl_addr_parse(one, e->host, sizeof(e->host), &e->port);
     if (rc < 0)
         return fccl_err_wrap(rc, "etcd address '%s'", addr);
+    if (!e->host[0] || e->port <= 0)
+        return fccl_err(FCCL_ERR_INVALID, "etcd address '%s': member '%s' "
+                        "needs a host and a port", addr, one);
     char host[sizeof(e->host)];
     memcpy(host, e->host, sizeof(host));
     int v6 = strchr(host, ':') != NULL;
@@ -61,6 +64,9 @@ int etcd_addr_parse(const char *addr, struct etcd_target *t)
     if (t->n == 0)
         return fccl_err(FCCL_ERR_INVALID, "etcd address '%s': no "
                         "HOST:PORT member", addr);
+    if (end[-1] == ',')
+        return fccl_err(FCCL_ERR_INVALID, "etcd address '%s': an empty "
+                        "member after ','", addr);
     if (slash) {
         size_t n = strlen(slash);
         while (n > 0 && slash[n - 1] == '/')

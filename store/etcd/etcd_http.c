@@ -343,6 +343,16 @@ static enum etcd_outcome curl_failed(struct etcd_http *h,
     default:
         break;
     }
+    /* A handshake the member cut short with an alert: it refused our
+     * certificate (or we sent none). */
+    if ((cc == CURLE_RECV_ERROR || cc == CURLE_SEND_ERROR) && c->t.tls &&
+        strstr(why, "alert")) {
+        *code = FCCL_ERR_AUTH;
+        fccl_err(FCCL_ERR_AUTH, "etcd member %s: TLS: %s (the member "
+                 "refused the client certificate, or none was given: "
+                 "TLS_CERT/TLS_KEY)", who, why);
+        return ETCD_FAILED;
+    }
     if (h->reply.over) {
         *code = FCCL_ERR_LIMIT;
         fccl_err(FCCL_ERR_LIMIT, "etcd member %s: reply over %u bytes", who,
