@@ -770,3 +770,112 @@ Test(etcd_own, tls_with_client_certificates_and_a_wrong_ca)
     free(out);
     th_rmtree(dir);
 }
+
+/* ---- jobs on etcd (fccl-run --store etcd://...) ---- */
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+/* `sh -c cmd` in a process group of its own, output into log. */
+static pid_t spawn_sh(const char *cmd, const char *log)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+}
+
+static char *slurp(const char *path)
+{
+    char cmd[300], *out = NULL;
+    snprintf(cmd, sizeof(cmd), "cat %s", path);
+    th_sh(cmd, 10, &out);
+    return out;
+}
+
+/* Run an 8-rank fccl-demo through the cluster; kill member `victim`
+ * (-1: the leader) after delay_ms; the job must finish. */
+static void job_survives(int victim, int delay_ms)
+{
+    up(3, NULL, "/job");
+    char log[200], cmd[1200];
+    snprintf(log, sizeof(log), "%s/job.log", cl.dir);
+    snprintf(cmd, sizeof(cmd), "FCCL_PROVIDER=tcp FCCL_TIMEOUT=60 "
+             "exec %s/fccl-run -n 8 --store %s %s/fccl-demo", th_bin_dir(),
+             addr, th_bin_dir());
+    pid_t pid = spawn_sh(cmd, log);
+    th_sleep_ms(delay_ms);
+    int who = victim >= 0 ? victim : etcd_cluster_leader(&cl);
+    cr_assert_geq(who, 0, "no leader found");
+    etcd_cluster_kill(&cl, who);
+    int st = th_reap(pid, 80000);
+    char *out = slurp(log);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "job status %d after killing member %d: %s", st, who, out);
+    cr_assert(strstr(out, "all results correct"), "%s", out);
+    free(out);
+}
+
+Test(etcd_own, job_bootstraps_while_the_leader_is_killed, .timeout = 120)
+{
+    job_survives(-1, 150);
+}
+
+Test(etcd_own, job_loses_a_member_during_group_creation, .timeout = 120)
+{
+    job_survives(2, 900);
+}
+
+Test(etcd_own, a_killed_launcher_leaves_no_keys_after_the_lease, .timeout = 60)
+{
+    up(1, NULL, "/lease");
+    char log[200], cmd[1500];
+    snprintf(log, sizeof(log), "%s/launcher.log", cl.dir);
+    /* Ranks that write a key under the launcher's lease, then linger. */
+    snprintf(cmd, sizeof(cmd), "FCCL_STORE_LEASE_TTL=2 exec %s/fccl-run -n 2 "
+             "--store %s sh -c 'TCPSTORE_LEASE=$FCCL_STORE_LEASE "
+             "%s/tcpstore --addr $FCCL_STORE_ADDRS set rank$RANK up && "
+             "sleep 30'", th_bin_dir(), addr, th_bin_dir());
+    pid_t pid = spawn_sh(cmd, log);
+    char *out = NULL;
+    int n = 0;
+    for (double end = th_now() + 15; th_now() < end && n < 2;) {
+        th_sleep_ms(100);
+        free(out);
+        out = NULL;
+        etcd_cluster_ctl(&cl, "get --prefix /lease/rank --keys-only", &out);
+        n = th_count(out ? out : "", "/lease/rank");
+    }
+    cr_assert_eq(n, 2, "the ranks' keys: %s", out);
+    free(out);
+    kill(pid, SIGKILL); /* the launcher alone; its ranks linger */
+    th_reap(pid, 5000);
+    th_sleep_ms(4500); /* TTL 2 s, and etcd's expiry sweep */
+    etcd_cluster_ctl(&cl, "get --prefix /lease --keys-only", &out);
+    cr_assert_eq(th_count(out ? out : "", "/lease"), 0,
+                 "keys left after the lease: %s", out);
+    free(out);
+    kill(-pid, SIGKILL);
+    /* A finished launcher revokes its lease at once. */
+    snprintf(cmd, sizeof(cmd), "FCCL_STORE_LEASE_TTL=60 %s/fccl-run -n 2 "
+             "--store %s sh -c 'TCPSTORE_LEASE=$FCCL_STORE_LEASE "
+             "%s/tcpstore --addr $FCCL_STORE_ADDRS set done$RANK y'",
+             th_bin_dir(), addr, th_bin_dir());
+    cr_assert_eq(th_sh(cmd, 30, &out), 0, "%s", out);
+    free(out);
+    etcd_cluster_ctl(&cl, "get --prefix /lease --keys-only", &out);
+    cr_assert_eq(th_count(out ? out : "", "/lease"), 0,
+                 "keys left after the job: %s", out);
+    free(out);
+}
