@@ -328,7 +328,16 @@ static int start_store(struct launcher *L, char *host, size_t hostlen,
         return 0;
     }
     if (L->store_addr) {
-        if (fccl_addr_parse(L->store_addr, host, hostlen, port) < 0) {
+        /* "H:P,H:P": front-ends of one store; MASTER_ADDR names the first */
+        char first[FCCL_HOST_MAX + 16];
+        snprintf(first, sizeof(first), "%.*s",
+                 (int)strcspn(L->store_addr, ","), L->store_addr);
+        if (strchr(L->store_addr, ',') && L->host_store) {
+            fprintf(stderr, "fccl-run: --host-store serves one address, "
+                    "not the list %s\n", L->store_addr);
+            return -1;
+        }
+        if (fccl_addr_parse(first, host, hostlen, port) < 0) {
             fprintf(stderr, "fccl-run: --store: %s\n", fccl_last_error());
             return -1;
         }
@@ -401,7 +410,7 @@ static void job_key(const struct launcher *L, char *out, size_t len,
 static int connect_kv(struct launcher *L, const char *host, int port)
 {
     char addr[FCCL_HOST_MAX * 4];
-    if (etcd_is_addr(L->store_addr))
+    if (etcd_is_addr(L->store_addr) || strchr(L->store_addr, ','))
         snprintf(addr, sizeof(addr), "%s", L->store_addr);
     else
         fccl_addr_format(addr, sizeof(addr), host, port);
@@ -999,6 +1008,10 @@ static void set_job_env(struct launcher *L, const char *host, int port)
     } else {
         setenv("MASTER_ADDR", host, 1);
         set_env_int("MASTER_PORT", port);
+        /* A list of front-ends: fccl ranks move to the next on failure;
+         * torch's MASTER_ADDR stays the first. */
+        if (L->store_addr && strchr(L->store_addr, ','))
+            setenv("FCCL_STORE_ADDRS", L->store_addr, 1);
     }
     set_env_int("WORLD_SIZE", L->nnodes * L->n);
     set_env_int("LOCAL_WORLD_SIZE", L->n);

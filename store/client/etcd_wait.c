@@ -20,71 +20,9 @@
 #include "err.h"
 #include "etcd_int.h"
 #include "etcd_rmw.h"
+#include "etcd_watch.h"
 
 #define WATCH_SLICE_MS 5000
-
-struct watch_state {
-    struct ej_kv *ev;
-    int found, canceled;
-    char why[200];
-};
-
-/* One line of the watch stream: {"result": {...}} or {"error": ...}. */
-static void watch_line(struct watch_state *w, const char *line, size_t n)
-{
-    json_object *o = NULL, *res = NULL, *evs = NULL;
-    if (n == 0 || ej_parse(line, n, &o) < 0)
-        return;
-    int code;
-    const char *msg;
-    json_object *err = NULL;
-    if (json_object_object_get_ex(o, "error", &err) &&
-        ej_error(err, &code, &msg)) {
-        w->canceled = 1;
-        snprintf(w->why, sizeof(w->why), "%s", msg);
-    } else if (json_object_object_get_ex(o, "result", &res)) {
-        if (ej_bool(res, "canceled")) {
-            w->canceled = 1;
-            snprintf(w->why, sizeof(w->why), "watch canceled (compacted to "
-                     "%" PRId64 ")", ej_i64(res, "compact_revision"));
-        }
-        if (json_object_object_get_ex(res, "events", &evs)) {
-            size_t ne = json_object_array_length(evs);
-            for (size_t i = 0; i < ne && !w->found; i++) {
-                json_object *e = json_object_array_get_idx(evs, i), *t, *kv;
-                if (json_object_object_get_ex(e, "type", &t) &&
-                    strcmp(json_object_get_string(t), "PUT") != 0)
-                    continue; /* DELETE */
-                if (!json_object_object_get_ex(e, "kv", &kv))
-                    continue;
-                struct ej_kv tmp;
-                if (ej_kv_of(kv, &tmp) < 0)
-                    continue;
-                if (w->ev)
-                    *w->ev = tmp;
-                else
-                    ej_kv_free(&tmp);
-                w->found = 1;
-            }
-        }
-    }
-    json_object_put(o);
-}
-
-/* The stream callback: parse whole lines, keep the rest. */
-static int on_watch(struct etcd_reply *r, void *arg)
-{
-    struct watch_state *w = arg;
-    char *nl;
-    while (!w->found && !w->canceled && (nl = memchr(r->p, '\n', r->len))) {
-        size_t n = (size_t)(nl - r->p);
-        watch_line(w, r->p, n);
-        memmove(r->p, nl + 1, r->len - n - 1);
-        r->len -= n + 1;
-        r->p[r->len] = '\0';
-    }
-    return w->found || w->canceled;
-}
 
 int ec_watch_put(struct ecall *k, const struct ek_key *lo,
                  const struct ek_key *hi, int64_t from, struct ej_kv *ev)
@@ -92,11 +30,12 @@ int ec_watch_put(struct ecall *k, const struct ek_key *lo,
     int64_t left = fccl_ms_left(k->deadline);
     if (left <= 0)
         return FCCL_ERR_TIMEOUT;
-    struct watch_state w = {.ev = ev};
+    struct etcd_watch w;
+    memset(&w, 0, sizeof(w));
     json_object *req = ej_watch(lo->p, lo->n, hi ? hi->p : NULL,
                                 hi ? hi->n : 0, from);
     k->slice_ms = left < WATCH_SLICE_MS ? left : WATCH_SLICE_MS;
-    k->sl->h.reply.stream = on_watch;
+    k->sl->h.reply.stream = etcd_watch_feed;
     k->sl->h.reply.arg = &w;
     json_object *rep = NULL;
     int rc = ec_request(k, "/v3/watch", req, 1, &rep);
@@ -104,8 +43,13 @@ int ec_watch_put(struct ecall *k, const struct ek_key *lo,
     k->sl->h.reply.stream = NULL;
     k->sl->h.reply.arg = NULL;
     k->slice_ms = 0;
-    if (w.found)
+    if (w.found) {
+        if (ev)
+            *ev = w.kv;
+        else
+            ej_kv_free(&w.kv);
         return FCCL_OK;
+    }
     if (rc == FCCL_ERR_TIMEOUT || rc == FCCL_OK || w.canceled ||
         rc == EC_UNCERTAIN || rc == FCCL_ERR_CONNECT)
         return fccl_ms_left(k->deadline) > 0 ? EC_AGAIN : FCCL_ERR_TIMEOUT;
