@@ -341,7 +341,7 @@ Test(etcd, queues_fifo_and_blocking_pop)
 {
     fccl_store_t *s = store();
     for (int i = 0; i < 5; i++) {
-        char v[8];
+        char v[16];
         snprintf(v, sizeof(v), "i%d", i);
         cr_assert_eq(fccl_store_queue_push(s, "q", v, strlen(v)), FCCL_OK,
                      "%s", fccl_last_error());
@@ -352,7 +352,7 @@ Test(etcd, queues_fifo_and_blocking_pop)
     for (int i = 0; i < 5; i++) {
         void *v = NULL;
         size_t l = 0;
-        char want[8];
+        char want[16];
         snprintf(want, sizeof(want), "i%d", i);
         cr_assert_eq(fccl_store_queue_pop(s, "q", 0, &v, &l, 1000), FCCL_OK,
                      "%s", fccl_last_error());
