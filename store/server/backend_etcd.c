@@ -679,11 +679,32 @@ int store_be_open(struct store_server *s)
     return rc;
 }
 
+/* The loop is over: drop this server's receipt (a second at most). */
+static void drop_receipt(struct store_server *s)
+{
+    struct be_state *b = st(s);
+    struct ek_key rk = be_receipt_key(s);
+    json_object *req = rk.p ? ej_delete(rk.p, rk.n, NULL, 0) : NULL;
+    size_t len = 0;
+    char *body = req ? etcd_text(req, &len) : NULL;
+    json_object_put(req);
+    ek_free(&rk);
+    struct etcd_http h;
+    memset(&h, 0, sizeof(h));
+    /* setup takes body, also when it fails */
+    if (body && etcd_http_setup(&h, &b->conf, b->cur, "/v3/kv/deleterange",
+                                body, len, b->token, 1000) == FCCL_OK)
+        curl_easy_perform(h.easy);
+    etcd_http_free(&h);
+}
+
 void store_be_close(struct store_server *s)
 {
     struct be_state *b = st(s);
     if (!b)
         return;
+    if (b->seq)
+        drop_receipt(s);
     if (b->multi)
         curl_multi_cleanup(b->multi);
     if (b->timer)
