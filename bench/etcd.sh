@@ -57,14 +57,18 @@ done
 ETCD="etcd://$EP"
 
 start_server() { # label args... -> sets SRV_ADDR
+    local label=$1
+    shift
     "$BIN/tcpstore-server" --host 127.0.0.1 --port 0 --log-level warn "$@" \
-        >"$DIR/srv.$1.out" 2>"$DIR/srv.log" &
+        >"$DIR/srv.$label.out" 2>"$DIR/srv.$label.log" &
     PIDS+=($!)
-    for _ in $(seq 100); do
-        grep -q "^listening on" "$DIR/srv.$1.out" 2>/dev/null && break
+    for _ in $(seq 200); do
+        grep -q "^listening on" "$DIR/srv.$label.out" 2>/dev/null && break
         sleep 0.05
     done
-    SRV_ADDR=$(sed -n 's/^listening on //p' "$DIR/srv.$1.out")
+    SRV_ADDR=$(sed -n 's/^listening on //p' "$DIR/srv.$label.out")
+    [ -n "$SRV_ADDR" ] || { echo "etcd.sh: $label server did not start:" \
+        "$(cat "$DIR/srv.$label.log")" >&2; exit 1; }
 }
 start_server plain
 TCP=$SRV_ADDR

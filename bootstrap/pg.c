@@ -187,8 +187,12 @@ static int open_store(const fccl_init_opts_t *o)
             so.lease_ttl_s = BOOT_LEASE_TTL_S;
         so.raw_keys = 1; /* for "init/"; the view below adds the "/" */
         CHECK_GOTO(fccl_store_connect(&so, &boot.base), rc, out);
-        /* Join as PyTorch's clients do, so --wait-for-workers counts us. */
-        rc = fccl_store_add(boot.base, "init/", 1, NULL);
+        /* Join as PyTorch's clients do, so --wait-for-workers counts us.
+         * Not on etcd: no server counts joins there, and N ranks adding
+         * to one key at once is N optimistic transactions in a row (etcd
+         * has no atomic add), which would make init O(N) per rank. */
+        rc = etcd_is_addr(addr) ? FCCL_OK
+                                : fccl_store_add(boot.base, "init/", 1, NULL);
         /* A reconnecting handle reports a lost ADD reply (not repeated):
          * the join may or may not be counted; init goes on. */
         if (so.reconnect && (rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO))

@@ -539,7 +539,6 @@ Test(etcd, bad_arguments)
     cr_assert_eq(fccl_store_get(s, "k", NULL, NULL, 0), FCCL_ERR_INVALID);
     cr_assert_eq(fccl_store_get(s, NULL, &v, NULL, 0), FCCL_ERR_INVALID);
     cr_assert_eq(fccl_store_barrier(s, "b", 0, 10), FCCL_ERR_INVALID);
-    cr_assert_eq(fccl_store_num_keys(s, NULL), FCCL_ERR_INVALID);
     fccl_store_opts_t o;
     fccl_store_opts_init(&o);
     fccl_store_t *x = NULL;
