@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -349,4 +350,40 @@ Test(frontend, a_job_goes_on_when_its_front_end_is_killed, .timeout = 150)
     cr_assert_eq(th_count(rest, "bad 0"), 4, "%s", rest);
     free(log);
     srv_cleanup(&run);
+}
+
+Test(frontend, a_front_end_with_a_wrong_etcd_password_does_not_start)
+{
+    cr_assert_eq(etcd_cluster_ctl(&cl, "user add root:rootpw >/dev/null",
+                                  NULL), 0);
+    cr_assert_eq(etcd_cluster_ctl(&cl, "auth enable >/dev/null", NULL), 0);
+    char bad[200], good[200], *out = NULL;
+    snprintf(bad, sizeof(bad), "%s/bad.pw", cl.dir);
+    snprintf(good, sizeof(good), "%s/good.pw", cl.dir);
+    FILE *f = fopen(bad, "w");
+    fputs("wrong\n", f);
+    fclose(f);
+    f = fopen(good, "w");
+    fputs("rootpw\n", f);
+    fclose(f);
+    chmod(bad, 0600);
+    chmod(good, 0600);
+    const char *argv[] = {"tcpstore-server", "--host", "127.0.0.1", "--port",
+                          "0", "--backend", backend, "--backend-user",
+                          "root", "--backend-password-file", bad, NULL};
+    int rc = srv_run(argv, 20000, &out);
+    cr_assert_eq(rc, 1, "exit %d: %s", rc, out);
+    cr_assert(strstr(out, "authentication failed"), "%s", out);
+    free(out);
+    struct srv ok = {0};
+    srv_start_local(&ok, (const char *const[]){"--backend", backend,
+                                              "--backend-user", "root",
+                                              "--backend-password-file",
+                                              good, NULL});
+    fccl_store_t *s = client(&ok, FCCL_DIALECT_MODERN);
+    cr_assert_eq(fccl_store_set(s, "k", "v", 1), FCCL_OK, "%s",
+                 fccl_last_error());
+    srv_expect_cstr(s, "k", "v");
+    fccl_store_close(s);
+    srv_finish(&ok);
 }
