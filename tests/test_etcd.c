@@ -797,7 +797,7 @@ static pid_t spawn_sh(const char *cmd, const char *log)
 
 static char *slurp(const char *path)
 {
-    char cmd[300], *out = NULL;
+    char cmd[600], *out = NULL;
     snprintf(cmd, sizeof(cmd), "cat %s", path);
     th_sh(cmd, 10, &out);
     return out;
@@ -876,5 +876,38 @@ Test(etcd_own, a_killed_launcher_leaves_no_keys_after_the_lease, .timeout = 60)
     etcd_cluster_ctl(&cl, "get --prefix /lease --keys-only", &out);
     cr_assert_eq(th_count(out ? out : "", "/lease"), 0,
                  "keys left after the job: %s", out);
+    free(out);
+}
+
+Test(etcd_own, ranks_without_a_launcher_share_the_jobs_lease, .timeout = 90)
+{
+    up(1, NULL, "/nolaunch");
+    char cmd[2000], log[2][200];
+    pid_t pid[2];
+    for (int r = 0; r < 2; r++) {
+        snprintf(log[r], sizeof(log[r]), "%s/rank%d.log", cl.dir, r);
+        snprintf(cmd, sizeof(cmd), "FCCL_STORE_ADDRS=%s FCCL_STORE_LEASE_TTL=2 "
+                 "FCCL_PROVIDER=tcp FCCL_NET_IFACE=lo RANK=%d LOCAL_RANK=%d "
+                 "WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 exec %s/fccl-demo", addr, r,
+                 r, th_bin_dir());
+        pid[r] = spawn_sh(cmd, log[r]);
+    }
+    for (int r = 0; r < 2; r++) {
+        int st = th_reap(pid[r], 60000);
+        char *out = slurp(log[r]);
+        cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "rank %d: %d: %s", r, st, out);
+        free(out);
+    }
+    char *out = NULL;
+    etcd_cluster_ctl(&cl, "get --prefix /nolaunch --keys-only", &out);
+    /* etcdctl prints the key "/nolaunch" NUL "lease": the text stops at
+     * the NUL */
+    cr_assert(out && th_count(out, "/nolaunch") >= 1, "the job's lease key: "
+              "%s", out);
+    free(out);
+    th_sleep_ms(4500); /* TTL 2 s after the last rank closed */
+    etcd_cluster_ctl(&cl, "get --prefix /nolaunch --keys-only", &out);
+    cr_assert_eq(th_count(out ? out : "", "/nolaunch"), 0, "left: %s", out);
     free(out);
 }

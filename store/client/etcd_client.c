@@ -502,7 +502,11 @@ static int lease_setup(fccl_store_t *s, const fccl_store_opts_t *o)
     }
     ec_end(&k);
     if (rc == FCCL_OK && b->lease_keep) {
-        if (pthread_create(&b->ka, NULL, keepalive_main, s) != 0)
+        rc = store_handle_new(s->vt, b, b->conf.name, b->timeout_ms, "", 0,
+                              &b->ka_handle);
+        if (rc < 0)
+            return rc;
+        if (pthread_create(&b->ka, NULL, keepalive_main, b->ka_handle) != 0)
             return fccl_err(FCCL_ERR_NOMEM, "store %s: cannot start the "
                             "lease keep-alive thread", b->conf.name);
         b->ka_started = 1;
@@ -545,6 +549,8 @@ static void be_shutdown(fccl_store_t *s)
         pthread_join(b->ka, NULL);
         b->ka_started = 0;
     }
+    store_handle_free(b->ka_handle);
+    b->ka_handle = NULL;
     struct ecall k;
     json_object *rep = NULL;
     int64_t ms = b->timeout_ms < 2000 ? b->timeout_ms : 2000;

@@ -52,6 +52,9 @@ struct etcd_be {
     int lease_revoke; /* granted by this handle, revoked at its close */
     int lease_keep;   /* kept alive by this handle's thread */
     pthread_t ka;
+    fccl_store_t *ka_handle; /* the keep-alive thread's own handle: the
+                                caller may close the one it connected
+                                with while views live on */
     int ka_started, stopping;
     pthread_cond_t ka_cv;
     _Atomic uint64_t nreq, nfail_over, nuncertain, nconflict;
