@@ -30,7 +30,15 @@ static void up(int n, const char *const *extra, const char *prefix)
 }
 
 static void start1(void) { up(1, NULL, "/t"); }
-static void stop(void) { etcd_cluster_stop(&cl); }
+static char tls_dir[128]; /* the TLS test's certificates */
+
+static void stop(void)
+{
+    etcd_cluster_stop(&cl);
+    if (tls_dir[0])
+        th_rmtree(tls_dir);
+    tls_dir[0] = '\0';
+}
 
 TestSuite(etcd, .init = start1, .fini = stop, .timeout = 60);
 TestSuite(etcd_own, .fini = stop, .timeout = 90);
@@ -707,8 +715,8 @@ static void sh_ok(const char *dir, const char *cmd)
 
 Test(etcd_own, tls_with_client_certificates_and_a_wrong_ca)
 {
-    char dir[128];
-    cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-etcd-tls"), 0);
+    char *dir = tls_dir; /* removed by the suite's fini, also on failure */
+    cr_assert_eq(th_mkdtemp(tls_dir, sizeof(tls_dir), "fccl-etcd-tls"), 0);
     sh_ok(dir, "printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && "
           "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=ca "
           "-keyout ca.key -out ca.crt 2>/dev/null && "
@@ -767,7 +775,6 @@ Test(etcd_own, tls_with_client_certificates_and_a_wrong_ca)
     cr_assert_eq(rc, 4, "exit %d: %s", rc, out);
     cr_assert(strstr(out, "TLS"), "%s", out);
     free(out);
-    th_rmtree(dir);
 }
 
 /* ---- jobs on etcd (fccl-run --store etcd://...) ---- */
