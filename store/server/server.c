@@ -18,6 +18,7 @@
 #include "err.h"
 #include "log.h"
 #include "net.h"
+#include "backend_etcd.h"
 #include "server_int.h"
 
 #define ACCEPT_PAUSE_MS 100 /* out of fds: pause accepting this long */
@@ -213,6 +214,7 @@ int store_server_create(const struct store_server_config *cfg,
     CHECK_GOTO(store_slots_init(s), rc, fail);
     CHECK_GOTO(store_tls_setup(s), rc, fail);
     CHECK_GOTO(store_auth_setup(s), rc, fail);
+    CHECK_GOTO(store_be_open(s), rc, fail);
     CHECK_GOTO(open_listeners(s), rc, fail);
     CHECK_GOTO(add_events(s), rc, fail);
     LOG_INFO("STORE", "listening on %s (%d socket%s)", s->address, s->nlis,
@@ -340,6 +342,7 @@ void store_server_free(struct store_server *s)
             close(s->stop_pipe[i]);
     for (int i = 0; i < s->nlis; i++)
         evconnlistener_free(s->lis[i]);
+    store_be_close(s);
     store_tls_teardown(s);
     store_auth_teardown(s);
     store_slots_free(s);

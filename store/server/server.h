@@ -54,6 +54,12 @@ struct store_server_config {
     int fsync_mode;     /* JOURNAL_FSYNC_ALWAYS (default) / INTERVAL / NEVER */
     int64_t fsync_interval_ms; /* INTERVAL's period, default 100 */
     int log_level;      /* FCCL_LOG_*; -1 (default) = leave as it is */
+    /* --backend etcd://...: the state in etcd (backend_etcd.h), not in
+     * this process; its user, password file and TLS files */
+    char backend[1024];
+    char backend_user[256];
+    char backend_password_file[512];
+    char backend_tls_ca[512], backend_tls_cert[512], backend_tls_key[512];
     int handle_signals; /* SIGINT/SIGTERM end run(); for programs only */
 };
 

@@ -6,6 +6,7 @@
 #include "server.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,32 @@ static int set_size(uint64_t *dst, const char *key, const char *value)
     return FCCL_OK;
 }
 
+static int set_path(char *dst, size_t n, const char *key, const char *value);
+
+/* --backend and the --backend-* options of its user and TLS. */
+static int set_backend(struct store_server_config *c, const char *k,
+                       const char *key, const char *value)
+{
+    static const struct {
+        const char *name;
+        size_t off, len;
+    } f[] = {
+#define BE_FIELD(n, m) {n, offsetof(struct store_server_config, m),          \
+                        sizeof(((struct store_server_config *)0)->m)}
+        BE_FIELD("backend", backend),
+        BE_FIELD("backend-user", backend_user),
+        BE_FIELD("backend-password-file", backend_password_file),
+        BE_FIELD("backend-tls-ca", backend_tls_ca),
+        BE_FIELD("backend-tls-cert", backend_tls_cert),
+        BE_FIELD("backend-tls-key", backend_tls_key),
+#undef BE_FIELD
+    };
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+        if (strcmp(k, f[i].name) == 0)
+            return set_path((char *)c + f[i].off, f[i].len, key, value);
+    return fccl_err(FCCL_ERR_INVALID, "unknown option '%s'", key);
+}
+
 static int set_path(char *dst, size_t n, const char *key, const char *value)
 {
     if (strlen(value) >= n)
@@ -214,6 +241,8 @@ int store_server_config_set(struct store_server_config *c, const char *key,
                    : FCCL_OK;
     if (strcmp(k, "journal") == 0)
         return set_path(c->journal, sizeof(c->journal), key, value);
+    if (strncmp(k, "backend", 7) == 0)
+        return set_backend(c, k, key, value);
     if (strcmp(k, "fsync") == 0) {
         static const char *const modes[] = {"always", "interval", "never"};
         for (int i = 0; i < 3; i++)
@@ -256,6 +285,18 @@ int store_server_config_check(const struct store_server_config *c)
                         (unsigned long long)c->max_keys_per_req);
     if (c->max_conns < 1)
         return fccl_err(FCCL_ERR_INVALID, "max-connections must be >= 1");
+    if (c->backend[0] && strncmp(c->backend, "etcd://", 7) != 0 &&
+        strncmp(c->backend, "etcds://", 8) != 0)
+        return fccl_err(FCCL_ERR_INVALID, "backend '%s': expected "
+                        "etcd://HOST:PORT[,HOST:PORT...][/PREFIX] or "
+                        "etcds://...", c->backend);
+    if (c->backend[0] && (c->journal[0] || c->wait_for_workers))
+        return fccl_err(FCCL_ERR_INVALID, "--backend keeps the state in "
+                        "etcd: --%s does not apply",
+                        c->journal[0] ? "journal" : "wait-for-workers");
+    if (c->backend_user[0] && !c->backend_password_file[0])
+        return fccl_err(FCCL_ERR_INVALID, "--backend-user needs "
+                        "--backend-password-file");
     if (c->wait_for_workers && c->world_size <= 0)
         return fccl_err(FCCL_ERR_INVALID,
                         "wait-for-workers needs world-size > 0");

@@ -29,6 +29,8 @@ struct evbuffer;
 #define STORE_LEND_MIN (64u << 10)  /* default lend_min */
 
 struct addr_slot; /* server_slots.c: the connections of one client address */
+struct be_state;  /* backend_etcd.c: --backend etcd:// */
+struct be_op;
 
 /* A SET / APPEND / QUEUE_PUSH whose value is large: the value is read
  * straight into its own buffer, a slice per loop turn, and a SET hands the
@@ -89,6 +91,9 @@ struct store_conn {
     uint8_t nonce_set; /* an AUTH_HELLO challenge is outstanding */
     uint8_t nonce[AUTH_NONCE_LEN];
     char addr[64];   /* "HOST:PORT" of the client, for log lines */
+    struct be_op *be_head, *be_tail; /* --backend: requests in flight, in
+                                        arrival order (backend_etcd.c) */
+    uint32_t be_n;
 };
 
 struct store_stats {
@@ -141,6 +146,7 @@ struct store_server {
     atomic_int running;
     int thread_started;
     pthread_t thread;
+    struct be_state *be; /* --backend etcd://, or NULL */
 };
 
 
