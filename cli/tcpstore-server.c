@@ -102,7 +102,7 @@ static const char *option_value(int argc, char **argv, int *i, char *name,
 static int is_flag(const char *arg)
 {
     static const char *const flags[] = {"wait-for-workers", "tls-required",
-                                        "auth-required",
+                                        "auth-required", "journal-recover",
                                         "help", "version"};
     const char *a = arg + 2;
     size_t n = strcspn(a, "=");
