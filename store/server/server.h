@@ -38,9 +38,8 @@ struct store_server_config {
                                   for unfinished requests and unsent
                                   MULTI_GET/LIST replies; default 4 GiB */
     uint64_t max_conns_per_addr; /* connections of one client IP; default
-                                    STORE_SERVER_PER_ADDR_AUTO (half of
-                                    max_conns once that is capped to the
-                                    file limit); 0 = no cap */
+                                    STORE_SERVER_PER_ADDR_AUTO (below);
+                                    0 = no cap */
     int64_t request_timeout_ms;  /* an unfinished request or TLS handshake
                                     that makes no progress for this long is
                                     closed; default 30 s, 0 = never */
@@ -67,7 +66,8 @@ struct store_server_config {
                                      closed; default 10 s, 0 = never */
 };
 
-/* max_conns_per_addr's default: half of max_conns. */
+/* max_conns_per_addr's default: half of max_conns (once capped to the
+ * file limit), at least 1024 or max_conns when that is smaller. */
 #define STORE_SERVER_PER_ADDR_AUTO UINT64_MAX
 
 struct store_server;
