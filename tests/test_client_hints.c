@@ -6,7 +6,8 @@
  * a DELETE with the read-only token said only "server closed the
  * connection".  Now tcpstore-server says why in its reply to the fccl
  * hello, the client prints it, and the PyTorch hint is left for a server
- * that closes without a reason.
+ * that closes without a reason.  Also: the warning at start for a
+ * certificate that is expired, not yet valid or about to expire.
  */
 #include <criterion/criterion.h>
 
@@ -19,6 +20,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "fccl/core.h"
 #include "fccl/store.h"
@@ -258,4 +264,63 @@ Test(hints, a_close_without_reason_still_suggests_the_legacy_dialect)
     shutdown(lfd, SHUT_RDWR);
     close(lfd);
     pthread_join(t, NULL);
+}
+
+/* ---- certificate dates ---- */
+
+/* A self-signed certificate valid from now + from_s to now + to_s. */
+static void make_cert(const char *cert, const char *key, long from_s,
+                      long to_s)
+{
+    EVP_PKEY *pk = EVP_EC_gen("P-256");
+    X509 *x = X509_new();
+    cr_assert(pk && x);
+    X509_set_version(x, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), from_s);
+    X509_gmtime_adj(X509_getm_notAfter(x), to_s);
+    X509_set_pubkey(x, pk);
+    X509_NAME *nm = X509_get_subject_name(x);
+    X509_NAME_add_entry_by_txt(nm, "CN", MBSTRING_ASC,
+                               (const unsigned char *)"store", -1, -1, 0);
+    X509_set_issuer_name(x, nm);
+    cr_assert(X509_sign(x, pk, EVP_sha256()) > 0);
+    FILE *f = fopen(cert, "w");
+    cr_assert(f);
+    PEM_write_X509(f, x);
+    fclose(f);
+    f = fopen(key, "w");
+    cr_assert(f);
+    cr_assert_eq(chmod(key, 0600), 0);
+    PEM_write_PrivateKey(f, pk, NULL, NULL, 0, NULL, NULL);
+    fclose(f);
+    X509_free(x);
+    EVP_PKEY_free(pk);
+}
+
+/* Start a TLS server on a certificate valid [from_s, to_s) from now:
+ * the number of lines of its log that contain needle. */
+static int cert_warning(long from_s, long to_s, const char *needle)
+{
+    char cert[128], key[128];
+    make_cert(path_of("d.pem", cert, sizeof(cert)),
+              path_of("dk.pem", key, sizeof(key)), from_s, to_s);
+    struct srv s;
+    srv_start_local(&s, (const char *[]){"--tls-cert", cert, "--tls-key",
+                                         key, NULL});
+    int n = srv_log_count(&s, needle);
+    char *log = srv_log(&s);
+    cr_log_info("%s", log);
+    free(log);
+    srv_finish(&s);
+    return n;
+}
+
+Test(hints, certificate_dates_are_warned_about_at_start)
+{
+    const long day = 86400;
+    cr_assert_eq(cert_warning(-30 * day, -day, "expired on"), 1);
+    cr_assert_eq(cert_warning(2 * day, 30 * day, "is not valid before"), 1);
+    cr_assert_eq(cert_warning(-day, 3 * day, "expires in"), 1);
+    cr_assert_eq(cert_warning(-day, 365 * day, "TLS certificate"), 0);
 }

@@ -332,6 +332,13 @@ int store_tls_setup(struct store_server *s);
 void store_tls_teardown(struct store_server *s);
 /* OpenSSL's text for error e, or `fallback` when e is 0. */
 const char *store_tls_reason(unsigned long e, const char *fallback);
+/* One warning when the certificate of ctx (loaded from path, named in the
+ * line) is not yet valid, expired, or expires within
+ * STORE_CERT_WARN_DAYS: clients that verify it refuse the connection.
+ * 1 when it warned, else 0.  Called at start; call it after loading a
+ * new certificate too (a reload). */
+#define STORE_CERT_WARN_DAYS 7
+int store_tls_warn_validity(struct ssl_ctx_st *ctx, const char *path);
 
 /* ---- server_journal.c ---- */
 
