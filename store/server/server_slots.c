@@ -475,8 +475,8 @@ static int overdue(struct store_server *s, struct store_conn *c, uint64_t now)
 {
     char ip[48];
     uint64_t hs = (uint64_t)s->cfg.handshake_timeout_ms;
-    if (c->refused || c->close_after) {
-        uint64_t t0 = c->close_after ? c->closing_ms : c->born_ms;
+    if (c->refused || c->draining) {
+        uint64_t t0 = c->draining ? c->closing_ms : c->born_ms;
         if (now - t0 <= STORE_REFUSED_LINGER_MS)
             return 0;
         LOG_DEBUG("STORE", "client %s: closing (refused, or told why)",
