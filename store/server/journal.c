@@ -26,9 +26,12 @@
 #define PAYLOAD_FIXED JOURNAL_PAYLOAD_FIXED
 #define BUF_FLUSH (1u << 20) /* compaction writes in chunks this large */
 
-/* ---- CRC-32 (reflected, polynomial 0xEDB88320), table built once ---- */
+/* ---- CRC-32 (reflected, polynomial 0xEDB88320), tables built once ----
+ * Slicing by 8 (eight tables, eight bytes per step): a replay checks every
+ * byte of the file, and this is about four times as fast as a byte at a
+ * time. */
 
-static uint32_t crc_table[256];
+static uint32_t crc_table[8][256];
 
 static void crc_init(void)
 {
@@ -36,17 +39,29 @@ static void crc_init(void)
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
             c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
+        crc_table[0][i] = c;
     }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
+                              crc_table[0][crc_table[t - 1][i] & 0xff];
 }
 
 uint32_t journal_crc32(uint32_t crc, const uint8_t *p, size_t n)
 {
-    if (!crc_table[1])
+    if (!crc_table[0][1])
         crc_init();
     crc = ~crc;
-    for (size_t i = 0; i < n; i++)
-        crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    for (; n >= 8; n -= 8, p += 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                             (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+              crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+              crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^
+              crc_table[0][p[7]];
+    }
+    for (; n; n--)
+        crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
     return ~crc;
 }
 
