@@ -27,15 +27,22 @@
 #include "lib/proc.h"
 #include "lib/srv.h"
 
-TestSuite(jdamage, .timeout = 240);
-
 static char dir[64], jpath[128];
 
+/* Each test's directory, removed after it, passed or failed. */
 static void make_dir(void)
 {
     cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-jdmg"), 0);
     snprintf(jpath, sizeof(jpath), "%s/store.journal", dir);
 }
+
+static void remove_dir(void)
+{
+    if (dir[0])
+        th_rmtree(dir);
+}
+
+TestSuite(jdamage, .init = make_dir, .fini = remove_dir, .timeout = 240);
 
 /* ---- writing journals ---- */
 
@@ -234,7 +241,6 @@ static void refuse_then_recover(off_t off[NREC + 1])
 
 Test(jdamage, flipped_byte_mid_file_refused_then_recovered)
 {
-    make_dir();
     off_t off[NREC + 1];
     write_journal(off);
     /* One byte of record BAD's value. */
@@ -247,25 +253,21 @@ Test(jdamage, flipped_byte_mid_file_refused_then_recovered)
     cr_assert_eq(pwrite(fd, &b, 1, at), 1);
     close(fd);
     refuse_then_recover(off);
-    th_rmtree(dir);
 }
 
 Test(jdamage, length_2_pow_31_mid_file_refused_then_recovered)
 {
-    make_dir();
     off_t off[NREC + 1];
     write_journal(off);
     uint8_t len[4];
     le32(len, 1u << 31);
     patch(off[BAD], len, 4);
     refuse_then_recover(off);
-    th_rmtree(dir);
 }
 
 /* A bad tail (nothing valid behind it) is still cut, not refused. */
 Test(jdamage, damaged_last_record_is_a_tail)
 {
-    make_dir();
     off_t off[NREC + 1];
     write_journal(off);
     uint8_t len[4];
@@ -283,7 +285,6 @@ Test(jdamage, damaged_last_record_is_a_tail)
     cr_assert_eq(nk, NREC - 1);
     fccl_store_close(st);
     srv_finish(&s);
-    th_rmtree(dir);
 }
 
 /* ---- memory: the file streams, the live data stays ---- */
@@ -306,7 +307,6 @@ static long vm_hwm_kib(pid_t pid)
 Test(jdamage, replay_memory_follows_live_data_not_file)
 {
     enum { KEYS = 4, ROUNDS = 40, VLEN = 1 << 20 };
-    make_dir();
     FILE *f = fopen(jpath, "wb");
     cr_assert(f);
     cr_assert_eq(fwrite("FCCLJNL1", 1, 8, f), 8);
@@ -357,14 +357,12 @@ Test(jdamage, replay_memory_follows_live_data_not_file)
     fccl_store_close(st);
     srv_finish(&s);
     free(v);
-    th_rmtree(dir);
 }
 
 /* ---- a FILE.tmp of a killed compaction ---- */
 
 Test(jdamage, leftover_tmp_removed_at_start)
 {
-    make_dir();
     off_t off[NREC + 1];
     write_journal(off);
     char tmp[160];
@@ -380,5 +378,4 @@ Test(jdamage, leftover_tmp_removed_at_start)
     srv_expect_cstr(st, "k0000", "value-0-00000000");
     fccl_store_close(st);
     srv_finish(&s);
-    th_rmtree(dir);
 }
