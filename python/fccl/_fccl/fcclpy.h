@@ -11,10 +11,14 @@
  *   buffer.c   buffer-protocol objects and torch tensors -> fbuf
  *   group.c    init/finalize, the group registry, queries
  *   coll.c     the collectives
+ *   shaped.c   the collectives on shaped tensors (NeighborExchangeV2,
+ *              AlltoAll with split and concat dimensions)
  *   p2p.c      send, recv, isend, irecv, batch_isend_irecv
  *   handle.c   the asynchronous handle type (CommHandle)
  *   store.c    the TCPStore client type (Store), the embeddable server
  *   moe.c      the MoE config type
+ *   torchstore.c  a torch.distributed Store as an fccl store (for fccl.torch)
+ *   torchq*.c  fccl.torch's per-group queue and its threads (torchq.h)
  *
  * Threads: every call that may block or run longer than a few
  * microseconds releases the GIL (FPY_BLOCK).  A group is used by one
@@ -183,8 +187,15 @@ int fpy_unpack_run(void *arg);
 /* ---- the method tables of each file, joined by module.c ---- */
 extern PyMethodDef fpy_group_methods[];
 extern PyMethodDef fpy_coll_methods[];
+extern PyMethodDef fpy_shaped_methods[];
 extern PyMethodDef fpy_p2p_methods[];
 int fpy_store_add_types(PyObject *m);
+/* A Store object owning s (closed with it); NULL with an exception (s is
+ * then closed). */
+PyObject *fpy_store_wrap(fccl_store_t *s);
+extern PyMethodDef fpy_torchstore_methods[];
+extern PyMethodDef fpy_torchq_methods[];
+int fpy_torchq_add_types(PyObject *m);
 int fpy_moe_add_types(PyObject *m);
 
 /* ---- small argument helpers (module.c) ---- */
