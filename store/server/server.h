@@ -37,8 +37,9 @@ struct store_server_config {
     uint64_t max_total_bytes;  /* stored keys + values, plus the bytes held
                                   for unfinished requests and unsent
                                   MULTI_GET/LIST replies; default 4 GiB */
-    uint64_t max_conns_per_addr; /* connections of one client IP, default
-                                    1024; 0 = no cap */
+    uint64_t max_conns_per_addr; /* connections of one client IP; default
+                                    STORE_SERVER_PER_ADDR_AUTO (below);
+                                    0 = no cap */
     int64_t request_timeout_ms;  /* an unfinished request or TLS handshake
                                     that makes no progress for this long is
                                     closed; default 30 s, 0 = never */
@@ -61,7 +62,19 @@ struct store_server_config {
     char backend_password_file[512];
     char backend_tls_ca[512], backend_tls_cert[512], backend_tls_key[512];
     int handle_signals; /* SIGINT/SIGTERM end run(); for programs only */
+    /* issue 25: */
+    int journal_recover; /* replay past damage in the middle of the
+                            journal, keeping a copy (journal.h); without
+                            it such a journal refuses to start */
+    int64_t handshake_timeout_ms; /* a connection that has not finished
+                                     VALIDATE (and, with auth_required,
+                                     its proof) this long after accept is
+                                     closed; default 10 s, 0 = never */
 };
+
+/* max_conns_per_addr's default: half of max_conns (once capped to the
+ * file limit), at least 1024 or max_conns when that is smaller. */
+#define STORE_SERVER_PER_ADDR_AUTO UINT64_MAX
 
 struct store_server;
 

@@ -27,10 +27,11 @@ void store_server_config_default(struct store_server_config *c)
     c->max_keys_per_req = 131072;
     c->max_conns = 65536;
     c->max_total_bytes = 4ull << 30;
-    c->max_conns_per_addr = 1024;
+    c->max_conns_per_addr = STORE_SERVER_PER_ADDR_AUTO;
     c->request_timeout_ms = 30000;
     c->log_level = -1;
     c->fsync_interval_ms = 100;
+    c->handshake_timeout_ms = 10000;
 }
 
 /* "64MiB", "8k", "1G", "4096" -> bytes; -1 if malformed. */
@@ -211,8 +212,22 @@ int store_server_config_set(struct store_server_config *c, const char *key,
         return set_size(&c->max_conns, key, value);
     if (strcmp(k, "max-total-bytes") == 0)
         return set_size(&c->max_total_bytes, key, value);
+    if (strcmp(k, "max-connections-per-addr") == 0 &&
+        strcasecmp(value, "auto") == 0)
+        return c->max_conns_per_addr = STORE_SERVER_PER_ADDR_AUTO, FCCL_OK;
     if (strcmp(k, "max-connections-per-addr") == 0)
         return set_size(&c->max_conns_per_addr, key, value);
+    if (strcmp(k, "journal-recover") == 0)
+        return parse_bool(value, &c->journal_recover) < 0
+                   ? bad(key, value, "expected true or false")
+                   : FCCL_OK;
+    if (strcmp(k, "handshake-timeout") == 0) {
+        int64_t ms = fccl_parse_seconds_ms(value);
+        if (ms < 0)
+            return bad(key, value, "expected seconds >= 0");
+        c->handshake_timeout_ms = ms;
+        return FCCL_OK;
+    }
     if (strcmp(k, "request-timeout") == 0) {
         int64_t ms = fccl_parse_seconds_ms(value);
         if (ms < 0)
