@@ -104,6 +104,7 @@ struct store_conn {
     struct be_op *be_head, *be_tail; /* --backend: requests in flight, in
                                         arrival order (backend_etcd.c) */
     uint32_t be_n;
+    uint8_t be_flushing, be_again; /* be_flush running / asked again */
     /* issue 25: handshakes, refusals told in-band, failed proofs */
     uint64_t born_ms;  /* accepted (monotonic ms) */
     uint8_t tier;      /* enum conn_tier */
