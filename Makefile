@@ -320,6 +320,20 @@ check-san:
 demo: all
 	$(BUILD)/bin/fccl-run -n 4 $(BUILD)/bin/fccl-demo
 
+# The README's performance plots: `make plots` draws docs/img/*.png from
+# the data in bench/data/ (matplotlib installed if missing); `make
+# plot-data` first measures that data again (slow; a quiet machine, the
+# MPIs of FCCL_BENCH_DEPS=1 scripts/install-deps.sh).
+.PHONY: plots plot-data
+plots:
+	FCCL_PLOT_DEPS=1 scripts/install-deps.sh
+	/usr/bin/python3 bench/plot.py bench/data docs/img
+
+plot-data: all
+	FCCL_BENCH_DEPS=1 scripts/install-deps.sh
+	bench/plot_data.sh $(BUILD)
+	$(MAKE) plots
+
 # The manual pages are made again from their sources, for this PREFIX
 # (the paths they name), into share/man/manSECTION.
 install: all
