@@ -1,10 +1,13 @@
 /*
  * Broadcast through the shared segment of a one-host group (shm/seg.c).
  *
- * Per round the root copies up to one slot of the buffer into its slot;
- * barrier; the others copy it out; barrier.  Up to COLL_SHM_SMALL (and half a
- * slot) there is one barrier and no second one: the halves of the root's
- * slot alternate from call to call, as in allreduce_shm.c.
+ * Up to COLL_SHM_TINY bytes the broadcast is one-way (shm/oneway.c): the
+ * root stamps its bytes into lines of the segment and returns, and the
+ * others wait for those lines alone, not for each other; no barrier.
+ * Beyond, per round the root copies up to one slot of the buffer into its
+ * slot; barrier; the others copy it out; barrier.  Up to COLL_SHM_SMALL
+ * (and half a slot) there is one barrier and no second one: the halves of
+ * the root's slot alternate from call to call, as in allreduce_shm.c.
  *
  * Cost per rank: one memcpy of N (the root's in, everyone else's out),
  * plus two barriers per slot; the binomial tree needs log2(n) transfers
@@ -36,6 +39,8 @@ int coll_seg_bcast(struct coll_run *run, struct coll_seg *s, int root,
     int rc, me = coll_seg_rank(s);
     unsigned char *buf = buf_, *slot = coll_seg_slot(s, root);
     size_t cap = coll_seg_slot_bytes(s);
+    if (bytes <= COLL_SHM_TINY)
+        return coll_seg_bcast_oneway(run, s, root, buf, bytes);
     if (bytes <= COLL_SHM_SMALL && bytes <= cap / 2) {
         size_t half = coll_seg_small(s);
         if (me == root)

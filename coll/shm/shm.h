@@ -53,6 +53,12 @@ void coll_seg_tiny_put(struct coll_seg *s, const void *src, size_t bytes);
 int coll_seg_tiny_wait(struct coll_run *run, struct coll_seg *s);
 void coll_seg_tiny_get(const struct coll_seg *s, int q, void *dst,
                        size_t bytes);
+/* One-way broadcast of up to COLL_SHM_TINY bytes from member `root`
+ * (oneway.c): the root stamps its bytes into lines and returns without
+ * waiting for anyone (unless it is SEG_BC_SETS calls ahead of a member);
+ * the others wait only for the root's lines.  Errors as the barrier. */
+int coll_seg_bcast_oneway(struct coll_run *run, struct coll_seg *s, int root,
+                          void *buf, size_t bytes);
 /* The segment and the offset of this call's half for a one-barrier call
  * in which each rank puts `per_rank` bytes into a slot (and the root up
  * to n of them): NULL (with *rc FCCL_OK) when the segment is missing or
