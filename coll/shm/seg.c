@@ -21,9 +21,9 @@
  *
  * Layout (seg_int.h has the head line by line): one 64-byte line per
  * rank holding its barrier count, then per rank two sets of
- * COLL_SHM_TINY_LINES "tiny" lines (below), the lines of the one-way
- * broadcast (oneway.c), then one slot per rank (8 MiB in all, at most 2
- * MiB a slot), allocated at creation.  The barrier: a rank publishes its
+ * COLL_SHM_TINY_LINES "tiny" lines (below), the lines of the single
+ * copies (cma.c) and of the one-way broadcast (oneway.c), then one slot
+ * per rank (8 MiB in all, at most 2 MiB a slot), allocated at creation.  The barrier: a rank publishes its
  * count (release) and waits until every count has reached it (acquire),
  * backing off like the transport's waits and checking the deadline, the
  * group's abort flag and whether a member's process has exited.
@@ -109,7 +109,7 @@ static struct coll_seg *seg_map(const char *name, int n, int me, int create)
         return NULL;
     }
     *s = (struct coll_seg){.base = p, .len = len, .slot = slot, .n = n,
-                           .me = me};
+                           .me = me, .cma = -1};
     return s;
 }
 
@@ -118,6 +118,7 @@ void coll_seg_free(struct coll_seg *s)
     if (!s)
         return;
     munmap(s->base, s->len);
+    free(s->probe);
     free(s);
 }
 

@@ -1,12 +1,15 @@
 /*
  * Internal to coll/shm: the segment's struct and the layout of its head,
- * shared by seg.c (setup, barrier, tiny calls) and oneway.c (the one-way
- * broadcast).  Nothing above this floor sees it; they use shm.h.
+ * shared by seg.c (setup, barrier, tiny calls), oneway.c (the one-way
+ * broadcast) and cma.c (single copies between members).  Nothing above
+ * this floor sees it; they use shm.h.
  *
  * Head, one 64-byte line per entry, every line written by one member
- * only:
+ * only (except a member's grant word, see cma.c):
  *   n barrier lines (the member's barrier count)
  *   n x 2 tiny sets of COLL_SHM_TINY_LINES lines (the member's tiny data)
+ *   n id lines (pid, pid namespace, CMA probe word and verdict)
+ *   n exposure lines (the buffer a member offers for this CMA call)
  *   n consumed lines (one-way broadcasts the member has finished)
  *   SEG_BC_SETS sets of COLL_SHM_TINY_LINES lines (one-way broadcast
  *   data, written by each call's root)
@@ -42,14 +45,28 @@ struct coll_seg {
     uint64_t bc_done;  /* every member has consumed at least this many */
     size_t bc_lines;   /* lines of the current call */
     int peer;          /* the member a one-member wait is for (its
-                          seg_late_fn reads it: a broadcast's root) */
+                          seg_late_fn reads it: a broadcast's root, a
+                          single copy's owner or writer) */
+    /* single copies (cma.c) */
+    int cma;           /* -1 not agreed yet, 0 off, 1 on for every member */
+    uint64_t xcall;    /* CMA calls so far */
+    int granted;       /* my exposure of this call may be written */
+    uint64_t *probe;   /* a word of mine the others read to test CMA */
 };
 
 /* Byte offsets of the head's regions. */
 static inline size_t seg_off_tiny(int n) { return (size_t)n * SEG_LINE; }
-static inline size_t seg_off_consumed(int n)
+static inline size_t seg_off_id(int n)
 {
     return seg_off_tiny(n) + (size_t)n * 2 * TINY_SET_BYTES;
+}
+static inline size_t seg_off_expo(int n)
+{
+    return seg_off_id(n) + (size_t)n * SEG_LINE;
+}
+static inline size_t seg_off_consumed(int n)
+{
+    return seg_off_expo(n) + (size_t)n * SEG_LINE;
 }
 static inline size_t seg_off_bc(int n)
 {
