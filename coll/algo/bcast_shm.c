@@ -9,6 +9,15 @@
  * (and half a slot) there is one barrier and no second one: the halves of
  * the root's slot alternate from call to call, as in allreduce_shm.c.
  *
+ * Two ranks, beyond the one-barrier size, where the members may read and
+ * write each other's memory (shm/cma.c): both copy at once.  The root
+ * exposes its buffer, the receiver its own, writable; the receiver reads
+ * the first half out of the root's (process_vm_readv) while the root
+ * writes the second half into the receiver's (process_vm_writev); the
+ * receiver waits for the root's write to end, then one barrier.  A
+ * single copy of half the bytes on each core instead of the whole on one
+ * (bench/RESULTS.md, issue 28).
+ *
  * Cost per rank: one memcpy of N (the root's in, everyone else's out),
  * plus two barriers per slot; the binomial tree needs log2(n) transfers
  * along its deepest path.  Without a segment it is the binomial tree.
@@ -20,6 +29,23 @@
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
+/* Two members, CMA agreed: each copies half. */
+static int split_copy(struct coll_run *run, struct coll_seg *s, int root,
+                      unsigned char *buf, size_t bytes)
+{
+    int me = coll_seg_rank(s), q = 1 - me, rc;
+    size_t half = bytes / 2 & ~(size_t)63;
+    coll_seg_expose(s, buf, bytes, me != root);
+    if ((rc = coll_seg_wait_exposed(run, s, q)) >= 0)
+        rc = me == root
+                 ? coll_seg_push(run, s, q, half, buf + half, bytes - half)
+                 : coll_seg_pull(run, s, q, 0, buf, half);
+    if (me != root)
+        rc = coll_seg_settle(run, s, root, rc);
+    int brc = coll_seg_barrier(run, s);
+    return rc < 0 ? rc : brc;
+}
+
 int coll_bcast_shm(struct coll_run *run)
 {
     const struct coll_args *a = run->a;
@@ -30,6 +56,14 @@ int coll_bcast_shm(struct coll_run *run)
         return rc;
     if (!s)
         return coll_bcast_binomial(run);
+    if (coll_seg_size(s) == 2 && bytes > COLL_SHM_SMALL) {
+        /* without CMA the transport's single copy beats the segment's
+         * two memcpys */
+        if ((rc = coll_seg_cma(run, s)) < 0)
+            return rc;
+        return rc ? split_copy(run, s, a->root, a->recvbuf, bytes)
+                  : coll_bcast_binomial(run);
+    }
     return coll_seg_bcast(run, s, a->root, a->recvbuf, bytes);
 }
 

@@ -318,8 +318,11 @@ static int auto_choice(const struct coll_run *run)
     switch (a->kind) {
     case COLL_ALLREDUCE: return auto_allreduce(run);
     case COLL_BCAST:
-        if (one_host_shm(run->g) && (n > 2 || bytes <= COLL_SHM_SMALL))
-            return 2; /* shm, on the same grounds as all_gather */
+        /* shm, on the same grounds as all_gather; two ranks beyond the
+         * one-barrier size: its split single copy (CMA), else binomial,
+         * whose single copy beats the segment's two memcpys there */
+        if (one_host_shm(run->g))
+            return 2;
         return n > 2 && bytes >= 512 * 1024 ? 1 : 0;
     case COLL_BARRIER:
         /* the segment, once another operation has made one: a barrier
