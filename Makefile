@@ -39,7 +39,8 @@ OPT := -O2 -g
 SANLD :=
 endif
 
-PKGS := libevent_core libevent_pthreads libevent_openssl libfabric openssl
+PKGS := libevent_core libevent_extra libevent_pthreads libevent_openssl \
+  libfabric openssl
 # A missing dependency is installed before anything else is computed, so
 # the flags below see it (scripts/install-deps.sh is a no-op when all is
 # present).

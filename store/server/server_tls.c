@@ -2,10 +2,14 @@
  * The server's TLS context: tls-cert/tls-key (PEM) presented to every TLS
  * client; with tls-ca a client certificate signed by that CA is demanded
  * too (mutual TLS, the authentication of this store).  TLS 1.2 is the
- * minimum.  The connections themselves are conn_tls.c's.
+ * minimum.  The connections themselves are conn_tls.c's.  A reload
+ * (server_reload.c) builds a whole new context the same way; connections
+ * made before keep the old one (each SSL holds a reference to its
+ * context), so nothing open is disturbed.
  */
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "err.h"
 #include "log.h"
@@ -30,11 +34,9 @@ static int ctx_fail(SSL_CTX *ctx, const char *what, const char *path)
                     store_tls_reason(e, "failed"));
 }
 
-int store_tls_setup(struct store_server *s)
+int store_tls_load(const struct store_server_config *c, SSL_CTX **out)
 {
-    const struct store_server_config *c = &s->cfg;
-    if (!c->tls_cert[0])
-        return FCCL_OK;
+    *out = NULL;
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx)
         return fccl_err(FCCL_ERR_NOMEM, "SSL_CTX_new");
@@ -61,7 +63,42 @@ int store_tls_setup(struct store_server *s)
                            SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
                            NULL);
     }
-    s->tls = ctx;
+    *out = ctx;
+    return FCCL_OK;
+}
+
+#define CERT_SOON_DAYS 7
+
+void store_tls_check_cert(SSL_CTX *ctx, const char *path, const char *when)
+{
+    X509 *x = SSL_CTX_get0_certificate(ctx);
+    if (!x)
+        return;
+    int days = 0, secs = 0;
+    if (X509_cmp_current_time(X509_get0_notBefore(x)) > 0) {
+        LOG_WARN("STORE", "TLS certificate %s (%s) is not valid yet: "
+                 "verifying clients refuse it until then", path, when);
+        return;
+    }
+    if (!ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notAfter(x)))
+        return;
+    if (days < 0 || secs < 0)
+        LOG_WARN("STORE", "TLS certificate %s (%s) has expired: verifying "
+                 "clients refuse it", path, when);
+    else if (days < CERT_SOON_DAYS)
+        LOG_WARN("STORE", "TLS certificate %s (%s) expires in %d day%s",
+                 path, when, days, days == 1 ? "" : "s");
+}
+
+int store_tls_setup(struct store_server *s)
+{
+    const struct store_server_config *c = &s->cfg;
+    if (!c->tls_cert[0])
+        return FCCL_OK;
+    int rc = store_tls_load(c, &s->tls);
+    if (rc < 0)
+        return rc;
+    store_tls_check_cert(s->tls, c->tls_cert, "at start");
     LOG_INFO("STORE", "TLS enabled (%s%s)",
              c->tls_ca[0] ? "client certificates required" : "server only",
              c->tls_required ? ", plaintext refused" : "");
