@@ -252,6 +252,14 @@ static int check_args(struct launcher *L)
                 L->nnodes, L->n);
         return -1;
     }
+    if (L->store_addr && !L->host_store &&
+        (L->st_cert || L->st_key || L->st_ca || L->st_token ||
+         L->st_journal)) {
+        fprintf(stderr, "fccl-run: the --store-* options set up the store "
+                        "fccl-run hosts: give --host-store too, or leave out "
+                        "--store\n");
+        return -1;
+    }
     if ((L->nnodes > 1 || L->host_store) && !L->store_addr) {
         fprintf(stderr, "fccl-run: %s needs --store HOST:PORT (the address "
                         "every node can reach)\n",
@@ -419,12 +427,6 @@ static int point_clients(const fccl_server_opts_t *o)
     return 0;
 }
 
-static int hosted_options_given(const struct launcher *L)
-{
-    return L->st_cert || L->st_key || L->st_ca || L->st_token ||
-           L->st_journal;
-}
-
 /* The store: the one given, served here (--host-store) or a local one. */
 static int start_store(struct launcher *L, char *host, size_t hostlen,
                        int *port)
@@ -436,14 +438,8 @@ static int start_store(struct launcher *L, char *host, size_t hostlen,
             fprintf(stderr, "fccl-run: --store: %s\n", fccl_last_error());
             return -1;
         }
-        if (!L->host_store) {
-            if (!hosted_options_given(L))
-                return 0;
-            fprintf(stderr, "fccl-run: --store-* options set up the store "
-                    "fccl-run hosts: give --host-store, or leave out "
-                    "--store\n");
-            return -1;
-        }
+        if (!L->host_store)
+            return 0;
         snprintf(o.host, sizeof(o.host), "%s", host);
         o.port = *port;
     } else {

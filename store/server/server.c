@@ -245,12 +245,12 @@ int fccl_server_create(const struct store_server_config *cfg,
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
     s->cfg = *cfg;
     s->started_ns = fccl_now_ns();
-    CHECK_GOTO(join_sync_init(s), rc, fail);
-    CHECK_GOTO(store_resolve_paths(&s->cfg), rc, fail);
     s->big_value_min = STORE_BIG_VALUE;
     s->lend_min = STORE_LEND_MIN;
     if (cfg->log_level >= 0)
         fccl_log_set_level(cfg->log_level);
+    CHECK_GOTO(join_sync_init(s), rc, fail);
+    CHECK_GOTO(store_resolve_paths(&s->cfg), rc, fail);
     limits_from_config(s);
     codec_buf_init(&s->out);
     s->base = event_base_new();
