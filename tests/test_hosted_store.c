@@ -4,7 +4,9 @@
  * --store-token-file (and the same from FCCL_STORE_SERVER_TLS_* and
  * FCCL_STORE_TOKEN_FILE) reached by its own ranks (fccl-demo's checked
  * collectives), a journal (--store-journal) that holds the job's keys,
- * rank 0's store under mpirun's variables; and the failures: client TLS
+ * rank 0's store under mpirun's variables; a hosted store beyond loopback
+ * without TLS or token warns as tcpstore-server does; and the failures:
+ * client TLS
  * settings the hosted store cannot meet, a certificate that does not
  * load, a token file others can read, a port in use, all named before any
  * rank waits.  Certificates are made with the openssl program.
@@ -271,4 +273,28 @@ Test(hosted, failures_are_named_up_front)
     refused((const char *[]){"--store", addr, "--host-store", NULL}, NULL, 1,
             "in use");
     close(fd);
+}
+
+Test(hosted, beyond_loopback_in_plaintext_it_warns_like_the_server)
+{
+    char run_bin[256], addr[64];
+    th_bin("fccl-run", run_bin, sizeof(run_bin));
+    snprintf(addr, sizeof(addr), "0.0.0.0:%d", th_free_port());
+    const char *warning = "reachable from other hosts";
+    struct th_result r = run(
+        (const char *[]){run_bin, "-n", "1", "--store", addr, "--host-store",
+                         "/bin/true", NULL},
+        (const char *[]){BASE_ENV, NULL}, 60);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert(strstr(r.out, warning), "no warning:\n%s", r.out);
+    th_result_free(&r);
+    /* A required token ends the warning. */
+    snprintf(addr, sizeof(addr), "0.0.0.0:%d", th_free_port());
+    r = run((const char *[]){run_bin, "-n", "1", "--store", addr,
+                             "--host-store", "--store-token-file", tok,
+                             "/bin/true", NULL},
+            (const char *[]){BASE_ENV, NULL}, 60);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    cr_assert_null(strstr(r.out, warning), "%s", r.out);
+    th_result_free(&r);
 }

@@ -480,6 +480,7 @@ Test(http, the_page_in_a_headless_browser)
     expect_in(dom, "<span id=\"world\">4</span>");
     expect_in(dom, "<b id=\"keys\">7</b>");
     expect_in(dom, "<b id=\"conns\">2</b>");
+    expect_in(dom, "<b id=\"waiters\">1</b>"); /* the parked barrier */
     expect_in(dom, "<code>/fccl/jobA/</code></td><td class=\"n\">3</td>"
                    "<td class=\"n\">78</td>");
     expect_in(dom, "<code>/step</code></td><td class=\"n\">1</td>"

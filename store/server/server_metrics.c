@@ -498,10 +498,11 @@ static void totals(struct store_server *s, struct codec_buf *b)
     for (int r = 0; r < STORE_REFUSE__COUNT; r++)
         refused += s->st.refused[r];
     putf(b, "\"connections\":%llu,\"keys\":%llu,\"bytes_stored\":%llu,"
-         "\"waiters\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,"
-         "\"writes_refused\":%llu,\"requests\":{",
+         "\"waiters\":%llu,\"barriers_parked\":%llu,\"bytes_in\":%llu,"
+         "\"bytes_out\":%llu,\"writes_refused\":%llu,\"requests\":{",
          (unsigned long long)s->nconns, (unsigned long long)s->kv.nkeys,
          (unsigned long long)s->kv.bytes, (unsigned long long)t.waiting,
+         (unsigned long long)parked_barriers(s),
          (unsigned long long)bytes_in(s),
          (unsigned long long)s->st.bytes_out, (unsigned long long)refused);
     int first = 1;
