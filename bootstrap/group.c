@@ -5,6 +5,12 @@
  * messages of a destroyed group, or of another group with overlapping
  * members, can never match.
  *
+ * Names.  fccl_group_new names a group by its member set (fccl_<n>_<sha1>,
+ * DESIGN.md "Groups"); fccl_group_new_named takes the user's name
+ * (MindSpore's create_group), which must be new on this rank and may not
+ * take the library's reserved forms (anything starting with "fccl_").
+ * fccl_group_find looks either kind up, newest creation first.
+ *
  * Context ids come from one store counter ("ctx") shared by the job:
  * fccl_group_new costs the lowest member an ADD, a SET and a DELETE,
  * every other member a GET: O(1) store operations per rank, each
@@ -21,6 +27,7 @@
 #include "boot.h"
 #include "err.h"
 #include "log.h"
+#include "tp.h"
 
 #define CTX_LIMIT (1u << 20) /* tag bits reserved for the context id */
 
@@ -54,7 +61,8 @@ void boot_group_free(struct fccl_group *g)
     free(g);
 }
 
-/* Number the group's hosts densely in order of first appearance. */
+/* Number the group's hosts densely in order of first appearance; my
+ * index among the members on my host and their count. */
 static void group_topology(struct fccl_group *g)
 {
     int *seen = calloc((size_t)boot.nnodes + 1, sizeof(int));
@@ -67,6 +75,14 @@ static void group_topology(struct fccl_group *g)
     }
     g->nnodes = seen ? count : 1;
     free(seen);
+    g->local_rank = g->local_size = 0;
+    for (int r = 0; r < g->size; r++) {
+        if (g->node_of[r] != g->node_of[g->rank])
+            continue;
+        if (r < g->rank)
+            g->local_rank++;
+        g->local_size++;
+    }
 }
 
 int boot_group_finish(struct fccl_group *g)
@@ -245,9 +261,11 @@ static int ctx_reserve(int64_t count, uint32_t *first)
     return FCCL_OK;
 }
 
-static void ctx_key(const char *name, int n, char *key, size_t len)
+/* grp/<hashed name>/<n>, or ngrp/<user name>/<n> for a named group (a
+ * user name cannot take the reserved fccl_ form, so the two never meet). */
+static void ctx_key(const char *name, int named, int n, char *key, size_t len)
 {
-    snprintf(key, len, "grp/%s/%d", name, n);
+    snprintf(key, len, "%s/%s/%d", named ? "ngrp" : "grp", name, n);
 }
 
 /* The lowest member reserves an id and publishes it under grp/<name>/<n>
@@ -255,18 +273,40 @@ static void ctx_key(const char *name, int n, char *key, size_t len)
  * is safe to repeat after a store restart (a repeated reservation only
  * skips an id), so a reconnecting handle rides one out.  The key is
  * removed by release_ctx_key once everyone has read it. */
-static int agree_ctx(const char *name, int n, int leader, int size,
-                     uint32_t *ctx)
+/* A named group's published value is "<ctx> <hashed name of its
+ * members>": a member that was given other ranks under the same name
+ * fails with both member sets named instead of joining the wrong group. */
+static int parse_named(const char *v, const char *name, const char *members,
+                       uint32_t *ctx)
 {
-    char key[160], val[24];
-    ctx_key(name, n, key, sizeof(key));
+    const char *sp = strchr(v, ' ');
+    if (!sp)
+        return fccl_err(FCCL_ERR_PROTOCOL, "group '%s': bad published value "
+                        "'%s'", name, v);
+    if (strcmp(sp + 1, members) != 0)
+        return fccl_err(FCCL_ERR_INVALID, "group '%s': its lowest member "
+                        "created it with the members %s, this rank asked "
+                        "for %s (every member must pass the same name and "
+                        "ranks)", name, sp + 1, members);
+    char id[24];
+    snprintf(id, sizeof(id), "%.*s", (int)(sp - v), v);
+    return parse_ctx(id, ctx);
+}
+
+static int agree_ctx(const char *name, const char *members, int n, int leader,
+                     int size, uint32_t *ctx)
+{
+    int named = strcmp(name, members) != 0;
+    char key[160], val[96];
+    ctx_key(name, named, n, key, sizeof(key));
     int rc;
     if (size == 1) {
         rc = ctx_reserve(1, ctx);
     } else if (leader) {
         if ((rc = ctx_reserve(1, ctx)) < 0)
             return rc;
-        int len = snprintf(val, sizeof(val), "%u", *ctx);
+        int len = named ? snprintf(val, sizeof(val), "%u %s", *ctx, members)
+                        : snprintf(val, sizeof(val), "%u", *ctx);
         /* confirmed (SYNC), and repeated whole after a lost connection */
         rc = fccl_store_set(boot.store, key, val, (size_t)len);
     } else {
@@ -274,7 +314,7 @@ static int agree_ctx(const char *name, int n, int leader, int size,
         size_t vl;
         rc = fccl_store_get(boot.store, key, &v, &vl, boot.timeout_ms);
         if (rc >= 0)
-            rc = parse_ctx(v, ctx);
+            rc = named ? parse_named(v, name, members, ctx) : parse_ctx(v, ctx);
         free(v);
     }
     if (rc < 0)
@@ -293,7 +333,7 @@ static int release_ctx_key(struct fccl_group *g, const char *name, int n)
     int rc = fccl_barrier(g, NULL);
     if (g->rank == 0) {
         char key[160];
-        ctx_key(name, n, key, sizeof(key));
+        ctx_key(name, g->named, n, key, sizeof(key));
         if (fccl_store_delete(boot.store, key, NULL) < 0)
             LOG_WARN("BOOT", "group %s: could not delete %s: %s", name, key,
                      fccl_last_error());
@@ -305,7 +345,7 @@ static int release_ctx_key(struct fccl_group *g, const char *name, int n)
 }
 
 static int make_group(const int *world_order, int size, const char *name,
-                      uint32_t ctx, struct fccl_group **out)
+                      int named, uint32_t ctx, struct fccl_group **out)
 {
     struct fccl_group *g = boot_group_alloc(size);
     if (!g)
@@ -313,6 +353,7 @@ static int make_group(const int *world_order, int size, const char *name,
     memcpy(g->world, world_order, (size_t)size * sizeof(int));
     g->rank = group_rank_of_world(g, boot.rank);
     snprintf(g->name, sizeof(g->name), "%s", name);
+    g->named = named;
     g->ctx = ctx;
     int rc = boot_group_finish(g);
     if (rc < 0)
@@ -328,37 +369,63 @@ static int make_group(const int *world_order, int size, const char *name,
     return FCCL_OK;
 }
 
-int fccl_group_new(const int *ranks, size_t n, fccl_group_t **out)
+/* ---- user names ---- */
+
+int fccl_group_name_check(const char *name)
 {
-    if (!boot.initialized)
-        return fccl_err(FCCL_ERR_STATE, "group: fccl_init has not run");
-    if (!out)
-        return fccl_err(FCCL_ERR_INVALID, "group: out is NULL");
-    *out = NULL;
-    int *s, rc = sorted_members(ranks, n, &s);
-    if (rc < 0)
-        return rc;
-    char name[FCCL_GROUP_NAME_MAX];
-    int me = -1;
+    if (!name || !*name)
+        return fccl_err(FCCL_ERR_INVALID, "group: the name is NULL or empty");
+    size_t len = strlen(name);
+    if (len >= FCCL_GROUP_NAME_MAX)
+        return fccl_err(FCCL_ERR_INVALID, "group '%.40s...': the name has %zu "
+                        "bytes, at most %d are allowed", name, len,
+                        FCCL_GROUP_NAME_MAX - 1);
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+            (c >= '0' && c <= '9') || strchr("_-.:", c))
+            continue;
+        return fccl_err(FCCL_ERR_INVALID, "group '%s': character %zu (0x%02x) "
+                        "is not allowed (letters, digits, '_', '-', '.', ':')",
+                        name, i, (unsigned char)c);
+    }
+    if (strncmp(name, "fccl_", 5) == 0)
+        return fccl_err(FCCL_ERR_INVALID, "group '%s': names starting with "
+                        "\"fccl_\" are the library's (the world and the "
+                        "hashed names of fccl_group_new)", name);
+    return FCCL_OK;
+}
+
+fccl_group_t *fccl_group_find(const char *name)
+{
+    if (!boot.initialized || !name)
+        return NULL;
+    for (size_t i = boot.ngroups; i-- > 0;) /* newest creation first */
+        if (strcmp(boot.groups[i]->name, name) == 0)
+            return boot.groups[i];
+    return strcmp(name, boot.world->name) == 0 ? boot.world : NULL;
+}
+
+/* Create the group of `s` (n sorted world ranks, `hashed` their name)
+ * under `name` (the hashed name, or the user's). */
+static int create(const int *s, size_t n, const char *name, const char *hashed,
+                  fccl_group_t **out)
+{
+    int rc, me = -1;
     for (size_t i = 0; i < n; i++)
         if (s[i] == boot.rank)
             me = (int)i;
-    CHECK_GOTO(name_of_sorted(s, n, name, sizeof(name)), rc, out);
-    if (me < 0) {
-        rc = fccl_err(FCCL_ERR_INVALID,
-                      "group %s: rank %d is not a member (only members call "
-                      "fccl_group_new)",
-                      name, boot.rank);
-        goto out;
-    }
+    if (me < 0)
+        return fccl_err(FCCL_ERR_INVALID, "group %s: rank %d is not a member "
+                        "(only members create it)", name, boot.rank);
     int creation = next_creation(name);
-    if (creation < 0) {
-        rc = creation;
-        goto out;
-    }
+    if (creation < 0)
+        return creation;
     uint32_t ctx;
-    CHECK_GOTO(agree_ctx(name, creation, me == 0, (int)n, &ctx), rc, out);
-    CHECK_GOTO(make_group(s, (int)n, name, ctx, out), rc, out);
+    if ((rc = agree_ctx(name, hashed, creation, me == 0, (int)n, &ctx)) < 0 ||
+        (rc = make_group(s, (int)n, name, strcmp(name, hashed) != 0, ctx,
+                         out)) < 0)
+        return rc;
     if ((rc = release_ctx_key(*out, name, creation)) < 0) {
         char msg[1024];
         snprintf(msg, sizeof(msg), "%s", fccl_last_error());
@@ -366,9 +433,53 @@ int fccl_group_new(const int *ranks, size_t n, fccl_group_t **out)
         *out = NULL;
         rc = fccl_err(rc, "%s", msg);
     }
-out:
+    return rc;
+}
+
+static int new_group(const char *user, const int *ranks, size_t n,
+                     fccl_group_t **out)
+{
+    if (!boot.initialized)
+        return fccl_err(FCCL_ERR_STATE, "group: fccl_init has not run");
+    if (!out)
+        return fccl_err(FCCL_ERR_INVALID, "group: out is NULL");
+    *out = NULL;
+    if (!user && !ranks && n == 0) { /* new_group(None): the world */
+        *out = boot.world;
+        return FCCL_OK;
+    }
+    int rc;
+    if (user && (rc = fccl_group_name_check(user)) < 0)
+        return rc;
+    if (user && fccl_group_find(user))
+        return fccl_err(FCCL_ERR_INVALID, "group '%s' exists already on rank "
+                        "%d (destroy it first, or choose another name)", user,
+                        boot.rank);
+    int *s;
+    if ((rc = sorted_members(ranks, n, &s)) < 0)
+        return rc;
+    char hashed[FCCL_GROUP_NAME_MAX];
+    if ((rc = name_of_sorted(s, n, hashed, sizeof(hashed))) >= 0)
+        rc = create(s, n, user ? user : hashed, hashed, out);
     free(s);
     return rc;
+}
+
+int fccl_group_new(const int *ranks, size_t n, fccl_group_t **out)
+{
+    return new_group(NULL, ranks, n, out);
+}
+
+int fccl_group_new_named(const char *name, const int *ranks, size_t n,
+                         fccl_group_t **out)
+{
+    if (!name)
+        return fccl_err(FCCL_ERR_INVALID, "group: the name is NULL (use "
+                        "fccl_group_new for a hashed name)");
+    if (boot.initialized && out && !ranks && n == 0)
+        return fccl_err(FCCL_ERR_INVALID, "group '%s': a named group needs "
+                        "its ranks (the world is %s)", name, FCCL_WORLD_GROUP);
+    return new_group(name, ranks, n, out);
 }
 
 /* ---- split ---- */
@@ -455,7 +566,7 @@ int fccl_group_split(fccl_group_t *parent, int color, int key,
     qsort(sorted, (size_t)count, sizeof(int), cmp_int);
     CHECK_GOTO(name_of_sorted(sorted, (size_t)count, name, sizeof(name)), rc,
                out);
-    rc = make_group(members, count, name, (uint32_t)(base + cindex), out);
+    rc = make_group(members, count, name, 0, (uint32_t)(base + cindex), out);
 out:
     free(all);
     free(members);
@@ -469,7 +580,7 @@ int fccl_group_abort(fccl_group_t *g)
 {
     if (!g)
         return fccl_err(FCCL_ERR_INVALID, "abort: group is NULL");
-    atomic_store(&g->aborted, 1);
+    atomic_fetch_or(&g->stop, GROUP_STOP_ABORT);
     return FCCL_OK;
 }
 
@@ -538,4 +649,51 @@ int fccl_group_set_timeout(fccl_group_t *g, int64_t timeout_ms)
 int64_t fccl_group_timeout(const fccl_group_t *g)
 {
     return g ? g->timeout_ms : -1;
+}
+
+int fccl_group_topology(const fccl_group_t *g, fccl_topology_t *out)
+{
+    if (!g || !out)
+        return fccl_err(FCCL_ERR_INVALID, "group topology: NULL argument");
+    out->node_count = g->nnodes;
+    out->node_rank = g->node_of[g->rank];
+    out->local_rank = g->local_rank;
+    out->local_size = g->local_size;
+    return FCCL_OK;
+}
+
+/* Append one provider name to out ("a,b"); FCCL_ERR_INVALID when out is
+ * too small (*need grows by what it would take). */
+static int add_provider(char *out, size_t outlen, size_t *used,
+                        const char *prov, size_t *need)
+{
+    size_t pl = strlen(prov) + (*need ? 1 : 0);
+    *need += pl;
+    if (*used + pl + 1 > outlen)
+        return FCCL_ERR_INVALID;
+    snprintf(out + *used, outlen - *used, "%s%s", *used ? "," : "", prov);
+    *used += pl;
+    return FCCL_OK;
+}
+
+int fccl_group_providers(const fccl_group_t *g, char *out, size_t outlen)
+{
+    if (!g || !out || outlen == 0)
+        return fccl_err(FCCL_ERR_INVALID, "group providers: NULL argument or "
+                        "empty buffer");
+    size_t used = 0, need = 0;
+    int rc = FCCL_OK;
+    out[0] = '\0';
+    const char *prov;
+    for (int e = 0; (prov = tp_endpoint_provider(g->tp, e)); e++) {
+        int uses = 0;
+        for (int r = 0; r < g->size && !uses; r++)
+            uses = r != g->rank && tp_peer_endpoint(g->tp, g->world[r]) == e;
+        if (uses && add_provider(out, outlen, &used, prov, &need) < 0)
+            rc = FCCL_ERR_INVALID;
+    }
+    if (rc < 0)
+        return fccl_err(rc, "group %s: the providers need %zu bytes, got %zu",
+                        g->name, need + 1, outlen);
+    return FCCL_OK;
 }

@@ -878,7 +878,7 @@ int fccl_finalize(void)
     /* The last barrier keeps rank 0's in-process store (and everyone's
      * endpoints) up until every rank is done with them.  A world that
      * already failed skips it: its peers may be gone. */
-    if (!atomic_load(&boot.world->err) && !atomic_load(&boot.world->aborted))
+    if (!atomic_load(&boot.world->err) && !atomic_load(&boot.world->stop))
         fccl_barrier(boot.world, NULL);
     if (boot.rank == 0)
         fccl_store_delete(boot.store, "ctx", NULL);

@@ -13,6 +13,7 @@
 #include "select.h"
 #include "shm.h"
 #include "state.h"
+#include "tp.h"
 
 #define CHUNK_ENV "FCCL_CHUNK_BYTES"
 
@@ -44,10 +45,15 @@ int coll_group_init(struct fccl_group *g)
     pthread_mutex_init(&g->lock, NULL);
     g->seq = 0;
     atomic_store(&g->err, 0);
+    atomic_store(&g->stop, 0);
     g->errmsg[0] = '\0';
+    g->failed_rank = -1;
+    g->next_timeout_ms = 0;
     if (g->timeout_ms <= 0)
         g->timeout_ms = fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS);
     g->state = st;
+    /* a member's failure notice stops this group's waits (sticky.c) */
+    tp_group_watch(g->tp, g->ctx, &g->stop);
     return FCCL_OK;
 }
 
@@ -57,6 +63,7 @@ void coll_group_fini(struct fccl_group *g)
         return;
     struct coll_state *st = g->state;
     coll_worker_stop(&st->worker);
+    tp_group_unwatch(g->tp, g->ctx, &g->stop);
     coll_seg_free(st->seg);
     coll_seg_free(st->hseg);
     free(st->scratch);

@@ -3,7 +3,8 @@
  * or on the group's worker): coll_execute stamps the tag (context id,
  * sequence number) and the deadline, lets the selector pick the
  * algorithm (and the general one if that cannot run here), finishes avg,
- * and makes any failure stick.
+ * and makes any failure stick (a wait stopped by the group's failure
+ * elsewhere reports that failure).
  */
 #include "clock.h"
 #include "log.h"
@@ -50,7 +51,7 @@ static int run_fallback(struct coll_run *run)
 }
 
 int coll_execute(struct fccl_group *g, const struct coll_args *a,
-                 uint32_t seq)
+                 uint32_t seq, int64_t timeout_ms)
 {
     int rc = coll_group_check(g);
     if (rc < 0)
@@ -58,7 +59,7 @@ int coll_execute(struct fccl_group *g, const struct coll_args *a,
     struct coll_run run = {
         .g = g, .st = g->state, .a = a, .seq = seq,
         .tag = coll_tag_base(g->ctx, seq), .step0 = 0,
-        .nsteps = COLL_STEP_MAX, .deadline = fccl_deadline_ms(g->timeout_ms),
+        .nsteps = COLL_STEP_MAX, .deadline = fccl_deadline_ms(timeout_ms),
     };
     const struct coll_algo *al = coll_select(&run, &rc);
     if (!al)
@@ -72,7 +73,8 @@ int coll_execute(struct fccl_group *g, const struct coll_args *a,
             rc = run_fallback(&run);
         if (rc < 0) {
             cr_cancel_pending(&run);
-            return coll_fail(g, rc);
+            struct coll_opinfo oi = {a->opname, seq, 1, timeout_ms};
+            return coll_fail_op(g, coll_stopped(g, rc), &oi);
         }
     }
     finish_avg(a, g);

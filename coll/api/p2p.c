@@ -8,7 +8,10 @@
  * never meet collective traffic.  Sizes must match on both ends (a
  * receive that gets a different length fails with FCCL_ERR_PROTOCOL);
  * zero-count transfers complete at once without a message.  Failures are
- * fatal to the group like any other (sticky error).
+ * fatal to the group like any other (sticky error, told to the members).
+ * Each operation's bound is taken when it is posted (a per-call timeout,
+ * else the group's); a wait with a timeout of its own that runs out
+ * fails it and the group the same way.
  */
 #include <sched.h>
 #include <stdlib.h>
@@ -78,10 +81,15 @@ static void cancel_pending(struct fccl_group *g, struct tp_req *reqs, size_t n)
             tp_cancel(g->tp, &reqs[i]);
 }
 
-/* A failed wait: name the first unfinished peer, make the error stick. */
+/* A failed wait: name the first unfinished peer, make the error stick
+ * (the group's failure elsewhere, if that is what stopped the wait). */
 static int p2p_fail(struct fccl_group *g, int rc, struct tp_req *reqs,
-                    size_t n)
+                    size_t n, const char *what, int64_t ms)
 {
+    struct coll_opinfo oi = {what, 0, 0, ms};
+    int failed = coll_stopped(g, rc);
+    if (failed != rc)
+        return failed;
     for (size_t i = 0; i < n; i++) {
         if (atomic_load(&reqs[i].state) == TP_REQ_DONE)
             continue;
@@ -91,7 +99,7 @@ static int p2p_fail(struct fccl_group *g, int rc, struct tp_req *reqs,
                       reqs[i].peer, g->name, g->rank);
         break;
     }
-    return coll_fail(g, rc);
+    return coll_fail_op(g, rc, &oi);
 }
 
 static int check_lens(struct fccl_group *g, const struct tp_req *reqs,
@@ -123,12 +131,12 @@ static int blocking(const fccl_p2p_op_t *op, fccl_group_t *g, const char *what)
     if (rc < 0)
         return rc;
     struct tp_req req;
+    int64_t ms = coll_take_timeout(g);
     if ((rc = post(g, op, &req)) < 0)
         return rc;
-    rc = tp_waitall(g->tp, &req, 1, fccl_deadline_ms(g->timeout_ms),
-                    &g->aborted);
+    rc = tp_waitall(g->tp, &req, 1, fccl_deadline_ms(ms), &g->stop);
     if (rc < 0)
-        return p2p_fail(g, rc, &req, 1);
+        return p2p_fail(g, rc, &req, 1, what, ms);
     size_t want = op->count * fccl_dtype_size(op->dtype);
     return check_lens(g, &req, &want, 1);
 }
@@ -201,6 +209,9 @@ int fccl_batch_isend_irecv(const fccl_p2p_op_t *ops, size_t n,
     struct fccl_request *r = p2p_request(g, n);
     if (!r)
         return fccl_err(FCCL_ERR_NOMEM, "batch_isend_irecv: no memory");
+    r->timeout_ms = coll_take_timeout(g);
+    r->args.opname = n != 1 ? "batch_isend_irecv"
+                            : ops[0].is_send ? "isend" : "irecv";
     for (size_t i = 0; i < n; i++) {
         r->want[i] = ops[i].count * fccl_dtype_size(ops[i].dtype);
         if ((rc = post(g, &ops[i], &r->tp[i])) < 0) {
@@ -229,12 +240,12 @@ int fccl_irecv(void *buf, size_t count, fccl_dtype_t dtype, int peer,
 
 /* ---- wait / test ---- */
 
-static int p2p_done(struct fccl_request *r, int rc)
+static int p2p_done(struct fccl_request *r, int rc, int64_t ms)
 {
     struct fccl_group *g = r->g;
     if (rc < 0) {
         cancel_pending(g, r->tp, r->ntp);
-        rc = p2p_fail(g, rc, r->tp, r->ntp);
+        rc = p2p_fail(g, rc, r->tp, r->ntp, r->args.opname, ms);
     } else {
         rc = check_lens(g, r->tp, r->want, r->ntp);
     }
@@ -261,26 +272,24 @@ int coll_p2p_wait(fccl_request_t *r, int64_t timeout_ms)
 {
     struct fccl_group *g = r->g;
     if (timeout_ms < 0) {
-        /* the group timeout: a failure is final, the transport cancels */
+        /* its own bound: a failure is final, the transport cancels */
         int rc = tp_waitall(g->tp, r->tp, r->ntp,
-                            fccl_deadline_ms(g->timeout_ms), &g->aborted);
-        return p2p_done(r, rc);
+                            fccl_deadline_ms(r->timeout_ms), &g->stop);
+        return p2p_done(r, rc, r->timeout_ms);
     }
-    /* A caller's own timeout keeps the handle alive when it passes, so
-     * poll instead of letting the transport cancel. */
+    /* The caller's timeout: running out fails the request and the group
+     * like its own bound would (p2p_done cancels what is posted). */
     uint64_t deadline = fccl_deadline_ms(timeout_ms);
     for (;;) {
         int t = poll_all(r);
         if (t != 0)
-            return p2p_done(r, t < 0 ? t : FCCL_OK);
-        if (atomic_load(&g->aborted))
+            return p2p_done(r, t < 0 ? t : FCCL_OK, timeout_ms);
+        if (atomic_load(&g->stop))
             return p2p_done(r, fccl_err(FCCL_ERR_ABORTED, "group %s aborted",
-                                        g->name));
+                                        g->name), timeout_ms);
         if (fccl_now_ns() >= deadline)
-            return fccl_err(FCCL_ERR_TIMEOUT,
-                            "wait: point-to-point request on group %s not "
-                            "finished after %lld ms",
-                            g->name, (long long)timeout_ms);
+            return p2p_done(r, fccl_err(FCCL_ERR_TIMEOUT, "fccl_wait gave "
+                                        "up"), timeout_ms);
         sched_yield();
     }
 }
@@ -301,8 +310,8 @@ int fccl_cancel(fccl_request_t *r)
 int coll_p2p_test(fccl_request_t *r, int *done)
 {
     int t = poll_all(r);
-    if (t == 0 && atomic_load(&r->g->aborted))
+    if (t == 0 && atomic_load(&r->g->stop))
         t = fccl_err(FCCL_ERR_ABORTED, "group %s aborted", r->g->name);
     *done = t != 0;
-    return t == 0 ? FCCL_OK : p2p_done(r, t < 0 ? t : FCCL_OK);
+    return t == 0 ? FCCL_OK : p2p_done(r, t < 0 ? t : FCCL_OK, r->timeout_ms);
 }

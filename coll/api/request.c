@@ -12,6 +12,13 @@
  *
  * coll_worker_stop (from coll_group_fini) lets the worker drain the queue (each collective ends by
  * its deadline, or at once after an abort) and joins it.
+ *
+ * A wait given its own timeout that runs out fails the operation and the
+ * group, as the operation's own deadline would (NCCL's model): the
+ * failure sticks and the members are told (sticky.c), the group's stop
+ * word ends the worker's wait at once (its posted messages are
+ * cancelled), and fccl_wait returns when the worker has let go of the
+ * buffers.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -65,11 +72,20 @@ void coll_worker_stop(struct coll_worker *w)
     pthread_mutex_destroy(&w->qlock);
 }
 
+static void free_request(struct fccl_request *r);
+
 static void finish(struct coll_state *st, struct fccl_request *r, int rc)
 {
     if (rc < 0)
         snprintf(r->errmsg, sizeof(r->errmsg), "%s", fccl_last_error());
     pthread_mutex_lock(&st->worker.qlock);
+    if (r->orphan) { /* its wait gave up on it */
+        st->worker.pending--;
+        pthread_cond_broadcast(&st->worker.donecv);
+        pthread_mutex_unlock(&st->worker.qlock);
+        free_request(r);
+        return;
+    }
     r->status = rc;
     r->done = 1;
     st->worker.pending--;
@@ -93,7 +109,7 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&st->worker.qlock);
         if (!r)
             return NULL; /* stop requested and queue drained */
-        finish(st, r, coll_execute(st->g, &r->args, r->seq));
+        finish(st, r, coll_execute(st->g, &r->args, r->seq, r->timeout_ms));
     }
 }
 
@@ -168,7 +184,8 @@ static void enqueue(struct coll_state *st, struct fccl_request *r)
             LOG_WARN("COLL", "group %s: no worker thread, running inline",
                      st->g->name);
             st->worker.pending++;
-            finish(st, r, coll_execute(st->g, &r->args, r->seq));
+            finish(st, r, coll_execute(st->g, &r->args, r->seq,
+                                       r->timeout_ms));
             return;
         }
         st->worker.started = 1;
@@ -198,13 +215,15 @@ int coll_submit(struct fccl_group *g, const struct coll_args *a,
                 fccl_request_t **req)
 {
     struct coll_state *st = g->state;
+    int64_t ms = coll_take_timeout(g);
     uint32_t seq = g->seq++;
     if (!req && idle(st))
-        return coll_execute(g, a, seq);
+        return coll_execute(g, a, seq, ms);
     struct fccl_request *r = make_request(g, a);
     if (!r)
         return coll_fail(g, FCCL_ERR_NOMEM); /* peers already count seq */
     r->seq = seq;
+    r->timeout_ms = ms;
     enqueue(st, r);
     if (req) {
         *req = r;
@@ -231,6 +250,46 @@ static int collect(struct fccl_request *r)
     return rc;
 }
 
+/* Wait (qlock held) until r is done or the deadline; 1 if done. */
+static int wait_done(struct coll_state *st, struct fccl_request *r,
+                     uint64_t deadline)
+{
+    struct timespec ts = to_timespec(deadline);
+    int w = 0;
+    while (!r->done && w != ETIMEDOUT)
+        w = pthread_cond_timedwait(&st->worker.donecv, &st->worker.qlock, &ts);
+    return r->done;
+}
+
+#define WAIT_RELEASE_MS 10000 /* for the worker to let go, after a stop */
+
+/* fccl_wait ran out after ms: fail the operation and the group, stop
+ * the worker's wait, and take the request back from it. */
+static int wait_expired(struct coll_state *st, struct fccl_request *r,
+                        int64_t ms)
+{
+    struct fccl_group *g = r->g;
+    fccl_err(FCCL_ERR_TIMEOUT, "fccl_wait gave up on it (%d operation(s) "
+             "of the group still queued or running)", st->worker.pending);
+    struct coll_opinfo oi = {r->args.opname, r->seq, 1, ms};
+    coll_fail_op(g, FCCL_ERR_TIMEOUT, &oi);
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", fccl_last_error());
+    atomic_fetch_or(&g->stop, GROUP_STOP_FAILED);
+    pthread_mutex_lock(&st->worker.qlock);
+    int done = wait_done(st, r, fccl_deadline_ms(WAIT_RELEASE_MS));
+    if (!done)
+        r->orphan = 1;
+    pthread_mutex_unlock(&st->worker.qlock);
+    if (done)
+        free_request(r);
+    else
+        LOG_WARN("COLL", "%s seq %u on %s: the worker did not let go of it "
+                 "within %d ms", r->args.opname, r->seq, g->name,
+                 WAIT_RELEASE_MS);
+    return fccl_err(FCCL_ERR_TIMEOUT, "%s", msg);
+}
+
 int fccl_wait(fccl_request_t *req, int64_t timeout_ms)
 {
     if (!req)
@@ -240,23 +299,15 @@ int fccl_wait(fccl_request_t *req, int64_t timeout_ms)
     struct coll_state *st = req->g->state;
     pthread_mutex_lock(&st->worker.qlock);
     /* Without a timeout of its own the wait is bounded by the deadlines of
-     * the collectives queued ahead (each ends by the group timeout). */
+     * the collectives queued ahead (each ends by its timeout). */
+    int64_t per = req->timeout_ms > req->g->timeout_ms ? req->timeout_ms
+                                                       : req->g->timeout_ms;
     int64_t ms = timeout_ms >= 0
                      ? timeout_ms
-                     : req->g->timeout_ms * (int64_t)(st->worker.pending + 1) + 5000;
-    uint64_t deadline = fccl_deadline_ms(ms);
-    struct timespec ts = to_timespec(deadline);
-    int w = 0;
-    while (!req->done && w != ETIMEDOUT)
-        w = pthread_cond_timedwait(&st->worker.donecv, &st->worker.qlock, &ts);
-    int done = req->done;
+                     : per * (int64_t)(st->worker.pending + 1) + 5000;
+    int done = wait_done(st, req, fccl_deadline_ms(ms));
     pthread_mutex_unlock(&st->worker.qlock);
-    if (!done)
-        return fccl_err(FCCL_ERR_TIMEOUT,
-                        "wait: %s seq %u on group %s not finished after %lld ms",
-                        req->args.opname, req->seq, req->g->name,
-                        (long long)ms);
-    return collect(req);
+    return done ? collect(req) : wait_expired(st, req, ms);
 }
 
 int fccl_test(fccl_request_t *req, int *done)

@@ -11,7 +11,9 @@
  *   request.c      the group's worker and queue, fccl_wait and fccl_test
  *   execute.c      coll_execute: one collective on this thread
  *   p2p.c          the public point-to-point calls and their requests
- *   sticky.c       the group's sticky error (coll_fail, coll_group_check)
+ *   sticky.c       the group's failure: what sticks, who failed, who is
+ *                  told (coll_fail, coll_group_check, the notices)
+ *   timeout.c      per-call timeouts (fccl_set_next_timeout)
  * Each file calls only files below it in this list (the build checks it
  * on the objects, scripts/check-calls.sh), so the queue runs collectives
  * without knowing the entry points that fill it.
@@ -35,9 +37,11 @@ struct fccl_request {
     /* REQ_COLL: a queued collective */
     struct coll_args args;
     uint32_t seq;
+    int64_t timeout_ms;        /* its own bound (per-call or the group's) */
     void *owned;               /* copies of the argument arrays */
     int status;
     int done;                  /* under st->qlock */
+    int orphan;                /* its fccl_wait gave up: finish frees it */
     char errmsg[512];
     struct fccl_request *next;
     /* REQ_P2P: operations posted to the transport directly */
@@ -50,10 +54,11 @@ struct fccl_request {
 
 /* ---- execution (execute.c, request.c) ---- */
 
-/* Run one collective now on this thread: seq, deadline, algorithm, avg,
- * sticky error.  a must stay valid for the call. */
+/* Run one collective now on this thread: seq, deadline (timeout_ms from
+ * its start), algorithm, avg, sticky error.  a must stay valid for the
+ * call. */
 int coll_execute(struct fccl_group *g, const struct coll_args *a,
-                 uint32_t seq);
+                 uint32_t seq, int64_t timeout_ms);
 
 /* Submit: inline when nothing is queued and req == NULL, else queue to the
  * worker (copying a's arrays) and either wait (req == NULL) or hand back
@@ -72,12 +77,37 @@ struct coll_worker;
 int coll_worker_init(struct coll_worker *w);
 void coll_worker_stop(struct coll_worker *w);
 
-/* ---- the sticky error (sticky.c) ---- */
+/* ---- the group's failure (sticky.c) ---- */
 
+/* The operation a failure happened in, for its message and the notice
+ * to the members: op "all_reduce" (or "recv", "fccl_wait" ...), its
+ * sequence number if it has one, the timeout it had. */
+struct coll_opinfo {
+    const char *op;
+    uint32_t seq;
+    int has_seq;
+    int64_t ms;
+};
 /* Fail the group: keep the first fatal error (code and this thread's
- * message) in g->err / g->errmsg.  Returns code. */
+ * message; a timeout's message becomes "rank R (world W) timed out after
+ * MS ms in OP seq S on G: ...") with the world rank it came from, and
+ * tell the members unless it is a dead peer or an abort.  The first time,
+ * the thread's message is set to the kept one.  op may be NULL.  Returns
+ * code. */
+int coll_fail_op(struct fccl_group *g, int code, const struct coll_opinfo *op);
 int coll_fail(struct fccl_group *g, int code);
-/* FCCL_OK, or the group's sticky error / abort with its message. */
+/* FCCL_OK, or the group's sticky error / abort (or a member's failure
+ * notice, which becomes the sticky error) with its message. */
 int coll_group_check(struct fccl_group *g);
+/* A wait that returned FCCL_ERR_ABORTED because the group failed (a
+ * notice, or a wait of this rank that gave up), not because of an abort:
+ * the group's failure instead, with its message.  Else rc. */
+int coll_stopped(struct fccl_group *g, int rc);
+
+/* ---- per-call timeouts (timeout.c) ---- */
+
+/* The timeout of the operation taking its place now: the one
+ * fccl_set_next_timeout() left (consumed), else the group's. */
+int64_t coll_take_timeout(struct fccl_group *g);
 
 #endif

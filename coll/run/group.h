@@ -18,11 +18,17 @@
 
 #define FCCL_GROUP_NAME_MAX 64 /* "fccl_<count>_<40 hex>" fits */
 
+/* Bits of fccl_group.stop.  GROUP_STOP_FAILED is the transport's
+ * TP_STOP_NOTICE (tp.h), which the heartbeat thread sets on a notice. */
+#define GROUP_STOP_ABORT 1
+#define GROUP_STOP_FAILED 2
+
 struct fccl_tp;
 struct coll_state; /* the engine's per-group state (state.h) */
 
 struct fccl_group {
     char name[FCCL_GROUP_NAME_MAX];
+    int named;            /* name chosen by the user (new_named) */
     struct fccl_tp *tp;   /* shared by every group of the process */
     int rank;             /* my rank in the group */
     int size;
@@ -34,10 +40,21 @@ struct fccl_group {
     uint32_t ctx;         /* context id agreed by the members (< 2^20) */
     uint32_t seq;         /* next collective sequence number */
     int64_t timeout_ms;   /* per-call default (FCCL_TIMEOUT or 300 s) */
-    _Atomic int aborted;  /* set by fccl_group_abort */
+    int64_t next_timeout_ms; /* fccl_set_next_timeout: the next operation's
+                                (0: none) */
+    /* Waits on the group end at once while stop != 0: GROUP_STOP_ABORT
+     * (fccl_group_abort, one atomic OR: async-signal-safe) or
+     * GROUP_STOP_FAILED (the group failed: a wait of this rank ran out,
+     * or a member's failure notice arrived, see api/sticky.c). */
+    _Atomic int stop;
     _Atomic int err;      /* sticky first fatal error (0 = none) */
+    int failed_rank;      /* world rank the failure came from (-1: none,
+                             or an abort); under lock */
     char errmsg[512];
-    pthread_mutex_t lock; /* guards err/errmsg */
+    pthread_mutex_t lock; /* guards err/errmsg/failed_rank */
+    /* local view (bootstrap): my index among the members on my host,
+     * and how many members share it */
+    int local_rank, local_size;
     struct coll_state *state; /* owned by coll/ */
 };
 

@@ -155,7 +155,7 @@ int cr_wait(struct coll_run *run, struct tp_req *reqs, size_t n)
     if (n == 0)
         return FCCL_OK;
     int rc = tp_waitall_watch(run->g->tp, reqs, n, run->deadline,
-                              &run->g->aborted, run->g->world,
+                              &run->g->stop, run->g->world,
                               (size_t)run->g->size);
     return rc < 0 ? wait_fail(run, rc, reqs, n) : FCCL_OK;
 }

@@ -56,6 +56,8 @@
 #define SEG_STEP_ACK 1
 #define SEG_STEP_GO 2
 #define SEG_CHECK_NS 200000000ull /* liveness check while waiting */
+#define SEG_GAP_NS 1000000000ull /* clock readings this far apart: we were
+                                    stopped (SIGSTOP) or starved */
 
 #define TINY_PAYLOAD (SEG_LINE - sizeof(uint64_t))
 #define TINY_SET_BYTES (COLL_SHM_TINY_LINES * SEG_LINE)
@@ -303,9 +305,55 @@ static int tiny_ready(const struct coll_seg *s, uint64_t t)
     return 1;
 }
 
+/* "rank 3 (world 3)" etc.: the members that have not arrived (a
+ * barrier) or not stamped their lines (a tiny exchange), up to four.
+ * Members of a host segment are the view's, so only their segment
+ * index is certain: world ranks are named for a whole-group segment. */
+static const char *seg_laggards(const struct coll_seg *s,
+                                const struct fccl_group *g, int barrier,
+                                uint64_t target)
+{
+    static _Thread_local char buf[160];
+    size_t off = 0;
+    int named = 0;
+    buf[0] = '\0';
+    for (int q = 0; q < s->n && named < 4; q++) {
+        int late = 0;
+        if (barrier)
+            late = atomic_load_explicit(arrive(s, q), memory_order_acquire) <
+                   target;
+        else
+            for (size_t i = 0; i < s->tiny_lines && !late; i++)
+                late = atomic_load_explicit(tiny_seq(tiny_line(s, q, target,
+                                                                i)),
+                                            memory_order_acquire) < target;
+        if (!late)
+            continue;
+        int w = s->n == g->size
+                    ? snprintf(buf + off, sizeof(buf) - off, "%srank %d "
+                               "(world %d)", named ? ", " : "", q, g->world[q])
+                    : snprintf(buf + off, sizeof(buf) - off, "%smember %d "
+                               "of this host", named ? ", " : "", q);
+        if (w < 0 || (size_t)w >= sizeof(buf) - off)
+            break;
+        off += (size_t)w;
+        named++;
+    }
+    return named ? buf : "peers";
+}
+
+static int seg_dead(struct fccl_group *g, int dead, const char *what)
+{
+    return fccl_err(FCCL_ERR_PEER, "%s: world rank %d: %s (shared-memory %s)",
+                    g->name, dead, tp_dead_why(g->tp, dead), what);
+}
+
 /* Poll ready(s, target) until it holds: backs off like the transport's
- * waits and fails on the call's deadline, an abort or a member that has
- * exited.  `what` names the wait in the error. */
+ * waits and fails on the call's deadline, an abort (or a failure of the
+ * group elsewhere: api/ says which) or a member that has exited.  A rank
+ * resumed after a stop, or at its deadline, first reads the heartbeats'
+ * news (tp_news): declared dead meanwhile, it says so and by whom, rather
+ * than that it timed out.  `what` names the wait in the error. */
 static int seg_wait(struct coll_run *run, const struct coll_seg *s,
                     int (*ready)(const struct coll_seg *, uint64_t),
                     uint64_t target, const char *what)
@@ -313,7 +361,7 @@ static int seg_wait(struct coll_run *run, const struct coll_seg *s,
     if (ready(s, target))
         return FCCL_OK;
     struct fccl_group *g = run->g;
-    uint64_t t0 = fccl_now_ns(), checked = t0;
+    uint64_t t0 = fccl_now_ns(), checked = t0, prev = t0;
     for (unsigned polls = 1;; polls++) {
         if (ready(s, target))
             return FCCL_OK;
@@ -324,20 +372,21 @@ static int seg_wait(struct coll_run *run, const struct coll_seg *s,
             continue;
         }
         uint64_t now = fccl_now_ns();
-        if (atomic_load(&g->aborted))
+        int gap = now - prev >= SEG_GAP_NS, dead;
+        prev = now;
+        if (atomic_load(&g->stop))
             return fccl_err(FCCL_ERR_ABORTED, "%s: group aborted in a "
                             "shared-memory %s", g->name, what);
+        if ((gap || now >= run->deadline) && (dead = tp_news(g->tp)) >= 0)
+            return seg_dead(g, dead, what);
         if (now >= run->deadline)
-            return fccl_err(FCCL_ERR_TIMEOUT, "%s: timed out after %llu ms "
-                            "in a shared-memory %s", g->name,
-                            (unsigned long long)((now - t0) / 1000000), what);
+            return fccl_err(FCCL_ERR_TIMEOUT, "%s: timed out in a "
+                            "shared-memory %s waiting for %s", g->name, what,
+                            seg_laggards(s, g, ready == all_arrived, target));
         if (now - checked >= SEG_CHECK_NS) {
             checked = now;
-            int dead = tp_dead_peer(g->tp, g->world, (size_t)g->size);
-            if (dead >= 0)
-                return fccl_err(FCCL_ERR_PEER, "%s: world rank %d: %s "
-                                "(shared-memory %s)", g->name, dead,
-                                tp_dead_why(g->tp, dead), what);
+            if ((dead = tp_dead_peer(g->tp, g->world, (size_t)g->size)) >= 0)
+                return seg_dead(g, dead, what);
         }
         tp_idle(g->tp, now - t0);
     }

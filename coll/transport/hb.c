@@ -26,6 +26,19 @@
  *   failed first.  A wait failing on a broken connection or an exited
  *   local process reports that peer here too (tp_hb_suspect), so the news
  *   of a killed rank reaches everyone within milliseconds.
+ * - The dead rank is told too: a rank that was stopped (SIGSTOP) and
+ *   resumes finds the verdict queued on its socket, fails at once naming
+ *   the rank that declared it dead and why (tp_news reads the socket
+ *   right away when a wait wakes from such a gap), and removes its own
+ *   libfabric files from /dev/shm, since no survivor may be left to do
+ *   it.
+ * - Group failure notices (tp_group_notify): a rank whose group failed
+ *   (a timeout, a size mismatch) tells the group's members, one datagram
+ *   each now and two more one period apart; a member's waits on that
+ *   group (which watch a stop word registered by tp_group_watch) end at
+ *   once, and the notice is kept for the group to report (who, what op,
+ *   which sequence number).  Group context ids are never reused within
+ *   a job, so a notice cannot reach a later group.
  * - tp_close says goodbye (BYE) to the two watchers, so a rank that
  *   finalized is not declared dead by a slower neighbour, and to every
  *   rank on this host, whose waits watch it by its pidfd (wait.c): its
@@ -64,8 +77,27 @@
 #define HB_ENV "FCCL_PEER_TIMEOUT"
 #define HB_DEFAULT_S 10.0
 #define HB_ANNOUNCE 3 /* DEAD broadcasts, one period apart */
+/* A group failure notice: the 24-byte header (subject: the context id),
+ * then origin, status, seq, has_seq, ms (2 x 32 bits), op, text. */
+#define HB_G_OFF 24
+#define HB_G_OP (HB_G_OFF + 24)
+#define HB_G_TEXT (HB_G_OP + TP_NOTICE_OP)
+#define HB_GMSG (HB_G_TEXT + TP_NOTICE_TEXT)
+#define HB_NOTES_MAX 256 /* notices kept (one per failed group) */
 
-enum { HB_BEAT = 1, HB_DEAD = 2, HB_BYE = 3 };
+enum { HB_BEAT = 1, HB_DEAD = 2, HB_BYE = 3, HB_GFAIL = 4 };
+
+struct hb_gwatch { /* a group's stop word, by context id */
+    uint32_t ctx;
+    _Atomic int *stop;
+};
+
+struct hb_out { /* a notice still to be repeated */
+    unsigned char msg[HB_GMSG];
+    int *to;
+    size_t nto;
+    int left;
+};
 
 struct tp_hb {
     int fd, family;
@@ -75,6 +107,18 @@ struct tp_hb {
     _Atomic int stop, announce;
     uint64_t timeout_ns, period_ns;
     int watch[2], nwatch;
+    /* the thread's rounds and tp_news: one reader of the socket at a
+     * time (and of the fields receive() writes) */
+    pthread_mutex_t rxlock;
+    /* glock: the notices received, the groups watching, the notices to
+     * repeat (taken after rxlock, never before it) */
+    pthread_mutex_t glock;
+    struct tp_notice *notes;
+    size_t nnotes;
+    struct hb_gwatch *gw;
+    size_t ngw, capgw;
+    struct hb_out *out;
+    size_t nout, capout;
 };
 
 static double env_timeout(void)
@@ -187,6 +231,8 @@ void tp_hb_open(struct fccl_tp *tp)
     }
     hb->timeout_ns = (uint64_t)(s * 1e9);
     hb->period_ns = hb->timeout_ns / 5;
+    pthread_mutex_init(&hb->rxlock, NULL);
+    pthread_mutex_init(&hb->glock, NULL);
     tp->hb = hb;
     self_ip(tp, tp->hb_self);
     tp->hb_self[16] = (unsigned char)(port & 0xff);
@@ -249,20 +295,24 @@ static const struct tp_peer *hb_peer(const struct fccl_tp *tp, int r,
     return tmp->has_hb ? tmp : NULL;
 }
 
-static void send_to(const struct fccl_tp *tp, int r, int type, int subject,
-                    uint32_t silent_ms)
+static void header(const struct fccl_tp *tp, unsigned char *m, int type,
+                   uint32_t subject, uint32_t silent_ms)
+{
+    put32(m, HB_MAGIC);
+    put32(m + 4, (uint32_t)type);
+    put32(m + 8, (uint32_t)tp->my_rank);
+    put32(m + 12, (uint32_t)tp->pid);
+    put32(m + 16, subject);
+    put32(m + 20, silent_ms);
+}
+
+static void send_raw(const struct fccl_tp *tp, int r, const unsigned char *m,
+                     size_t len)
 {
     struct tp_peer tmp;
     const struct tp_peer *p = hb_peer(tp, r, &tmp);
     if (!p)
         return;
-    unsigned char m[HB_MSG];
-    put32(m, HB_MAGIC);
-    put32(m + 4, (uint32_t)type);
-    put32(m + 8, (uint32_t)tp->my_rank);
-    put32(m + 12, (uint32_t)tp->pid);
-    put32(m + 16, (uint32_t)subject);
-    put32(m + 20, silent_ms);
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof(ss));
     socklen_t sl;
@@ -285,8 +335,16 @@ static void send_to(const struct fccl_tp *tp, int r, int type, int subject,
     }
     /* Failures (unreachable network, full buffer) are what we detect by
      * silence; nothing to do here. */
-    (void)sendto(tp->hb->fd, m, sizeof(m), MSG_DONTWAIT,
-                 (struct sockaddr *)&ss, sl);
+    (void)sendto(tp->hb->fd, m, len, MSG_DONTWAIT, (struct sockaddr *)&ss,
+                 sl);
+}
+
+static void send_to(const struct fccl_tp *tp, int r, int type, int subject,
+                    uint32_t silent_ms)
+{
+    unsigned char m[HB_MSG];
+    header(tp, m, type, (uint32_t)subject, silent_ms);
+    send_raw(tp, r, m, sizeof(m));
 }
 
 /* Set the job's dead rank once.  The CAS to -2 makes the writer of
@@ -332,16 +390,208 @@ int tp_hb_dead(const struct fccl_tp *tp)
     return r >= 0 ? r : -1;
 }
 
+/* ---- group failure notices ---- */
+
+static void encode_notice(const struct fccl_tp *tp, const struct tp_notice *n,
+                          unsigned char *m)
+{
+    memset(m, 0, HB_GMSG);
+    header(tp, m, HB_GFAIL, n->ctx, 0);
+    uint64_t ms = n->ms > 0 ? (uint64_t)n->ms : 0;
+    put32(m + HB_G_OFF, (uint32_t)n->origin);
+    put32(m + HB_G_OFF + 4, (uint32_t)n->status);
+    put32(m + HB_G_OFF + 8, n->seq);
+    put32(m + HB_G_OFF + 12, (uint32_t)(n->has_seq != 0));
+    put32(m + HB_G_OFF + 16, (uint32_t)ms);
+    put32(m + HB_G_OFF + 20, (uint32_t)(ms >> 32));
+    snprintf((char *)m + HB_G_OP, TP_NOTICE_OP, "%s", n->op);
+    snprintf((char *)m + HB_G_TEXT, TP_NOTICE_TEXT, "%s", n->text);
+}
+
+static void decode_notice(const unsigned char *m, struct tp_notice *n)
+{
+    memset(n, 0, sizeof(*n));
+    n->ctx = get32(m + 16);
+    n->origin = (int)get32(m + HB_G_OFF);
+    n->status = (int)get32(m + HB_G_OFF + 4);
+    n->seq = get32(m + HB_G_OFF + 8);
+    n->has_seq = get32(m + HB_G_OFF + 12) != 0;
+    n->ms = (int64_t)((uint64_t)get32(m + HB_G_OFF + 16) |
+                      (uint64_t)get32(m + HB_G_OFF + 20) << 32);
+    memcpy(n->op, m + HB_G_OP, TP_NOTICE_OP - 1);
+    memcpy(n->text, m + HB_G_TEXT, TP_NOTICE_TEXT - 1);
+}
+
+/* Keep the first notice of each group and stop its waits (under glock). */
+static void note_locked(struct tp_hb *hb, const struct tp_notice *n)
+{
+    for (size_t i = 0; i < hb->nnotes; i++)
+        if (hb->notes[i].ctx == n->ctx)
+            return;
+    if (!hb->notes)
+        hb->notes = calloc(HB_NOTES_MAX, sizeof(*hb->notes));
+    if (hb->notes && hb->nnotes < HB_NOTES_MAX)
+        hb->notes[hb->nnotes++] = *n;
+    for (size_t i = 0; i < hb->ngw; i++)
+        if (hb->gw[i].ctx == n->ctx)
+            atomic_fetch_or(hb->gw[i].stop, TP_STOP_NOTICE);
+}
+
+static void got_notice(struct fccl_tp *tp, const unsigned char *m, int from)
+{
+    struct tp_notice n;
+    decode_notice(m, &n);
+    if (n.origin < 0 || n.origin >= tp->nranks)
+        n.origin = from;
+    LOG_INFO("FABRIC", "group ctx %u failed on rank %d (told by rank %d): "
+             "%s", n.ctx, n.origin, from, n.text);
+    pthread_mutex_lock(&tp->hb->glock);
+    note_locked(tp->hb, &n);
+    pthread_mutex_unlock(&tp->hb->glock);
+}
+
+void tp_group_notify(struct fccl_tp *tp, const struct tp_notice *n,
+                     const int *members, size_t nmembers)
+{
+    struct tp_hb *hb = tp ? tp->hb : NULL;
+    if (!hb || !tp->peers || nmembers == 0)
+        return;
+    struct hb_out o = {.left = HB_ANNOUNCE - 1};
+    encode_notice(tp, n, o.msg);
+    for (size_t i = 0; i < nmembers; i++)
+        if (members[i] != tp->my_rank && members[i] >= 0 &&
+            members[i] < tp->nranks)
+            send_raw(tp, members[i], o.msg, HB_GMSG);
+    /* The repeats go from the heartbeat thread (UDP may drop one). */
+    o.to = malloc(nmembers * sizeof(int));
+    if (!o.to || !hb->running)
+        goto drop;
+    memcpy(o.to, members, nmembers * sizeof(int));
+    o.nto = nmembers;
+    pthread_mutex_lock(&hb->glock);
+    if (hb->nout == hb->capout) {
+        size_t cap = hb->capout ? 2 * hb->capout : 4;
+        void *q = realloc(hb->out, cap * sizeof(*hb->out));
+        if (!q) {
+            pthread_mutex_unlock(&hb->glock);
+            goto drop;
+        }
+        hb->out = q;
+        hb->capout = cap;
+    }
+    hb->out[hb->nout++] = o;
+    pthread_mutex_unlock(&hb->glock);
+    return;
+drop:
+    free(o.to);
+}
+
+/* One repeat of every notice still owed (heartbeat thread). */
+static void repeat_notices(struct fccl_tp *tp)
+{
+    struct tp_hb *hb = tp->hb;
+    pthread_mutex_lock(&hb->glock);
+    for (size_t i = 0; i < hb->nout;) {
+        struct hb_out *o = &hb->out[i];
+        for (size_t k = 0; k < o->nto; k++)
+            if (o->to[k] != tp->my_rank && o->to[k] >= 0 &&
+                o->to[k] < tp->nranks)
+                send_raw(tp, o->to[k], o->msg, HB_GMSG);
+        if (--o->left > 0) {
+            i++;
+            continue;
+        }
+        free(o->to);
+        hb->out[i] = hb->out[--hb->nout];
+    }
+    pthread_mutex_unlock(&hb->glock);
+}
+
+void tp_group_watch(struct fccl_tp *tp, uint32_t ctx, _Atomic int *stop)
+{
+    struct tp_hb *hb = tp ? tp->hb : NULL;
+    if (!hb)
+        return;
+    pthread_mutex_lock(&hb->glock);
+    if (hb->ngw == hb->capgw) {
+        size_t cap = hb->capgw ? 2 * hb->capgw : 8;
+        void *q = realloc(hb->gw, cap * sizeof(*hb->gw));
+        if (!q) { /* unwatched: its waits end by their deadlines */
+            pthread_mutex_unlock(&hb->glock);
+            return;
+        }
+        hb->gw = q;
+        hb->capgw = cap;
+    }
+    hb->gw[hb->ngw++] = (struct hb_gwatch){ctx, stop};
+    for (size_t i = 0; i < hb->nnotes; i++) /* it came first */
+        if (hb->notes[i].ctx == ctx)
+            atomic_fetch_or(stop, TP_STOP_NOTICE);
+    pthread_mutex_unlock(&hb->glock);
+}
+
+void tp_group_unwatch(struct fccl_tp *tp, uint32_t ctx, _Atomic int *stop)
+{
+    struct tp_hb *hb = tp ? tp->hb : NULL;
+    if (!hb)
+        return;
+    pthread_mutex_lock(&hb->glock);
+    for (size_t i = 0; i < hb->ngw; i++)
+        if (hb->gw[i].ctx == ctx && hb->gw[i].stop == stop) {
+            hb->gw[i] = hb->gw[--hb->ngw];
+            break;
+        }
+    pthread_mutex_unlock(&hb->glock);
+}
+
+int tp_group_notice(struct fccl_tp *tp, uint32_t ctx, struct tp_notice *out)
+{
+    struct tp_hb *hb = tp ? tp->hb : NULL;
+    int found = 0;
+    if (!hb)
+        return 0;
+    pthread_mutex_lock(&hb->glock);
+    for (size_t i = 0; i < hb->nnotes && !found; i++)
+        if (hb->notes[i].ctx == ctx) {
+            *out = hb->notes[i];
+            found = 1;
+        }
+    pthread_mutex_unlock(&hb->glock);
+    return found;
+}
+
+/* This rank was declared dead: its libfabric files in /dev/shm
+ * (<pid>:...) go now, while it still runs; peers that mapped them keep
+ * their mappings, and no new peer may join a failed job.  Killed later,
+ * nothing of it is left behind even when no survivor remains. */
+static void remove_own_shm(const struct fccl_tp *tp)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    char prefix[24];
+    int pl = snprintf(prefix, sizeof(prefix), "%d:", tp->pid);
+    struct dirent *de;
+    while ((de = readdir(d)))
+        if (strncmp(de->d_name, prefix, (size_t)pl) == 0 &&
+            unlinkat(dirfd(d), de->d_name, 0) == 0)
+            LOG_DEBUG("FABRIC", "removed my /dev/shm/%s", de->d_name);
+    closedir(d);
+}
+
 static void receive(struct fccl_tp *tp, uint64_t now)
 {
-    unsigned char m[64];
+    unsigned char m[HB_GMSG + 8];
     for (;;) {
         ssize_t n = recv(tp->hb->fd, m, sizeof(m), MSG_DONTWAIT);
         if (n < 0)
             return;
-        if (n != HB_MSG || get32(m) != HB_MAGIC)
+        if (n < HB_MSG || get32(m) != HB_MAGIC)
             continue;
         int type = (int)get32(m + 4), from = (int)get32(m + 8);
+        if ((type == HB_GFAIL) != (n == HB_GMSG) ||
+            (type != HB_GFAIL && n != HB_MSG))
+            continue;
         int pid = (int)get32(m + 12), subject = (int)get32(m + 16);
         uint32_t ms = get32(m + 20);
         struct tp_peer tmp;
@@ -356,10 +606,14 @@ static void receive(struct fccl_tp *tp, uint64_t now)
             p->hb_heard = now;
         else if (type == HB_BYE)
             p->hb_bye = 1;
-        else if (type == HB_DEAD && subject == tp->my_rank)
-            declare(tp, subject, "this rank (%d) was declared dead by rank "
-                    "%d: it did not answer for %.1f s (stopped, or its "
-                    "link was down; %s)", subject, from, ms / 1e3, HB_ENV);
+        else if (type == HB_GFAIL)
+            got_notice(tp, m, from);
+        else if (type == HB_DEAD && subject == tp->my_rank &&
+                 declare(tp, subject, "this rank (%d) was declared dead by "
+                         "rank %d: it did not answer for %.1f s (stopped, "
+                         "or its link was down; %s)", subject, from,
+                         ms / 1e3, HB_ENV))
+            remove_own_shm(tp);
         else if (type == HB_DEAD && subject >= 0 && subject < tp->nranks)
             declare(tp, subject, "rank %d is dead: rank %d heard nothing "
                     "from it for %.1f s (%s)", subject, from, ms / 1e3,
@@ -429,8 +683,9 @@ static void beat(struct fccl_tp *tp, uint64_t now)
                                   now > tp->peers[dead].hb_heard
                               ? now - tp->peers[dead].hb_heard
                               : 0;
+        /* the dead rank too: stopped, it reads the verdict on resuming */
         for (int r = 0; r < tp->nranks; r++)
-            if (r != tp->my_rank && r != dead)
+            if (r != tp->my_rank)
                 send_to(tp, r, HB_DEAD, dead, (uint32_t)(silent / 1000000));
     }
 }
@@ -462,6 +717,7 @@ static void *hb_main(void *arg)
     struct tp_hb *hb = tp->hb;
     uint64_t last = fccl_now_ns(), sent = 0;
     while (!atomic_load(&hb->stop)) {
+        pthread_mutex_lock(&hb->rxlock);
         uint64_t now = fccl_now_ns();
         if (now - last > hb->timeout_ns / 2) /* we were stopped/starved */
             for (int i = 0; i < hb->nwatch; i++)
@@ -470,11 +726,13 @@ static void *hb_main(void *arg)
         if (now - sent >= hb->period_ns || atomic_load(&hb->announce) ==
                                                HB_ANNOUNCE) {
             beat(tp, now);
+            repeat_notices(tp);
             clean_exited(tp);
             sent = now;
         }
         if (tp_hb_dead(tp) < 0)
             check(tp, now);
+        pthread_mutex_unlock(&hb->rxlock);
         struct pollfd pf[2] = {{.fd = hb->fd, .events = POLLIN},
                                {.fd = hb->wake[0], .events = POLLIN}};
         int ms = (int)(hb->period_ns / 2000000);
@@ -482,10 +740,28 @@ static void *hb_main(void *arg)
             char buf[16];
             while (read(hb->wake[0], buf, sizeof(buf)) > 0)
                 ;
+            pthread_mutex_lock(&hb->rxlock);
             receive(tp, fccl_now_ns());
+            pthread_mutex_unlock(&hb->rxlock);
         }
     }
     return NULL;
+}
+
+int tp_dead_rank(const struct fccl_tp *tp)
+{
+    return tp ? tp_hb_dead(tp) : -1;
+}
+
+int tp_news(struct fccl_tp *tp)
+{
+    struct tp_hb *hb = tp ? tp->hb : NULL;
+    if (hb && tp->peers) {
+        pthread_mutex_lock(&hb->rxlock);
+        receive(tp, fccl_now_ns());
+        pthread_mutex_unlock(&hb->rxlock);
+    }
+    return tp_dead_rank(tp);
 }
 
 void tp_hb_start(struct fccl_tp *tp)
@@ -547,6 +823,13 @@ void tp_hb_stop(struct fccl_tp *tp)
     close(hb->fd);
     close(hb->wake[0]);
     close(hb->wake[1]);
+    for (size_t i = 0; i < hb->nout; i++)
+        free(hb->out[i].to);
+    free(hb->out);
+    free(hb->notes);
+    free(hb->gw);
+    pthread_mutex_destroy(&hb->rxlock);
+    pthread_mutex_destroy(&hb->glock);
     free(hb);
     tp->hb = NULL;
 }

@@ -132,3 +132,21 @@ int tp_resolve(struct fccl_tp *tp, int r)
     pthread_mutex_unlock(&tp->lock);
     return rc;
 }
+
+int tp_peer_endpoint(const struct fccl_tp *tp, int peer)
+{
+    int epi = -1;
+    if (!tp || !tp->peers || !tp->lookup || peer < 0 ||
+        peer >= tp->nranks || peer == tp->my_rank)
+        return -1;
+    if (atomic_load(&tp->peers[peer].resolved) == 1)
+        epi = tp->peers[peer].ep;
+    else if (tp_peer_where(tp, peer, &epi) < 0)
+        return -1;
+    return epi >= 0 && epi < tp->nep ? epi : -1;
+}
+
+const char *tp_endpoint_provider(const struct fccl_tp *tp, int i)
+{
+    return tp && i >= 0 && i < tp->nep ? tp->eps[i].prov : NULL;
+}

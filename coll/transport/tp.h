@@ -252,6 +252,60 @@ int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n);
  * text, valid until tp_close). */
 const char *tp_dead_why(const struct fccl_tp *tp, int rank);
 
+/* ---- group failure notices and news of the heartbeats (hb.c) ---- */
+
+/* A group failed on one of its members (a timeout, a protocol error):
+ * the member tells the others over the heartbeat sockets, so that their
+ * waits on that group end at once instead of by their own deadlines
+ * (NCCL's abort model: the group fails everywhere).  Fields travel as
+ * they are; texts are NUL-terminated (truncated). */
+#define TP_NOTICE_OP 32
+#define TP_NOTICE_TEXT 360
+struct tp_notice {
+    uint32_t ctx;       /* the group's context id */
+    int origin;         /* world rank where it failed */
+    int status;         /* its FCCL status there */
+    uint32_t seq;       /* the operation's sequence number ... */
+    int has_seq;        /* ... if it has one (collectives) */
+    int64_t ms;         /* the timeout that ran out (0: not a timeout) */
+    char op[TP_NOTICE_OP];     /* "all_reduce", "recv", ... */
+    char text[TP_NOTICE_TEXT]; /* the origin's message */
+};
+
+/* The value a notice ORs into a watched stop word. */
+#define TP_STOP_NOTICE 2
+
+/* Tell members[0..n) (world ranks; this rank is skipped) that the group
+ * n->ctx failed here: one datagram each now and two more one heartbeat
+ * period apart (UDP).  No-op without heartbeats (FCCL_PEER_TIMEOUT=0).
+ * Never blocks for long; thread-safe. */
+void tp_group_notify(struct fccl_tp *tp, const struct tp_notice *n,
+                     const int *members, size_t nmembers);
+/* Watch group ctx: a notice for it (received now or before) ORs
+ * TP_STOP_NOTICE into *stop, which the group's waits watch.  unwatch
+ * before *stop is freed.  Thread-safe; the heartbeat thread writes *stop. */
+void tp_group_watch(struct fccl_tp *tp, uint32_t ctx, _Atomic int *stop);
+void tp_group_unwatch(struct fccl_tp *tp, uint32_t ctx, _Atomic int *stop);
+/* 1 and *out if a notice for ctx has arrived, else 0.  Thread-safe. */
+int tp_group_notice(struct fccl_tp *tp, uint32_t ctx, struct tp_notice *out);
+/* The rank the job knows to be dead (a heartbeat verdict, an exited
+ * local process or a broken connection that was reported), or -1. */
+int tp_dead_rank(const struct fccl_tp *tp);
+/* Read the heartbeat socket now (the news of a death, also of this
+ * rank's own, queued while this process was stopped) instead of waiting
+ * for the heartbeat thread; returns tp_dead_rank().  For waits that wake
+ * from a gap in time (SIGSTOP/SIGCONT) or are about to time out, so the
+ * verdict comes before a timeout of their own.  Thread-safe. */
+int tp_news(struct fccl_tp *tp);
+/* Which endpoint reaches world rank peer, without inserting it into an
+ * address vector: its index, or -1 if it cannot be reached (or peer is
+ * this rank).  Thread-safe once tp_set_peers ran. */
+int tp_peer_endpoint(const struct fccl_tp *tp, int peer);
+/* The provider of endpoint i ("shm", "tcp;ofi_rxm"), or NULL past the
+ * last; endpoints are numbered in the order they were opened.  The string
+ * is the transport's, valid until tp_close. */
+const char *tp_endpoint_provider(const struct fccl_tp *tp, int i);
+
 /* Cancel a pending request (used after timeouts and aborts).  Blocks up to
  * ~200 ms for the provider to hand it back; if it cannot (a send already
  * on its way), the request is marked failed (FCCL_ERR_ABORTED) and a later

@@ -34,6 +34,10 @@
 #define TP_DRAIN_MS 200         /* bound on draining cancelled ops */
 #define TP_LIVE_NS 200000000ull /* idle this long: are the peers alive? */
 #define TP_CLOCK_POLLS 16       /* polls per clock reading while spinning */
+/* Two clock readings of one wait this far apart: the process was stopped
+ * (SIGSTOP) or starved; the heartbeats' news is read before anything is
+ * concluded from the clock (hb.c, tp_news). */
+#define TP_GAP_NS 1000000000ull
 
 /* ------------------------------------------------------------------ */
 /* Posting                                                            */
@@ -327,7 +331,9 @@ const char *tp_dead_why(const struct fccl_tp *tp, int rank)
  * up first); else a broken connection names its peer as the suspect. */
 static int blame(struct fccl_tp *tp, int rc, int peer)
 {
-    int dead = tp_hb_dead(tp);
+    /* News queued on the heartbeat socket (this rank itself declared dead
+     * while stopped) explains a broken connection better than its peer */
+    int dead = rc == FCCL_ERR_ABORTED ? tp_hb_dead(tp) : tp_news(tp);
     if (dead < 0 && rc != FCCL_ERR_PROTOCOL && rc != FCCL_ERR_ABORTED &&
         rc != FCCL_ERR_TIMEOUT && rc != FCCL_ERR_INVALID) {
         tp_hb_suspect(tp, peer, fccl_last_error());
@@ -340,7 +346,10 @@ static int blame(struct fccl_tp *tp, int rc, int peer)
     return fccl_err(FCCL_ERR_PEER, "%s (here: %s)", tp->dead_why, msg);
 }
 
-static int timeout_error(const struct tp_req *reqs, size_t n, uint64_t t0)
+/* Names the peers still pending; how long the whole call had is for the
+ * caller to say (a wait may start with little of its deadline left, so
+ * its own duration would mislead). */
+static int timeout_error(const struct tp_req *reqs, size_t n)
 {
     char list[400];
     size_t off = 0, shown = 0, more = 0;
@@ -360,13 +369,10 @@ static int timeout_error(const struct tp_req *reqs, size_t n, uint64_t t0)
             off += (size_t)w;
         shown++;
     }
-    uint64_t ms = (fccl_now_ns() - t0) / 1000000;
     if (more)
-        return fccl_err(FCCL_ERR_TIMEOUT, "timed out after %llu ms waiting "
-                        "for %s and %zu more", (unsigned long long)ms, list,
-                        more);
-    return fccl_err(FCCL_ERR_TIMEOUT, "timed out after %llu ms waiting for %s",
-                    (unsigned long long)ms, list);
+        return fccl_err(FCCL_ERR_TIMEOUT, "timed out waiting for %s and %zu "
+                        "more", list, more);
+    return fccl_err(FCCL_ERR_TIMEOUT, "timed out waiting for %s", list);
 }
 
 /* First non-pending failure at or after `from`, or -1; *first_pending is
@@ -425,7 +431,7 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
 {
     if (!tp || (n && !reqs))
         return fccl_err(FCCL_ERR_INVALID, "tp_waitall: NULL argument");
-    uint64_t t0 = 0, last = 0, checked = 0;
+    uint64_t t0 = 0, last = 0, checked = 0, prev = 0;
     size_t from = 0;
     unsigned polls = 0;
     int moved = 0, seen = -1;
@@ -456,9 +462,16 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
             continue;
         uint64_t now = fccl_now_ns();
         if (t0 == 0)
-            t0 = last = checked = now;
+            t0 = last = checked = prev = now;
+        /* Woken from a stop: a verdict that came meanwhile comes first. */
+        int gap = now - prev >= TP_GAP_NS;
+        prev = now;
+        if ((gap || now >= deadline) && tp_news(tp) >= 0) {
+            cancel_many(tp, reqs, n);
+            return fccl_err(FCCL_ERR_PEER, "%s", tp->dead_why);
+        }
         if (now >= deadline) {
-            int rc = timeout_error(reqs, n, t0);
+            int rc = timeout_error(reqs, n);
             char msg[512];
             snprintf(msg, sizeof(msg), "%s", fccl_last_error());
             cancel_many(tp, reqs, n);

@@ -35,8 +35,20 @@
  *
  * The group timeout bounds each operation: fccl_init's timeout_ms, else
  * FCCL_TIMEOUT (seconds), else 300 s; fccl_group_set_timeout() changes it
- * per group.  An operation's clock starts when it starts running (a queued
- * collective's when the worker picks it up).
+ * per group, fccl_set_next_timeout() for the next operation alone.  An
+ * operation's clock starts when it starts running (a queued collective's
+ * when the worker picks it up).
+ *
+ * A group fails as a whole (NCCL's abort model): when an operation fails
+ * on one member (its timeout or a wait's ran out, sizes disagree, ...),
+ * that member tells the others over the heartbeat sockets (unless
+ * FCCL_PEER_TIMEOUT=0), their pending waits on the group end at once and
+ * every later call on it fails at once, on every member, with a message
+ * naming the rank, the operation and its sequence number ("rank 3 (world
+ * 3) timed out after 2000 ms in all_reduce seq 17 on fccl_2_..."): the
+ * member where it happened returns that failure's code, the others
+ * FCCL_ERR_PEER; fccl_group_failed_rank() names the rank.  Destroy the
+ * group then (the world: fccl_finalize()); a group created again works.
  *
  * All ranks of a group call its collectives in the same order.  Different
  * groups may be driven from different threads at once; one group is used
@@ -46,9 +58,9 @@
  * before any communication, so the mistaken rank returns at once without
  * a half-sent message; its peers time out), FCCL_ERR_TIMEOUT (the group
  * timeout; the message names the ranks that did not answer),
- * FCCL_ERR_PEER (a rank failed; named), FCCL_ERR_ABORTED
- * (fccl_group_abort).  The first fatal error sticks to the group: later
- * calls return it at once.
+ * FCCL_ERR_PEER (a rank failed, or the group failed on another member;
+ * named), FCCL_ERR_ABORTED (fccl_group_abort).  The first fatal error
+ * sticks to the group: later calls return it at once.
  *
  * In detail, an operation that communicates can fail with:
  *  - FCCL_ERR_INVALID: an argument check (the call then had no effect:
@@ -56,8 +68,9 @@
  *    unknown algorithm in FCCL_ALGO_<OP>;
  *  - FCCL_ERR_NOMEM: scratch memory or a request could not be allocated;
  *  - FCCL_ERR_TIMEOUT: the group timeout passed;
- *  - FCCL_ERR_PEER: a rank exited (detected for ranks on this host) or a
- *    connection to it broke;
+ *  - FCCL_ERR_PEER: a rank exited (detected for ranks on this host), a
+ *    connection to it broke, its heartbeats stopped (FCCL_PEER_TIMEOUT),
+ *    or the group failed on another member (its notice names it);
  *  - FCCL_ERR_PROTOCOL: a message of another size than expected arrived
  *    (counts or roots that differ between ranks);
  *  - FCCL_ERR_FABRIC: a libfabric call or completion failed;
@@ -158,24 +171,69 @@ FCCL_API int fccl_redop_parse(const char *name);
  */
 FCCL_API int fccl_set_algo(fccl_group_t *g, const char *op, const char *algo);
 
-/* ---- requests ---- */
+/* ---- requests and timeouts ---- */
+
+/**
+ * Give the next operation started on g its own timeout, instead of the
+ * group's (fccl_group_set_timeout()).  "Started" is when the operation
+ * takes its place in the group's order: the next collective or
+ * point-to-point call on g that passes its argument checks takes the
+ * setting and clears it (a call refused with FCCL_ERR_INVALID, or with
+ * the group's sticky error, leaves it for the next one).  For a
+ * collective it bounds the operation from when it starts running; for
+ * fccl_send() / fccl_recv() the call; for fccl_isend(), fccl_irecv() and
+ * fccl_batch_isend_irecv() the fccl_wait(req, -1) of its handle.  When it
+ * runs out the operation fails with FCCL_ERR_TIMEOUT and the group fails
+ * on every member (see the overview).  Ranks may give different values:
+ * the setting is local.
+ *
+ * Never blocks.  Not thread-safe: call it from the thread that drives
+ * the group, right before the call it is meant for.
+ *
+ * @param g the group; not NULL.
+ * @param timeout_ms > 0: the next operation's timeout in milliseconds;
+ *     -1: clear a setting no operation has taken yet.
+ * @return FCCL_OK; FCCL_ERR_INVALID for a NULL group or timeout_ms 0 or
+ *     below -1.
+ */
+FCCL_API int fccl_set_next_timeout(fccl_group_t *g, int64_t timeout_ms);
+
+/**
+ * The world rank a failed group's failure came from: the rank that timed
+ * out or failed (this rank itself when it happened here), the dead rank
+ * for a dead peer, or the member whose failure notice arrived (also
+ * before any call on g noticed it: the notice is read by the library's
+ * heartbeat thread).  So a program (fccl.PeerError.rank in Python) need
+ * not parse messages.
+ *
+ * Never blocks.  Thread-safe.
+ *
+ * @param g the group; NULL gives -1.
+ * @return the world rank, or -1 if g has not failed, was only aborted
+ *     (fccl_group_abort()), or the culprit is not known.
+ */
+FCCL_API int fccl_group_failed_rank(const fccl_group_t *g);
 
 /**
  * Wait for an asynchronous operation and free the handle.
  *
  * Blocks until the operation ends or timeout_ms passes.  timeout_ms < 0
- * uses the group timeout: for a point-to-point request, the group timeout
+ * uses the operation's own bound: for a point-to-point request, its
+ * timeout (fccl_set_next_timeout() before the call, else the group's)
  * counted from this call; for a collective, as long as the collectives
- * queued ahead of it and itself may take (each ends by the group timeout).
- * If timeout_ms passes first, returns FCCL_ERR_TIMEOUT and the handle
- * stays valid (wait or test it again); nothing sticks to the group.  A
- * collective itself still ends by the group timeout; a point-to-point
- * request has no deadline of its own: only a wait with timeout_ms < 0
- * applies the group timeout to it (and only that wait notices a peer on
- * this host that exited).  When a point-to-point request fails in a wait
- * with timeout_ms < 0 (a timeout included), the handle is freed and the
- * error sticks to the group.  Wait for every handle before destroying its
- * group.
+ * queued ahead of it and itself may take (each ends by its timeout).
+ * If timeout_ms passes first, the wait fails the operation as its own
+ * timeout would: it returns FCCL_ERR_TIMEOUT ("rank R (world W) timed out
+ * after timeout_ms ms in OP seq S on G ..."), the handle is freed, what
+ * the operation had posted is cancelled (its buffers are the caller's
+ * again when the call returns), and the group fails on every member
+ * (see the overview).  To look without failing anything, use
+ * fccl_test().  A collective ends by its timeout in any case; a
+ * point-to-point request has no deadline of its own before it is waited
+ * for (and only a wait with timeout_ms < 0 notices a peer on this host
+ * that exited).  When a request fails in a wait, the handle is freed and
+ * the error sticks to the group.  Wait for every handle before
+ * destroying its group.
  *
  * Thread-safety: waiting counts as using the group (one thread at a time
  * per group); that thread need not be the one that started the
@@ -186,7 +244,8 @@ FCCL_API int fccl_set_algo(fccl_group_t *g, const char *op, const char *algo);
  * @return the operation's status (FCCL_OK or any error of the overview's
  *     list) once it ended, with its message in fccl_last_error(); the
  *     handle is then freed.  FCCL_ERR_TIMEOUT if timeout_ms >= 0 passed
- *     first (handle still valid).  FCCL_ERR_INVALID if req is NULL.
+ *     first (the handle is freed too, and the group has failed).
+ *     FCCL_ERR_INVALID if req is NULL (nothing else happens).
  */
 FCCL_API int fccl_wait(fccl_request_t *req, int64_t timeout_ms);
 /**

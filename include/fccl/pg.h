@@ -17,6 +17,9 @@
  * creation gets a fresh context id, so a group destroyed and created again
  * never takes the old one's messages.  fccl_group_split() is the MPI way:
  * collective over a parent group, members chosen by color.
+ * fccl_group_new_named() gives a group a name of the user's choosing
+ * (MindSpore's create_group); fccl_group_find() looks a group up by name;
+ * fccl_group_new(NULL, 0) gives the world (new_group(None)).
  *
  * Lifetime: the library owns every group.  A group made by
  * fccl_group_new() or fccl_group_split() lives until fccl_group_destroy()
@@ -219,8 +222,13 @@ FCCL_API int fccl_group_name_for(const int *ranks, size_t n, char *out,
  * it makes is safe to repeat: with FCCL_STORE_RECONNECT=1 a store
  * restarted with its journal during the call does not fail it.
  *
- * @param ranks n world ranks; read during the call only.
- * @param n number of ranks, 1..world size.
+ * ranks NULL with n 0 gives the world group itself (new_group(None) in
+ * the seeds): no communication, and it is not destroyed by
+ * fccl_group_destroy() (FCCL_ERR_INVALID, as for the world).
+ *
+ * @param ranks n world ranks; read during the call only.  NULL with n 0:
+ *     the world.
+ * @param n number of ranks, 1..world size (0 with ranks NULL).
  * @param out receives the group (NULL on failure); free it with
  *     fccl_group_destroy() or leave it to fccl_finalize().
  * @return FCCL_OK; FCCL_ERR_STATE before init; FCCL_ERR_INVALID (NULL
@@ -232,6 +240,83 @@ FCCL_API int fccl_group_name_for(const int *ranks, size_t n, char *out,
  *     (a dead member is named).
  */
 FCCL_API int fccl_group_new(const int *ranks, size_t n, fccl_group_t **out);
+/* ---- groups of the user's naming (in their own block) ---- */
+
+/**
+ * Check that name may be given to fccl_group_new_named(): 1 to 63 bytes
+ * of letters, digits, '_', '-', '.' and ':', not starting with "fccl_"
+ * (reserved: the world's name and the hashed names "fccl_<n>_<sha1>" of
+ * fccl_group_new(), which a user name must never shadow).  Says nothing
+ * of whether a group of that name exists.
+ *
+ * Never blocks; works before init.  Thread-safe.
+ *
+ * @return FCCL_OK; FCCL_ERR_INVALID (the message says why).
+ */
+FCCL_API int fccl_group_name_check(const char *name);
+/**
+ * fccl_group_new() under a name of the user's choosing (MindSpore's
+ * create_group(group, rank_ids)): the same collective of the members, the
+ * same membership rules and rank order, its own context id; only the name
+ * differs.  Every member passes the same name and ranks (a member given
+ * other ranks under the name fails with FCCL_ERR_INVALID naming both
+ * member sets; one given another name waits for its lowest member and
+ * times out).  The name must pass fccl_group_name_check() and must not be
+ * the name of a group that exists on this rank (a named one not yet
+ * destroyed); after fccl_group_destroy() it may be used again.
+ *
+ * @param name the name, copied; see above.
+ * @param ranks n world ranks (any order); not NULL.
+ * @param n 1..world size.
+ * @param out receives the group (NULL on failure).
+ * @return as fccl_group_new(), and FCCL_ERR_INVALID also for a NULL or
+ *     bad name, a name in use on this rank, or no ranks.
+ */
+FCCL_API int fccl_group_new_named(const char *name, const int *ranks,
+                                  size_t n, fccl_group_t **out);
+/**
+ * The group of this name on this rank: FCCL_WORLD_GROUP gives the world,
+ * a user name its group, a hashed name the newest live creation of that
+ * member set.
+ *
+ * Never blocks, never sets an error.  Not thread-safe against group
+ * creation or destruction.
+ *
+ * @param name the name; NULL gives NULL.
+ * @return the group (owned by the library), or NULL if there is none
+ *     (or before init).
+ */
+FCCL_API fccl_group_t *fccl_group_find(const char *name);
+/**
+ * The libfabric providers that reach the group's other members from this
+ * rank, in the order this rank opened its endpoints, joined by ',':
+ * "shm", "tcp;ofi_rxm", or "shm,tcp;ofi_rxm" for a group with members on
+ * this host and elsewhere; "" for a group of one rank.  Computed from the
+ * endpoint each member is (or would be) reached by, without connecting.
+ *
+ * Never blocks.  Thread-safe.
+ *
+ * @param g the group; not NULL.
+ * @param out receives the NUL-terminated list; not NULL.
+ * @param outlen size of out; 64 bytes suffice for two providers.
+ * @return FCCL_OK; FCCL_ERR_INVALID for NULL arguments or an outlen too
+ *     small (the message says how much is needed).
+ */
+FCCL_API int fccl_group_providers(const fccl_group_t *g, char *out,
+                                  size_t outlen);
+/**
+ * The group's view of the hosts (FCCL_FAKE_NODES=K pretends there are
+ * K), as fccl_get_topology() for the world: node_count hosts among its
+ * members, node_rank my host's index (in order of first appearance by
+ * group rank), local_rank my index among the members on my host (in
+ * group rank order), local_size how many members share my host.
+ *
+ * Never blocks.  Thread-safe.
+ *
+ * @return FCCL_OK; FCCL_ERR_INVALID if g or out is NULL.
+ */
+FCCL_API int fccl_group_topology(const fccl_group_t *g, fccl_topology_t *out);
+
 /**
  * MPI_Comm_split: collective over parent.  Ranks with the same color form
  * a group, ordered by (key, parent rank).  color < 0: *out = NULL.
@@ -257,11 +342,13 @@ FCCL_API int fccl_group_split(fccl_group_t *parent, int color, int key,
  *
  * On this rank only: pending waits return FCCL_ERR_ABORTED promptly, and
  * every later call on the group returns it; other ranks learn of it by
- * their own timeouts or errors.  Cannot be undone; destroy the group
+ * their own timeouts or errors (an abort sends no failure notice, unlike
+ * a timeout: see fccl/coll.h).  Cannot be undone; destroy the group
  * afterwards (the world: fccl_finalize()).
  *
- * Never blocks.  Thread-safe: meant to be called from another thread
- * (a watchdog) while the group's thread is blocked.
+ * Never blocks.  Thread-safe and async-signal-safe (it is one lock-free
+ * atomic OR): meant to be called from another thread (a watchdog) or a
+ * signal handler (Ctrl-C) while the group's thread is blocked.
  *
  * @param g the group; not NULL.
  * @return FCCL_OK; FCCL_ERR_INVALID if g is NULL.

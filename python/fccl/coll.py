@@ -14,6 +14,14 @@ ValueError before anything is sent; a timeout raises
 :class:`fccl.TimeoutError`, a failed peer :class:`fccl.PeerError`, any
 other library failure :class:`fccl.Error` (all RuntimeErrors).
 
+Every collective and send/recv/isend/irecv takes ``timeout=`` (seconds or
+a timedelta): that call's own timeout instead of the group's.  When a
+call's timeout (or a ``handle.wait(timeout)``) runs out, the group fails
+on every member, as NCCL's abort does: this rank raises
+:class:`fccl.TimeoutError`, the other members' pending and later calls on
+the group raise :class:`fccl.PeerError` with ``rank`` set to this rank;
+destroy the group and create it again to go on.
+
 Each wrapper below only passes its arguments to the C extension, which
 checks them and makes one library call with the GIL released.
 """
@@ -27,6 +35,35 @@ __all__ = [
     "gather_into_tensor", "scatter_tensor", "gather", "scatter", "barrier",
     "send", "recv", "isend", "irecv", "P2POp", "batch_isend_irecv",
 ]
+
+
+def _timeout_ms(timeout):
+    """Seconds (int, float) or a timedelta, as positive milliseconds."""
+    s = timeout.total_seconds() if hasattr(timeout, "total_seconds") \
+        else timeout
+    if isinstance(s, bool) or not isinstance(s, (int, float)):
+        raise TypeError("timeout must be None, seconds or a timedelta, not "
+                        f"{type(timeout).__name__}")
+    ms = int(s * 1000 + 0.5)
+    if ms <= 0:
+        raise ValueError("timeout must be positive")
+    return ms
+
+
+def _timed(group, timeout, fn, *args):
+    """Call fn(*args) with its own timeout: fccl_set_next_timeout on the
+    group (the library takes it when the operation starts), cleared again
+    if the call did not get that far."""
+    if timeout is None:
+        return fn(*args)
+    _fccl.set_next_timeout(group, _timeout_ms(timeout))
+    try:
+        return fn(*args)
+    finally:
+        try:
+            _fccl.set_next_timeout(group, -1)
+        except Exception:  # the group went away with the call's error
+            pass
 
 
 class ReduceOp:
@@ -45,7 +82,8 @@ class ReduceOp:
     AVG = "avg"
 
 
-def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False,
+               timeout=None):
     """Reduce `tensor` across every rank of the group; every rank gets the
     same result, in place.
 
@@ -55,6 +93,9 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         op (str): ``ReduceOp.SUM``, ``PROD``, ``MAX``, ``MIN`` or ``AVG``.
             Default ``ReduceOp.SUM``.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -73,11 +114,12 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         >>> x[0, 0]
         2.0
     """
-    return _fccl.all_reduce(tensor, op, group, async_op)
+    return _timed(group, timeout, _fccl.all_reduce,
+                  tensor, op, group, async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None,
-                           async_op=False):
+                           async_op=False, timeout=None):
     """Gather every rank's `input_tensor` into `output_tensor`, rank by
     rank along the first dimension.
 
@@ -86,6 +128,9 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None,
             the elements of `input_tensor` (shape (N*x1, x2, ...)).
         input_tensor: this rank's block, the same shape on every rank.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -97,12 +142,12 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None,
         ValueError: `output_tensor` does not hold N times the input.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_gather_into_tensor(output_tensor, input_tensor, group,
-                                        async_op)
+    return _timed(group, timeout, _fccl.all_gather_into_tensor,
+                  output_tensor, input_tensor, group, async_op)
 
 
 def all_gather_into_tensor_uneven(output, input, output_split_sizes=None,
-                                  group=None, async_op=False):
+                                  group=None, async_op=False, timeout=None):
     """All-gather tensors whose first dimension differs between ranks.
 
     Args:
@@ -113,6 +158,9 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None,
             of each rank's input, in group rank order; ``None`` means equal
             sizes.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -123,12 +171,11 @@ def all_gather_into_tensor_uneven(output, input, output_split_sizes=None,
         TypeError: bad argument types.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_gather_into_tensor_uneven(output, input,
-                                               output_split_sizes, group,
-                                               async_op)
+    return _timed(group, timeout, _fccl.all_gather_into_tensor_uneven,
+                  output, input, output_split_sizes, group, async_op)
 
 
-def all_gather(tensor_list, tensor, group=None, async_op=False):
+def all_gather(tensor_list, tensor, group=None, async_op=False, timeout=None):
     """Gather every rank's `tensor` into the list `tensor_list` (item i
     receives group rank i's tensor).
 
@@ -137,6 +184,9 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
             of `tensor`'s shape and dtype.
         tensor: this rank's input.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -148,11 +198,12 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
             shape or dtype differs from `tensor`'s.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_gather(tensor_list, tensor, group, async_op)
+    return _timed(group, timeout, _fccl.all_gather,
+                  tensor_list, tensor, group, async_op)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None,
-                          async_op=False):
+                          async_op=False, timeout=None):
     """Reduce `input` across ranks and scatter the result: rank r receives
     block r (of N equal blocks along the first dimension) in `output`.
 
@@ -161,6 +212,9 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None,
         input: the tensor to reduce, N times `output`'s elements.
         op (str): the reduction. Default ``ReduceOp.SUM``.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -171,11 +225,13 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None,
         ValueError: `input` does not hold N times `output`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.reduce_scatter_tensor(output, input, op, group, async_op)
+    return _timed(group, timeout, _fccl.reduce_scatter_tensor,
+                  output, input, op, group, async_op)
 
 
 def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None,
-                                 op=ReduceOp.SUM, group=None, async_op=False):
+                                 op=ReduceOp.SUM, group=None, async_op=False,
+                                 timeout=None):
     """Reduce `input` across ranks and scatter it in blocks of uneven size:
     rank r receives the first-dimension rows of block r.
 
@@ -187,6 +243,9 @@ def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None,
             ``None`` splits evenly.
         op (str): the reduction. Default ``ReduceOp.SUM``.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -197,13 +256,12 @@ def reduce_scatter_tensor_uneven(output, input, input_split_sizes=None,
         TypeError: bad argument types or an unknown `op`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.reduce_scatter_tensor_uneven(output, input,
-                                              input_split_sizes, op, group,
-                                              async_op)
+    return _timed(group, timeout, _fccl.reduce_scatter_tensor_uneven,
+                  output, input, input_split_sizes, op, group, async_op)
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None,
-                   async_op=False):
+                   async_op=False, timeout=None):
     """Reduce the lists across ranks: rank r receives in `output` the
     reduction of every rank's ``input_list[r]``.
 
@@ -212,6 +270,9 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None,
         input_list (list): one tensor per rank of the group.
         op (str): the reduction. Default ``ReduceOp.SUM``.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -223,11 +284,13 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None,
             from `output`'s.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.reduce_scatter(output, input_list, op, group, async_op)
+    return _timed(group, timeout, _fccl.reduce_scatter,
+                  output, input_list, op, group, async_op)
 
 
 def all_to_all_single(output, input, output_split_sizes=None,
-                      input_split_sizes=None, group=None, async_op=False):
+                      input_split_sizes=None, group=None, async_op=False,
+                      timeout=None):
     """Split `input` along its first dimension, send block p to rank p, and
     concatenate the blocks received, in rank order, into `output`.
 
@@ -239,6 +302,9 @@ def all_to_all_single(output, input, output_split_sizes=None,
         input_split_sizes (list[int], optional): rows sent to each rank;
             ``None`` splits `input` evenly.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -251,12 +317,13 @@ def all_to_all_single(output, input, output_split_sizes=None,
             size does not divide; split sizes that do not add up.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_to_all_single(output, input, output_split_sizes,
-                                   input_split_sizes, group, async_op)
+    return _timed(group, timeout, _fccl.all_to_all_single,
+                  output, input, output_split_sizes, input_split_sizes, group,
+                  async_op)
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None,
-               async_op=False):
+               async_op=False, timeout=None):
     """Send ``input_tensor_list[p]`` to rank p and receive rank p's tensor
     for this rank into ``output_tensor_list[p]``; sizes may differ per pair.
 
@@ -264,6 +331,9 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None,
         output_tensor_list (list): one tensor per rank, receiving.
         input_tensor_list (list): one tensor per rank, sent.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -275,12 +345,12 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None,
         ValueError: lists that do not have one tensor per rank.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_to_all(output_tensor_list, input_tensor_list, group,
-                            async_op)
+    return _timed(group, timeout, _fccl.all_to_all,
+                  output_tensor_list, input_tensor_list, group, async_op)
 
 
 def all_to_all_v_c(output, input, send_count_matrix, group=None,
-                   async_op=False):
+                   async_op=False, timeout=None):
     """all_to_all with the whole send-count matrix known to every rank.
 
     Args:
@@ -290,6 +360,9 @@ def all_to_all_v_c(output, input, send_count_matrix, group=None,
             entry ``i*N + j`` is what rank i sends to rank j, counted in
             first-dimension rows of `input`.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -301,11 +374,11 @@ def all_to_all_v_c(output, input, send_count_matrix, group=None,
         ValueError: `input` or `output` too small for the matrix.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.all_to_all_v_c(output, input, send_count_matrix, group,
-                                async_op)
+    return _timed(group, timeout, _fccl.all_to_all_v_c,
+                  output, input, send_count_matrix, group, async_op)
 
 
-def broadcast(tensor, src, group=None, async_op=False):
+def broadcast(tensor, src, group=None, async_op=False, timeout=None):
     """Send rank `src`'s `tensor` to every rank of the group, in place.
 
     Args:
@@ -313,6 +386,9 @@ def broadcast(tensor, src, group=None, async_op=False):
             shape and dtype everywhere).
         src (int): the **global** rank that sends.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -324,10 +400,12 @@ def broadcast(tensor, src, group=None, async_op=False):
         ValueError: `src` is not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.broadcast(tensor, src, group, async_op)
+    return _timed(group, timeout, _fccl.broadcast,
+                  tensor, src, group, async_op)
 
 
-def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
+def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False,
+           timeout=None):
     """Reduce `tensor` across the group into `tensor` on rank `dst` (in
     place); the other ranks' tensors are left as they were.
 
@@ -336,6 +414,9 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
         dst (int): the **global** rank that receives the result.
         op (str): the reduction. Default ``ReduceOp.SUM``.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -346,11 +427,12 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
         ValueError: `dst` is not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.reduce(tensor, dst, op, group, async_op)
+    return _timed(group, timeout, _fccl.reduce,
+                  tensor, dst, op, group, async_op)
 
 
 def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None,
-                       async_op=False):
+                       async_op=False, timeout=None):
     """Gather every rank's `input_tensor` into `output_tensor` on rank
     `dst`, rank by rank along the first dimension.
 
@@ -360,6 +442,9 @@ def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None,
         input_tensor: this rank's block, the same size on every rank.
         dst (int): the **global** rank that receives. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -370,12 +455,12 @@ def gather_into_tensor(output_tensor, input_tensor, dst=0, group=None,
         ValueError: `dst` not in `group`, or a wrong output size on `dst`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.gather_into_tensor(output_tensor, input_tensor, dst, group,
-                                    async_op)
+    return _timed(group, timeout, _fccl.gather_into_tensor,
+                  output_tensor, input_tensor, dst, group, async_op)
 
 
 def scatter_tensor(output_tensor, input_tensor, src=0, group=None,
-                   async_op=False):
+                   async_op=False, timeout=None):
     """Split `input_tensor` on rank `src` into N equal blocks along the
     first dimension; rank r receives block r into `output_tensor`.
 
@@ -385,6 +470,9 @@ def scatter_tensor(output_tensor, input_tensor, src=0, group=None,
             still a tensor) elsewhere.
         src (int): the **global** rank that sends. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -395,11 +483,12 @@ def scatter_tensor(output_tensor, input_tensor, src=0, group=None,
         ValueError: `src` not in `group`, or a wrong input size on `src`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.scatter_tensor(output_tensor, input_tensor, src, group,
-                                async_op)
+    return _timed(group, timeout, _fccl.scatter_tensor,
+                  output_tensor, input_tensor, src, group, async_op)
 
 
-def gather(tensor, gather_list, dst=0, group=None, async_op=False):
+def gather(tensor, gather_list, dst=0, group=None, async_op=False,
+           timeout=None):
     """Gather every rank's `tensor` into the list `gather_list` on `dst`
     (item i receives group rank i's tensor).
 
@@ -409,6 +498,9 @@ def gather(tensor, gather_list, dst=0, group=None, async_op=False):
             and dtype; not used elsewhere (a list, possibly empty, or None).
         dst (int): the **global** rank that receives. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -420,10 +512,12 @@ def gather(tensor, gather_list, dst=0, group=None, async_op=False):
         ValueError: `dst` is not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.gather(tensor, gather_list, dst, group, async_op)
+    return _timed(group, timeout, _fccl.gather,
+                  tensor, gather_list, dst, group, async_op)
 
 
-def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
+def scatter(tensor, scatter_list, src=0, group=None, async_op=False,
+            timeout=None):
     """Send ``scatter_list[r]`` on rank `src` to rank r's `tensor`.
 
     Args:
@@ -432,6 +526,9 @@ def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
             shape and dtype; not used elsewhere (a list or None).
         src (int): the **global** rank that sends. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
 
     Returns:
@@ -443,14 +540,18 @@ def scatter(tensor, scatter_list, src=0, group=None, async_op=False):
         ValueError: `src` is not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.scatter(tensor, scatter_list, src, group, async_op)
+    return _timed(group, timeout, _fccl.scatter,
+                  tensor, scatter_list, src, group, async_op)
 
 
-def barrier(group=None, async_op=False, device_ids=None):
+def barrier(group=None, async_op=False, device_ids=None, timeout=None):
     """Block until every rank of the group has entered the barrier.
 
     Args:
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         async_op (bool): return a handle instead of waiting.
         device_ids: reserved (ignored), as in the seed.
 
@@ -461,16 +562,19 @@ def barrier(group=None, async_op=False, device_ids=None):
         TypeError: `group` is not a str or `async_op` not a bool.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.barrier(group, async_op)
+    return _timed(group, timeout, _fccl.barrier, group, async_op)
 
 
-def send(tensor, dst=0, group=None, tag=0):
+def send(tensor, dst=0, group=None, tag=0, timeout=None):
     """Send `tensor` to rank `dst` and wait until it may be reused.
 
     Args:
         tensor: the data.
         dst (int): the **global** rank to send to. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         tag (int): matches the receive with the same tag (>= 0). Default 0.
 
     Raises:
@@ -479,16 +583,19 @@ def send(tensor, dst=0, group=None, tag=0):
         ValueError: `dst` is this rank, or not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.send(tensor, dst, group, tag)
+    return _timed(group, timeout, _fccl.send, tensor, dst, group, tag)
 
 
-def recv(tensor, src=0, group=None, tag=0):
+def recv(tensor, src=0, group=None, tag=0, timeout=None):
     """Receive into `tensor` from rank `src` (the sizes must match).
 
     Args:
         tensor: the buffer to fill.
         src (int): the **global** rank to receive from. Default 0.
         group (str, optional): the group; ``None`` is the world group.
+        timeout (float or timedelta, optional): this call's own timeout
+            (fccl_set_next_timeout), instead of the group's; when it
+            runs out the group fails on every member.
         tag (int): matches the send with the same tag (>= 0). Default 0.
 
     Returns:
@@ -500,10 +607,10 @@ def recv(tensor, src=0, group=None, tag=0):
         ValueError: `src` is this rank, or not a member of `group`.
         RuntimeError: not initialized, or the call failed.
     """
-    return _fccl.recv(tensor, src, group, tag)
+    return _timed(group, timeout, _fccl.recv, tensor, src, group, tag)
 
 
-def isend(tensor, dst=0, group=None, tag=0):
+def isend(tensor, dst=0, group=None, tag=0, timeout=None):
     """Start sending `tensor` to rank `dst`; returns at once.
 
     Args and raises: as :func:`send`.
@@ -511,10 +618,10 @@ def isend(tensor, dst=0, group=None, tag=0):
     Returns:
         CommHandle: wait() on it before touching `tensor`.
     """
-    return _fccl.isend(tensor, dst, group, tag)
+    return _timed(group, timeout, _fccl.isend, tensor, dst, group, tag)
 
 
-def irecv(tensor, src=0, group=None, tag=0):
+def irecv(tensor, src=0, group=None, tag=0, timeout=None):
     """Start receiving into `tensor` from rank `src`; returns at once.
 
     Args and raises: as :func:`recv`.
@@ -522,7 +629,7 @@ def irecv(tensor, src=0, group=None, tag=0):
     Returns:
         CommHandle: the data is in `tensor` once wait() returned.
     """
-    return _fccl.irecv(tensor, src, group, tag)
+    return _timed(group, timeout, _fccl.irecv, tensor, src, group, tag)
 
 
 class P2POp:

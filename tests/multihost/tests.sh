@@ -676,3 +676,31 @@ t_fault_sigstop_shm()
         echo "note: no rank failed inside the shared-memory barrier"
     shm_clean "${PIDS[@]}"
 }
+
+# 2 hosts x 2 ranks: the providers of each group as group_check named
+# reports them (fccl_group_providers): the world and "all" reach the other
+# local rank by shm and the other host's by the network provider; the
+# evens (ranks 0 and 2, one per host) by the network provider only; the
+# per-group topology is the hosts' (2 nodes, 2 local ranks each).
+t_group_providers_2x2()
+{
+    run_nodes 2 2 29471 "$TBIN/group_check" named
+    all_zero || return 1
+    local r line want
+    for r in 0 1 2 3; do
+        for g in world all; do
+            line=$(cat "$T"/*.log | sed -n "s/^\[$r\] R$r $g prov //p")
+            [ "$line" = "shm,net" ] ||
+                { fail "rank $r: $g providers '$line', want 'shm,net'"; return 1; }
+            line=$(cat "$T"/*.log | sed -n "s/^\[$r\] R$r $g topo //p")
+            want="2 $((r / 2)) $((r % 2)) 2"
+            [ "$line" = "$want" ] ||
+                { fail "rank $r: $g topology '$line', want '$want'"; return 1; }
+        done
+        [ $((r % 2)) -eq 0 ] || continue
+        line=$(cat "$T"/*.log | sed -n "s/^\[$r\] R$r evens prov //p")
+        [ "$line" = net ] ||
+            { fail "rank $r: evens providers '$line', want 'net'"; return 1; }
+    done
+    echo "measured: 2x2 group providers: world shm,net, evens net"
+}

@@ -42,6 +42,10 @@ extern int fpy_forked;             /* set in a child after fork() */
  * A KeyboardInterrupt that caused an FCCL_ERR_ABORTED wins.  Returns
  * NULL so callers can `return fpy_raise(...)`. */
 PyObject *fpy_raise(int rc, const char *what);
+/* The same for a call on group g: PeerError.rank is g's failed rank
+ * (fccl_group_failed_rank), None when unknown.  fpy_raise uses the
+ * world's. */
+PyObject *fpy_raise_on(int rc, const char *what, const fccl_group_t *g);
 /* 0 if fccl may be used here; else -1 with RuntimeError set (a forked
  * child, or `need_init` and no init_process_group). */
 int fpy_check_usable(int need_init);

@@ -121,7 +121,34 @@ static PyObject *group_get_member(fpy_group *self, void *c)
     return PyBool_FromLong(self->g != NULL);
 }
 
+static PyObject *group_get_providers(fpy_group *self, void *c)
+{
+    (void)c;
+    char buf[128];
+    if (!self->g || self->destroyed)
+        Py_RETURN_NONE;
+    int rc = fccl_group_providers(self->g, buf, sizeof buf);
+    if (rc < 0)
+        return fpy_raise(rc, "Group.providers");
+    return PyUnicode_FromString(buf);
+}
+
+static PyObject *group_get_failed_rank(fpy_group *self, void *c)
+{
+    (void)c;
+    int r = self->g && !self->destroyed ? fccl_group_failed_rank(self->g) : -1;
+    if (r < 0)
+        Py_RETURN_NONE;
+    return PyLong_FromLong(r);
+}
+
 static PyGetSetDef group_getset[] = {
+    {"providers", (getter)group_get_providers, NULL,
+     "the libfabric providers that reach the other members from this rank "
+     "(\"shm\", \"tcp;ofi_rxm\", \"shm,tcp;ofi_rxm\"); None for a "
+     "non-member", NULL},
+    {"failed_rank", (getter)group_get_failed_rank, NULL,
+     "the world rank the group's failure came from, or None", NULL},
     {"name", (getter)group_get_name, NULL, "the name collectives take", NULL},
     {"fccl_name", (getter)group_get_fccl_name, NULL,
      "the library's name of the group (fccl_<n>_<sha1>)", NULL},
@@ -468,10 +495,20 @@ static fpy_group *make_group(PyObject *name, PyObject *ranks_obj,
     if (PyErr_Occurred())
         goto done;
     fccl_group_t *g = NULL;
+    const char *uname = name ? PyUnicode_AsUTF8(name) : NULL;
+    if (name && !uname)
+        goto done;
+    if (uname && fccl_group_name_check(uname) < 0) { /* members and not */
+        PyErr_Format(PyExc_ValueError, "For %s, %s", fn, fccl_last_error());
+        goto done;
+    }
     if (is_member(ranks, n, fccl_get_rank())) {
         int rc;
         fpy_enter(world);
-        Py_BEGIN_ALLOW_THREADS rc = fccl_group_new(ranks, n, &g);
+        Py_BEGIN_ALLOW_THREADS rc = uname
+                                        ? fccl_group_new_named(uname, ranks,
+                                                               n, &g)
+                                        : fccl_group_new(ranks, n, &g);
         Py_END_ALLOW_THREADS
         fpy_leave(world);
         if (rc < 0) {
@@ -503,6 +540,15 @@ done:
 static PyObject *py_new_group(PyObject *self, PyObject *ranks)
 {
     (void)self;
+    if (ranks == Py_None) { /* new_group(None): the library's world */
+        fccl_group_t *g = NULL;
+        if (fpy_check_usable(1) < 0)
+            return NULL;
+        int rc = fccl_group_new(NULL, 0, &g);
+        if (rc < 0)
+            return fpy_raise(rc, "new_group");
+        return PyUnicode_FromString(fccl_group_name(g));
+    }
     fpy_group *grp = make_group(NULL, ranks, "new_group");
     return grp ? Py_NewRef(grp->name) : NULL;
 }
@@ -694,17 +740,14 @@ static PyObject *py_local(PyObject *self, PyObject *const *args,
     fpy_group *grp = fpy_group_lookup(args[0], "get_local_rank");
     if (!grp)
         return NULL;
-    int me = fccl_get_rank(), node = fccl_node_of(me);
-    int idx = -1, count = 0;
-    for (int i = 0; i < grp->size; i++)
-        if (fccl_node_of(grp->ranks[i]) == node) {
-            if (grp->ranks[i] == me)
-                idx = count;
-            count++;
-        }
-    if (PyObject_IsTrue(args[1]))
-        return PyLong_FromLong(grp->g ? count : -1);
-    return PyLong_FromLong(idx);
+    fccl_topology_t t;
+    if (!grp->g) /* not a member: nothing of it is here */
+        return PyLong_FromLong(-1);
+    int rc = fccl_group_topology(grp->g, &t);
+    if (rc < 0)
+        return fpy_raise(rc, "get_local_rank");
+    return PyLong_FromLong(PyObject_IsTrue(args[1]) ? t.local_size
+                                                    : t.local_rank);
 }
 
 static PyObject *py_name_for(PyObject *self, PyObject *ranks_obj)
@@ -736,6 +779,26 @@ static PyObject *py_set_timeout(PyObject *self, PyObject *const *args,
     int rc = fccl_group_set_timeout(grp->g, ms);
     if (rc < 0)
         return fpy_raise(rc, "set_timeout");
+    Py_RETURN_NONE;
+}
+
+/* set_next_timeout(group, ms): the next operation's own timeout (-1
+ * clears it); the collectives' timeout= argument. */
+static PyObject *py_set_next_timeout(PyObject *self, PyObject *const *args,
+                                     Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2)
+        return PyErr_Format(PyExc_TypeError, "set_next_timeout(group, ms)");
+    fpy_group *grp = fpy_group_arg(args[0], "timeout");
+    if (!grp)
+        return NULL;
+    long long ms = PyLong_AsLongLong(args[1]);
+    if (ms == -1 && PyErr_Occurred())
+        return NULL;
+    int rc = fccl_set_next_timeout(grp->g, ms);
+    if (rc < 0)
+        return fpy_raise(rc, "timeout");
     Py_RETURN_NONE;
 }
 
@@ -799,6 +862,8 @@ PyMethodDef fpy_group_methods[] = {
     {"set_timeout", (PyCFunction)(void (*)(void))py_set_timeout,
      METH_FASTCALL, "set_timeout(group, ms)"},
     {"abort", py_abort, METH_O, "abort(group)"},
+    {"set_next_timeout", (PyCFunction)(void (*)(void))py_set_next_timeout,
+     METH_FASTCALL, "set_next_timeout(group, ms)"},
     {"group_names", py_group_names, METH_NOARGS, "group_names()"},
     {"set_algo", (PyCFunction)(void (*)(void))py_set_algo, METH_FASTCALL,
      "set_algo(group, op, algo)"},

@@ -5,10 +5,10 @@
  * The handle keeps the operation's buffers exported (and their objects
  * alive) until the library reports the end, then releases them; list
  * variants also run a `finish` step then (copying a temporary into the
- * caller's tensors).  wait(timeout) follows NCCL's abort model: when its
- * own timeout passes first, the group is aborted (every pending and later
- * call on it fails), the request is collected, and fccl.TimeoutError is
- * raised.  A failure seen by is_completed() is raised by the next wait().
+ * caller's tensors).  wait(timeout) is fccl_wait(req, timeout): when its
+ * own timeout passes first the library fails the operation and the group
+ * (NCCL's abort model, on every member: see fccl/coll.h), frees the
+ * request and lets go of the buffers, and fccl.TimeoutError is raised.  A failure seen by is_completed() is raised by the next wait().
  * A handle dropped while its operation runs waits for it first, so the
  * library never writes into freed memory.
  */
@@ -193,24 +193,11 @@ static PyObject *handle_wait(fpy_handle *self, PyObject *const *args,
     int rc;
     fccl_request_t *req = self->req;
     FPY_BLOCK(self->grp, rc = fccl_wait(req, ms));
-    if (rc == FCCL_ERR_TIMEOUT && ms >= 0) {
-        /* NCCL's model: a call's own timeout fails the group */
-        char msg[1200];
-        snprintf(msg, sizeof msg, "%s: wait timed out after %lld ms; the "
-                 "group %s is aborted", self->what, (long long)ms,
-                 PyUnicode_AsUTF8(self->grp->name));
-        fccl_group_abort(self->grp->g);
-        FPY_BLOCK(self->grp, fccl_wait(req, -1));
-        complete(self, FCCL_ERR_TIMEOUT);
-        if (PyErr_CheckSignals() < 0)
-            return NULL;
-        PyErr_SetString(fpy_TimeoutError, msg);
-        return NULL;
-    }
+    /* the request is freed whatever rc is (a timeout failed the group) */
     if (complete(self, rc) < 0)
         return NULL;
     if (rc < 0)
-        return fpy_raise(rc, self->what);
+        return fpy_raise_on(rc, self->what, self->grp->g);
     Py_RETURN_NONE;
 }
 
@@ -261,8 +248,10 @@ static PyMethodDef handle_methods[] = {
      "wait(timeout=None)\n--\n\n"
      "Block until the operation is done (its output is then in place) and "
      "release its buffers.  timeout: None (the group's timeout) or seconds "
-     "(a float or a timedelta); when it passes first the group is aborted, "
-     "as NCCL does, and fccl.TimeoutError is raised.  A failed operation "
+     "(a float or a timedelta); when it passes first the operation and the "
+     "group fail on every member, as NCCL's abort does, and "
+     "fccl.TimeoutError is raised (the other members raise fccl.PeerError "
+     "naming this rank).  A failed operation "
      "raises its error (fccl.PeerError, fccl.TimeoutError, fccl.Error)."},
     {"is_completed", (PyCFunction)handle_is_completed, METH_NOARGS,
      "is_completed()\n--\n\n"
@@ -295,7 +284,7 @@ PyObject *fpy_done(int rc, fpy_group *grp, int async_, fccl_request_t *req,
         PyMem_RawFree(tmp);
         PyMem_RawFree(finish_arg);
         if (rc < 0)
-            return fpy_raise(rc, what);
+            return fpy_raise_on(rc, what, grp ? grp->g : NULL);
         if (ok < 0)
             return NULL;
         Py_RETURN_NONE;

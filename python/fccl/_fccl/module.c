@@ -5,7 +5,8 @@
  * Exceptions.  fccl.Error (a RuntimeError) carries `code` (the fccl
  * status) and the library's message; fccl.TimeoutError is also a
  * builtins.TimeoutError; fccl.PeerError names the failed world rank in
- * `rank`.  Argument errors found by the library become ValueError.
+ * `rank` (fccl_group_failed_rank() of the call's group: the rank that
+ * died, timed out or failed and told the group).  Argument errors found by the library become ValueError.
  *
  * Fork.  A child forked after init_process_group inherits the parent's
  * endpoints and store connection: it must never use or tear them down.
@@ -36,41 +37,12 @@ int fpy_forked;
 
 /* ---- errors ---- */
 
-/* The world rank a PEER message names as failed, until the library says
- * it in a field of its own: the "rank N" followed by " is dead" or " (pid"
- * (the transport's words; its ranks are world ranks); else the one world
- * rank the message names as "(world W" (the ranks the call waited for);
- * else a "world rank N"; -1 when it is not clear (never a guess: the
- * message also names this rank). */
-static long peer_rank_of(const char *msg)
+PyObject *fpy_raise(int rc, const char *what)
 {
-    long named = -1, waited = -1;
-    int several = 0;
-    for (const char *p = strstr(msg, "rank "); p; p = strstr(p + 1, "rank ")) {
-        char *end;
-        long r = strtol(p + 5, &end, 10);
-        if (end == p + 5)
-            continue;
-        if (strncmp(end, " is dead", 8) == 0 || strncmp(end, " (pid", 5) == 0)
-            return r;
-        if (named < 0 && p - msg >= 6 && strncmp(p - 6, "world ", 6) == 0)
-            named = r;
-    }
-    for (const char *p = strstr(msg, "(world "); p; p = strstr(p + 1, "(world ")) {
-        char *end;
-        long w = strtol(p + 7, &end, 10);
-        if (end == p + 7)
-            continue;
-        if (waited >= 0 && w != waited)
-            several = 1;
-        waited = w;
-    }
-    if (waited >= 0 && !several)
-        return waited;
-    return named;
+    return fpy_raise_on(rc, what, fccl_world());
 }
 
-PyObject *fpy_raise(int rc, const char *what)
+PyObject *fpy_raise_on(int rc, const char *what, const fccl_group_t *g)
 {
     char msg[1200];
     snprintf(msg, sizeof msg, "%s: %s", what, fccl_last_error());
@@ -99,7 +71,7 @@ PyObject *fpy_raise(int rc, const char *what)
     PyObject *code = PyLong_FromLong(rc);
     if (code && PyObject_SetAttrString(exc, "code", code) == 0 &&
         type == fpy_PeerError) {
-        long r = peer_rank_of(fccl_last_error());
+        long r = g ? fccl_group_failed_rank(g) : -1;
         PyObject *rank = r >= 0 ? PyLong_FromLong(r) : Py_NewRef(Py_None);
         if (rank)
             PyObject_SetAttrString(exc, "rank", rank);

@@ -9,6 +9,7 @@ import pickle
 import signal
 import threading
 import time
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -107,6 +108,44 @@ def test_create_group_user_name(rank, size):
         assert fccl.get_rank("py_user_group") == -1
     fccl.destroy_group("py_user_group")
     assert fccl.get_rank("py_user_group") == -1
+
+
+def test_named_group_in_the_library(rank, size):
+    mem = members_of(size)
+    fccl.create_group("py_named.a", mem)
+    if rank in mem:
+        g = fccl.get_group("py_named.a")
+        assert g.fccl_name == "py_named.a"  # the library's name, not hashed
+        forced = os.environ.get("FCCL_PROVIDER", "")
+        want = "tcp;ofi_rxm" if forced.startswith("tcp") else forced
+        if len(mem) == 1:
+            assert g.providers == ""
+        elif want:
+            assert g.providers == want, (g.providers, forced)
+    else:
+        assert fccl.get_group("py_named.a").providers is None
+    for bad in ("fccl_mine", "bad name", "a/b", ""):
+        with pytest.raises(ValueError):
+            fccl.create_group(bad, mem)
+    fccl.destroy_group("py_named.a")
+
+
+def test_new_group_none_is_the_world(rank, size):
+    assert fccl.new_group(None) == "fccl_world_group"
+    assert fccl.get_rank(fccl.new_group(None)) == rank
+
+
+def test_local_rank_from_the_library(rank, size):
+    assert fccl.get_local_rank() == int(os.environ["LOCAL_RANK"])
+    assert fccl.get_local_rank_size() == int(os.environ["LOCAL_WORLD_SIZE"])
+    mem = members_of(size)
+    name = fccl.new_group(mem)
+    if rank in mem:  # one host: the local view is the group's
+        assert fccl.get_local_rank(name) == mem.index(rank)
+        assert fccl.get_local_rank_size(name) == len(mem)
+    else:
+        assert fccl.get_local_rank(name) == -1
+        assert fccl.get_local_rank_size(name) == -1
 
 
 def test_group_argument_errors(rank, size):
@@ -297,37 +336,103 @@ def test_gil_released_while_blocked(rank, size):
     assert after - before > 10000, (before, after)
 
 
+def learn(group, limit_s=15):
+    """Poll until this rank knows the group failed (a member's notice,
+    read by the library's heartbeat thread); the failed world rank."""
+    g = fccl.get_group(group)
+    end = time.monotonic() + limit_s
+    while g.failed_rank is None and time.monotonic() < end:
+        time.sleep(0.01)
+    return g.failed_rank
+
+
+def check_failure(e, group, rank, want):
+    """The error of a call on a failed group: a TimeoutError where it timed
+    out, else a PeerError whose rank is the group's failed rank; both
+    name the rank, the operation and the timeout."""
+    g = fccl.get_group(group)
+    assert want in str(e), (want, str(e))
+    if isinstance(e, fccl.TimeoutError):
+        assert isinstance(e, TimeoutError) and isinstance(e, RuntimeError)
+        assert g.failed_rank == rank
+    else:
+        assert isinstance(e, fccl.PeerError), type(e)
+        assert e.rank is not None and e.rank == g.failed_rank, (e.rank, e)
+
+
+def recreate_works(group, size):
+    fccl.barrier()
+    fccl.destroy_group(group)
+    fccl.create_group(group, list(range(size)))
+    x = np.ones(4, np.int32)
+    fccl.all_reduce(x, group=group)
+    assert (x == size).all()
+    fccl.destroy_group(group)
+
+
 def test_timeout_fails_the_group(rank, size):
     if size == 1:
         pytest.skip("needs a rank that stays away")
     fccl.create_group("py_timeout", list(range(size)))
     fccl.set_timeout("py_timeout", 0.5)
+    want = "timed out after 500 ms in barrier"
+    t0 = time.monotonic()
     if rank != 0:
-        t0 = time.monotonic()
-        with pytest.raises(fccl.TimeoutError) as e:
+        with pytest.raises(fccl.Error) as e:
             fccl.barrier(group="py_timeout")
-        assert isinstance(e.value, TimeoutError)
-        assert isinstance(e.value, RuntimeError)
-        assert time.monotonic() - t0 < 5
-        with pytest.raises(fccl.Error):  # the failure sticks
-            fccl.barrier(group="py_timeout")
-    fccl.barrier()
-    fccl.destroy_group("py_timeout")
+        check_failure(e.value, "py_timeout", rank, want)
+    else:  # never calls: learns of it, within the timeout and a margin
+        assert learn("py_timeout") not in (None, 0)
+    assert time.monotonic() - t0 < 5
+    t1 = time.monotonic()
+    with pytest.raises(fccl.Error) as e:  # the failure sticks, everywhere
+        fccl.barrier(group="py_timeout")
+    assert time.monotonic() - t1 < 0.5
+    check_failure(e.value, "py_timeout", rank, want)
+    recreate_works("py_timeout", size)
 
 
-def test_handle_wait_timeout_aborts(rank, size):
+def test_per_call_timeout(rank, size):
+    x = np.ones(4, np.int32)
+    with pytest.raises(ValueError):
+        fccl.all_reduce(x, timeout=0)
+    with pytest.raises(TypeError):
+        fccl.all_reduce(x, timeout="1")
+    fccl.all_reduce(x, timeout=timedelta(seconds=60))  # does not run out
+    assert (x == size).all()
+    if size == 1:
+        return
+    fccl.create_group("py_percall", list(range(size)))
+    late = size - 1
+    want = "timed out after 400 ms in all_reduce"
+    if rank != late:
+        with pytest.raises(fccl.Error) as e:
+            fccl.all_reduce(x, group="py_percall", timeout=0.4)
+        check_failure(e.value, "py_percall", rank, want)
+    else:
+        assert learn("py_percall") not in (None, late)
+        with pytest.raises(fccl.PeerError) as e:  # at once, not in 60 s
+            fccl.all_reduce(x, group="py_percall", timeout=60)
+        check_failure(e.value, "py_percall", rank, want)
+    recreate_works("py_percall", size)
+
+
+def test_handle_wait_timeout_fails_the_group(rank, size):
     if size == 1:
         pytest.skip("needs a rank that stays away")
     fccl.create_group("py_wait", list(range(size)))
+    want = "timed out after 300 ms in all_reduce"
+    x = np.ones(8, np.float32)
     if rank != 0:
-        x = np.ones(8, np.float32)
         h = fccl.all_reduce(x, group="py_wait", async_op=True)
-        with pytest.raises(fccl.TimeoutError):
+        with pytest.raises(fccl.Error) as e:
             h.wait(timeout=0.3)
+        check_failure(e.value, "py_wait", rank, want)
         with pytest.raises(fccl.Error):
             fccl.all_reduce(x, group="py_wait")
-    fccl.barrier()
-    fccl.destroy_group("py_wait")
+    else:
+        assert learn("py_wait") not in (None, 0)
+    recreate_works("py_wait", size)
 
 
 def test_ctrl_c_interrupts_a_blocked_call(rank, size):
