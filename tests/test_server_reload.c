@@ -137,6 +137,9 @@ Test(reload, next_client_gets_the_new_certificate_open_one_goes_on)
     srv_expect_cstr(open_before, "k2", "2");
     fccl_store_close(open_before);
     cr_assert_eq(srv_log_count(&s, "keeping"), 0);
+    /* The day-long certificates are warned about at start and at the
+     * reload. */
+    cr_assert_eq(srv_log_count(&s, "expires in"), 2, "%s", srv_log(&s));
     srv_finish(&s);
 }
 

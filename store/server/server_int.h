@@ -273,11 +273,12 @@ int store_tls_setup(struct store_server *s);
  * FCCL_OK, or FCCL_ERR_AUTH / FCCL_ERR_NOMEM with nothing made. */
 int store_tls_load(const struct store_server_config *c,
                    struct ssl_ctx_st **out);
-/* Check the certificate of a loaded context (expired, not yet valid,
- * expiring soon) and log what is wrong; called at start and at reload.
- * `when` says which, for the log line. */
-void store_tls_check_cert(struct ssl_ctx_st *ctx, const char *path,
-                          const char *when);
+/* One warning when the certificate of ctx (loaded from path) is not yet
+ * valid, expired, or expires within STORE_CERT_WARN_DAYS: clients that
+ * verify it refuse the connection.  1 when it warned, else 0.  Called at
+ * start and after each reload. */
+#define STORE_CERT_WARN_DAYS 7
+int store_tls_warn_validity(struct ssl_ctx_st *ctx, const char *path);
 void store_tls_teardown(struct store_server *s);
 /* OpenSSL's text for error e, or `fallback` when e is 0. */
 const char *store_tls_reason(unsigned long e, const char *fallback);

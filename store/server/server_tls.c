@@ -67,27 +67,29 @@ int store_tls_load(const struct store_server_config *c, SSL_CTX **out)
     return FCCL_OK;
 }
 
-#define CERT_SOON_DAYS 7
-
-void store_tls_check_cert(SSL_CTX *ctx, const char *path, const char *when)
+int store_tls_warn_validity(SSL_CTX *ctx, const char *path)
 {
     X509 *x = SSL_CTX_get0_certificate(ctx);
     if (!x)
-        return;
+        return 0;
     int days = 0, secs = 0;
     if (X509_cmp_current_time(X509_get0_notBefore(x)) > 0) {
-        LOG_WARN("STORE", "TLS certificate %s (%s) is not valid yet: "
-                 "verifying clients refuse it until then", path, when);
-        return;
+        LOG_WARN("STORE", "TLS certificate %s is not valid yet: verifying "
+                 "clients refuse it until then", path);
+        return 1;
     }
     if (!ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notAfter(x)))
-        return;
-    if (days < 0 || secs < 0)
-        LOG_WARN("STORE", "TLS certificate %s (%s) has expired: verifying "
-                 "clients refuse it", path, when);
-    else if (days < CERT_SOON_DAYS)
-        LOG_WARN("STORE", "TLS certificate %s (%s) expires in %d day%s",
-                 path, when, days, days == 1 ? "" : "s");
+        return 0;
+    if (days < 0 || secs < 0) {
+        LOG_WARN("STORE", "TLS certificate %s has expired: verifying "
+                 "clients refuse it", path);
+        return 1;
+    }
+    if (days >= STORE_CERT_WARN_DAYS)
+        return 0;
+    LOG_WARN("STORE", "TLS certificate %s expires in %d day%s", path, days,
+             days == 1 ? "" : "s");
+    return 1;
 }
 
 int store_tls_setup(struct store_server *s)
@@ -98,7 +100,7 @@ int store_tls_setup(struct store_server *s)
     int rc = store_tls_load(c, &s->tls);
     if (rc < 0)
         return rc;
-    store_tls_check_cert(s->tls, c->tls_cert, "at start");
+    store_tls_warn_validity(s->tls, c->tls_cert);
     LOG_INFO("STORE", "TLS enabled (%s%s)",
              c->tls_ca[0] ? "client certificates required" : "server only",
              c->tls_required ? ", plaintext refused" : "");
