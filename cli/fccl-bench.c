@@ -18,6 +18,15 @@
  * broadcast and reduce; the gathered total of all_gather, gather and
  * scatter; the total input of reduce_scatter and all_to_all.
  *
+ * The operations nccl-tests lacks (their layouts at "shaped operations"
+ * below): all_to_all_v (per-peer blocks of 0, 1 or 2 times the even
+ * block; size as all_to_all), neighbor_exchange (a block to and from each
+ * ring neighbour; size: what a rank sends), neighbor_exchange_v2 (an
+ * S x S tensor with a one-element halo on a grid of ranks; size: the
+ * input tensor) and all_to_all_dims (an n x rn x n tensor, -s split and
+ * -t concat dimension; size: the tensor); busbw factor (n-1)/n for the
+ * all-to-alls, 1 for the neighbour exchanges.
+ *
  * Exit status: 0, 1 if a result was wrong or a call failed, 2 on usage.
  */
 #include <getopt.h>
@@ -33,7 +42,8 @@
 #include "select.h"
 
 enum bop { B_ALLREDUCE, B_BCAST, B_REDUCE, B_ALLGATHER, B_REDUCESCATTER,
-           B_ALLTOALL, B_GATHER, B_SCATTER, B_BARRIER, B_SENDRECV };
+           B_ALLTOALL, B_GATHER, B_SCATTER, B_BARRIER, B_SENDRECV,
+           B_ALLTOALLV, B_NEIGHBOR, B_NEIGHBOR_V2, B_ALLTOALL_DIMS };
 
 static const struct {
     const char *name;
@@ -45,6 +55,9 @@ static const struct {
     [B_ALLTOALL] = {"all_to_all", 0},      [B_GATHER] = {"gather", 0},
     [B_SCATTER] = {"scatter", 0},          [B_BARRIER] = {"barrier", 0},
     [B_SENDRECV] = {"sendrecv", 0},
+    [B_ALLTOALLV] = {"all_to_all_v", 0},   [B_NEIGHBOR] = {"neighbor_exchange", 0},
+    [B_NEIGHBOR_V2] = {"neighbor_exchange_v2", 0},
+    [B_ALLTOALL_DIMS] = {"all_to_all_dims", 0},
 };
 #define NBOPS (sizeof(bops) / sizeof(bops[0]))
 
@@ -52,12 +65,13 @@ static struct {
     size_t minb, maxb;
     double factor;
     int iters, warmup, check, root, csv, inplace;
+    int split_dim, concat_dim; /* all_to_all_dims */
     enum bop op;
     fccl_dtype_t dt;
     fccl_redop_t rop;
     const char *algo;
-} O = {8, 64u << 20, 2.0, 20, 5, 0, 0, 0, 0, B_ALLREDUCE, FCCL_FLOAT32,
-       FCCL_SUM, NULL};
+} O = {8, 64u << 20, 2.0, 20, 5, 0, 0, 0, 0, 1, 2, B_ALLREDUCE,
+       FCCL_FLOAT32, FCCL_SUM, NULL};
 
 static int rank, nranks;
 static fccl_group_t *world;
@@ -102,8 +116,12 @@ static void usage(int code)
             "  -w N      warm-up iterations per size, default 5\n"
             "  -c 0|1    check every result against a reference, default 0\n"
             "  -o OP     all_reduce, broadcast, reduce, all_gather,\n"
-            "            reduce_scatter, all_to_all, gather, scatter, barrier,\n"
-            "            sendrecv (default all_reduce)\n"
+            "            reduce_scatter, all_to_all, all_to_all_v, gather,\n"
+            "            scatter, barrier, sendrecv, neighbor_exchange,\n"
+            "            neighbor_exchange_v2, all_to_all_dims (default\n"
+            "            all_reduce)\n"
+            "  -s DIM    all_to_all_dims: split dimension 0..2 (1)\n"
+            "  -t DIM    all_to_all_dims: concat dimension 0..2 (2)\n"
             "  -d TYPE   float32, float16, bfloat16, int32, ... (float32)\n"
             "  -r OP     sum, prod, max, min, avg (sum)\n"
             "  -a ALGO   force the algorithm (as FCCL_ALGO_<OP>)\n"
@@ -122,7 +140,7 @@ static void parse(int argc, char **argv)
                                        {"version", no_argument, NULL, 'V'},
                                        {NULL, 0, NULL, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "b:e:f:n:w:c:o:d:r:a:R:ih", lo,
+    while ((c = getopt_long(argc, argv, "b:e:f:n:w:c:o:d:r:a:R:s:t:ih", lo,
                             NULL)) != -1) {
         switch (c) {
         case 'b': O.minb = parse_size(optarg); break;
@@ -133,6 +151,8 @@ static void parse(int argc, char **argv)
         case 'c': O.check = atoi(optarg); break;
         case 'a': O.algo = optarg; break;
         case 'R': O.root = atoi(optarg); break;
+        case 's': O.split_dim = atoi(optarg); break;
+        case 't': O.concat_dim = atoi(optarg); break;
         case 'i': O.inplace = 1; break;
         case 'C': O.csv = 1; break;
         case 'h': usage(0); break;
@@ -165,8 +185,15 @@ static void parse(int argc, char **argv)
         default: usage(2);
         }
     }
-    if (O.iters < 1 || O.warmup < 0 || O.factor <= 1.0 || O.minb > O.maxb)
+    if (O.iters < 1 || O.warmup < 0 || O.factor <= 1.0 || O.minb > O.maxb ||
+        O.split_dim < 0 || O.split_dim > 2 || O.concat_dim < 0 ||
+        O.concat_dim > 2)
         usage(2);
+    if (O.inplace && (O.op == B_NEIGHBOR || O.op == B_NEIGHBOR_V2)) {
+        fprintf(stderr, "fccl-bench: -i: %s has no in-place form\n",
+                bops[O.op].name);
+        exit(2);
+    }
 }
 
 /* ---- sizes, buffers, factors ---- */
@@ -177,8 +204,16 @@ static size_t count_for(size_t bytes)
     size_t es = fccl_dtype_size(O.dt), n = (size_t)nranks;
     switch (O.op) {
     case B_ALLGATHER: case B_REDUCESCATTER: case B_ALLTOALL: case B_GATHER:
-    case B_SCATTER:
+    case B_SCATTER: case B_ALLTOALLV:
         return bytes / es / n;
+    case B_NEIGHBOR: return bytes / es / (nranks > 2 ? 2 : 1);
+    case B_NEIGHBOR_V2: {
+        size_t c = bytes / es, s = (size_t)sqrt((double)c);
+        while (s > 0 && s * s > c)
+            s--;
+        return s * s;
+    }
+    case B_ALLTOALL_DIMS: return bytes / es / (n * n * n) * (n * n * n);
     default: return bytes / es;
     }
 }
@@ -189,8 +224,9 @@ static size_t bytes_for(size_t count)
     size_t es = fccl_dtype_size(O.dt), n = (size_t)nranks;
     switch (O.op) {
     case B_ALLGATHER: case B_REDUCESCATTER: case B_ALLTOALL: case B_GATHER:
-    case B_SCATTER:
+    case B_SCATTER: case B_ALLTOALLV:
         return count * es * n;
+    case B_NEIGHBOR: return count * es * (nranks > 2 ? 2 : 1);
     case B_BARRIER: return 0;
     default: return count * es;
     }
@@ -202,7 +238,7 @@ static double bus_factor(void)
     switch (O.op) {
     case B_ALLREDUCE: return 2.0 * (n - 1) / n;
     case B_ALLGATHER: case B_REDUCESCATTER: case B_ALLTOALL: case B_GATHER:
-    case B_SCATTER:
+    case B_SCATTER: case B_ALLTOALLV: case B_ALLTOALL_DIMS:
         return (n - 1) / n;
     case B_BARRIER: return 0;
     default: return 1;
@@ -290,6 +326,240 @@ struct bufs {
     size_t cap;
 };
 
+/* ---- the operations nccl-tests lacks ----
+ *
+ * all_to_all_v: rank s sends rank d vcount(s, d) = ((s + 2d) mod 3) even
+ *   blocks (0, 1 or 2: zero-length pairs included).
+ * neighbor_exchange: a block to and from each ring neighbour (the one
+ *   other rank with 2 ranks, the rank itself with 1).
+ * neighbor_exchange_v2: the ranks on a P x Q grid (Q the largest divisor
+ *   of n up to sqrt(n)), not periodic; each holds an S x S tensor (N = C
+ *   = 1) and gets a one-element halo on every side and corner that has a
+ *   neighbour.
+ * all_to_all_dims: an n x rn x n tensor, split along -s, joined along -t.
+ * Each rank's input element i is input_value(rank, i), as for the
+ * others; the checks compute where each output element came from.
+ */
+static struct {
+    size_t *sc, *rc;          /* all_to_all_v: counts, n each */
+    int peers[2], npeers;     /* neighbor_exchange */
+    int sid[8], rid[8];       /* neighbor_exchange_v2 */
+    int64_t lens[4];
+    size_t dims[4], odims[4]; /* v2: (1, 1, S, S); dims: (n, rn, n) */
+} SH;
+
+static const int DI[8] = {-1, -1, 0, 1, 1, 1, 0, -1};
+static const int DJ[8] = {0, 1, 1, 1, 0, -1, -1, -1};
+
+static size_t vcount(int s, int d, size_t count)
+{
+    return (size_t)((s + 2 * d) % 3) * count;
+}
+
+static size_t vdispl(int s, int d, size_t count)
+{
+    size_t o = 0;
+    for (int e = 0; e < d; e++)
+        o += vcount(s, e, count);
+    return o;
+}
+
+static void ring_peers(int r, int *p, int *np)
+{
+    int l = (r - 1 + nranks) % nranks, rt = (r + 1) % nranks;
+    *np = 0;
+    p[(*np)++] = l;
+    if (rt != l)
+        p[(*np)++] = rt;
+}
+
+static int grid_q(void)
+{
+    int q = 1;
+    for (int d = 1; d * d <= nranks; d++)
+        if (nranks % d == 0)
+            q = d;
+    return q;
+}
+
+/* The grid rank at (i, j), -1 outside the grid. */
+static int grid_rank(int i, int j)
+{
+    int Q = grid_q(), P = nranks / Q;
+    return i < 0 || i >= P || j < 0 || j >= Q ? -1 : i * Q + j;
+}
+
+static size_t isqrt(size_t x)
+{
+    size_t s = (size_t)sqrt((double)x);
+    while (s > 0 && s * s > x)
+        s--;
+    while ((s + 1) * (s + 1) <= x)
+        s++;
+    return s;
+}
+
+/* The layout of a shaped operation for `count` (from count_for). */
+static void shaped_setup(size_t count)
+{
+    int n = nranks, Q = grid_q();
+    switch (O.op) {
+    case B_ALLTOALLV:
+        for (int p = 0; p < n; p++) {
+            SH.sc[p] = vcount(rank, p, count);
+            SH.rc[p] = vcount(p, rank, count);
+        }
+        break;
+    case B_NEIGHBOR: ring_peers(rank, SH.peers, &SH.npeers); break;
+    case B_NEIGHBOR_V2: {
+        size_t S = isqrt(count);
+        size_t d[4] = {1, 1, S, S};
+        memcpy(SH.dims, d, sizeof(d));
+        for (int k = 0; k < 4; k++)
+            SH.lens[k] = S ? 1 : 0;
+        for (int k = 0; k < 8; k++)
+            SH.sid[k] = SH.rid[k] = grid_rank(rank / Q + DI[k],
+                                              rank % Q + DJ[k]);
+        int rc = fccl_neighbor_exchange_v2_shape(SH.dims, 4, SH.sid, SH.lens,
+                                                 SH.rid, SH.lens, SH.odims);
+        if (rc < 0)
+            die(rc, "neighbor_exchange_v2_shape");
+        break;
+    }
+    case B_ALLTOALL_DIMS: {
+        size_t d[3] = {(size_t)n, count / ((size_t)n * (size_t)n), (size_t)n};
+        memcpy(SH.dims, d, sizeof(d));
+        break;
+    }
+    default: break;
+    }
+}
+
+static int run_shaped(struct bufs *b, size_t count, const void *s, void *r)
+{
+    size_t es = fccl_dtype_size(O.dt);
+    switch (O.op) {
+    case B_ALLTOALLV:
+        return fccl_all_to_all_v(s, SH.sc, r, SH.rc, O.dt, world, NULL);
+    case B_NEIGHBOR: {
+        const void *sb[2];
+        void *rb[2];
+        size_t cn[2] = {count, count};
+        for (int j = 0; j < SH.npeers; j++) {
+            sb[j] = b->send + (size_t)j * count * es;
+            rb[j] = b->recv + (size_t)j * count * es;
+        }
+        return fccl_neighbor_exchange(SH.peers, sb, cn, (size_t)SH.npeers,
+                                      SH.peers, rb, cn, (size_t)SH.npeers,
+                                      O.dt, world, NULL);
+    }
+    case B_NEIGHBOR_V2:
+        return fccl_neighbor_exchange_v2(b->send, SH.dims, 4, r, SH.sid,
+                                         SH.lens, SH.rid, SH.lens, O.dt,
+                                         world, NULL);
+    case B_ALLTOALL_DIMS:
+        return fccl_all_to_all_dims(s, r, SH.dims, 3, nranks, O.split_dim,
+                                    O.concat_dim, O.dt, world, NULL);
+    default: return FCCL_ERR_INVALID;
+    }
+}
+
+/* Elements of this rank's input. */
+static size_t shaped_inputs(size_t count)
+{
+    size_t t = 0;
+    switch (O.op) {
+    case B_ALLTOALLV:
+        for (int p = 0; p < nranks; p++)
+            t += SH.sc[p];
+        return t;
+    case B_NEIGHBOR: return (size_t)SH.npeers * count;
+    default: return count;
+    }
+}
+
+static int differs(const void *buf, size_t i, double want)
+{
+    unsigned char tmp[8];
+    put(tmp, 0, want);
+    return get(buf, i) != get(tmp, 0);
+}
+
+/* The halo: where output element (y, x) of a v2 output came from. */
+static long verify_halo(const void *out)
+{
+    size_t S = SH.dims[2], Wo = SH.odims[3], Ho = SH.odims[2];
+    size_t t = SH.rid[0] >= 0 ? (size_t)SH.lens[0] : 0;
+    size_t l = SH.rid[6] >= 0 ? (size_t)SH.lens[2] : 0;
+    int Q = grid_q();
+    long bad = 0;
+    for (size_t y = 0; y < Ho; y++)
+        for (size_t x = 0; x < Wo; x++) {
+            int dy = y < t ? -1 : y >= t + S ? 1 : 0;
+            int dx = x < l ? -1 : x >= l + S ? 1 : 0;
+            int src = grid_rank(rank / Q + dy, rank % Q + dx);
+            size_t sy = dy < 0 ? S - 1 : dy > 0 ? 0 : y - t;
+            size_t sx = dx < 0 ? S - 1 : dx > 0 ? 0 : x - l;
+            bad += src < 0 || differs(out, y * Wo + x,
+                                      input_value(src, sy * S + sx));
+        }
+    return bad;
+}
+
+/* all_to_all_dims: output element e came from rank q's slice for me. */
+static long verify_dims(const void *out, size_t count)
+{
+    size_t n = (size_t)nranks, bd[3], od[3];
+    int S = O.split_dim, C = O.concat_dim;
+    for (int i = 0; i < 3; i++)
+        bd[i] = SH.dims[i] / (i == S ? n : 1);
+    for (int i = 0; i < 3; i++)
+        od[i] = bd[i] * (i == C ? n : 1);
+    long bad = 0;
+    for (size_t e = 0; e < count; e++) {
+        size_t o[3] = {e / (od[1] * od[2]), e / od[2] % od[1], e % od[2]};
+        int q = (int)(o[C] / bd[C]);
+        o[C] %= bd[C];
+        o[S] += (size_t)rank * bd[S];
+        size_t x = (o[0] * SH.dims[1] + o[1]) * SH.dims[2] + o[2];
+        bad += differs(out, e, input_value(q, x));
+    }
+    return bad;
+}
+
+static long verify_shaped(const struct bufs *b, size_t count)
+{
+    long bad = 0;
+    switch (O.op) {
+    case B_ALLTOALLV: {
+        size_t off = 0;
+        for (int s = 0; s < nranks; s++) {
+            size_t first = vdispl(s, rank, count);
+            for (size_t i = 0; i < SH.rc[s]; i++)
+                bad += differs(b->recv, off + i, input_value(s, first + i));
+            off += SH.rc[s];
+        }
+        return bad;
+    }
+    case B_NEIGHBOR:
+        for (int j = 0; j < SH.npeers; j++) {
+            int p = SH.peers[j], pp[2], np, at = 0;
+            ring_peers(p, pp, &np);
+            for (int k = 0; k < np; k++)
+                at = pp[k] == rank ? k : at;
+            for (size_t i = 0; i < count; i++)
+                bad += differs(b->recv, (size_t)j * count + i,
+                               input_value(p, (size_t)at * count + i));
+        }
+        return bad;
+    case B_NEIGHBOR_V2: return verify_halo(b->recv);
+    case B_ALLTOALL_DIMS: return verify_dims(b->recv, count);
+    default: return 0;
+    }
+}
+
+static int is_shaped(void) { return O.op >= B_ALLTOALLV; }
+
 /* ---- one operation ---- */
 
 static int run_op(struct bufs *b, size_t count)
@@ -297,6 +567,8 @@ static int run_op(struct bufs *b, size_t count)
     const void *s = O.inplace ? b->recv : b->send;
     void *r = b->recv;
     int n = nranks;
+    if (is_shaped())
+        return run_shaped(b, count, s, r);
     switch (O.op) {
     case B_ALLREDUCE: return fccl_all_reduce(s, r, count, O.dt, O.rop, world, NULL);
     case B_BCAST: return fccl_broadcast(r, count, O.dt, O.root, world, NULL);
@@ -313,6 +585,7 @@ static int run_op(struct bufs *b, size_t count)
     case B_GATHER: return fccl_gather(b->send, r, count, O.dt, O.root, world, NULL);
     case B_SCATTER: return fccl_scatter(b->send, r, count, O.dt, O.root, world, NULL);
     case B_BARRIER: return fccl_barrier(world, NULL);
+    default: break;
     case B_SENDRECV: {
         if (n == 1)
             return FCCL_OK;
@@ -330,6 +603,12 @@ static int run_op(struct bufs *b, size_t count)
 static void prepare(struct bufs *b, size_t count)
 {
     size_t es = fccl_dtype_size(O.dt), n = (size_t)nranks, total = count * n;
+    if (is_shaped()) {
+        int own = O.inplace && O.op != B_NEIGHBOR && O.op != B_NEIGHBOR_V2;
+        for (size_t i = 0; i < shaped_inputs(count); i++)
+            put(own ? b->recv : b->send, i, input_value(rank, i));
+        return;
+    }
     switch (O.op) {
     case B_ALLREDUCE: case B_REDUCE:
         for (size_t i = 0; i < count; i++)
@@ -362,6 +641,8 @@ static long verify(const struct bufs *b, size_t count)
 {
     size_t n = (size_t)nranks, me = (size_t)rank, bad = 0;
     const void *r = b->recv;
+    if (is_shaped())
+        return verify_shaped(b, count);
     if (O.op == B_GATHER && rank != O.root)
         return 0; /* only the root receives */
     for (size_t i = 0; i < count * (O.op == B_ALLGATHER || O.op == B_ALLTOALL ||
@@ -516,8 +797,10 @@ static void row(size_t count, const struct result *r)
                    : -1;
     /* what the selector picks for this call (as it ran: same group, same
      * arguments; sendrecv has none) */
-    const char *algo = coll_algo_for(world, bops[O.op].name, count, O.dt,
-                                     O.root);
+    const char *algo = coll_algo_for(
+        world, bops[O.op].name,
+        O.op == B_ALLTOALL_DIMS ? count / (size_t)nranks : count, O.dt,
+        O.root);
     if (O.csv)
         printf("%s,%d,%zu,%zu,%s,%s,%d,%.2f,%.4f,%.4f,%.2f,%.4f,%.4f,%ld,%s\n",
                bops[O.op].name, nranks, bytes, count, ty, ro, root,
@@ -537,6 +820,8 @@ static void alloc_bufs(struct bufs *b)
 {
     size_t es = fccl_dtype_size(O.dt);
     size_t cap = O.maxb + (size_t)nranks * es + 64;
+    if (O.op == B_ALLTOALLV || O.op == B_NEIGHBOR_V2)
+        cap += O.maxb + 64; /* up to twice the even blocks; the halo */
     b->cap = cap;
     b->send = calloc(1, cap);
     b->recv = calloc(1, cap);
@@ -560,8 +845,16 @@ int main(int argc, char **argv)
     nranks = fccl_get_world_size();
     if (O.root < 0 || O.root >= nranks)
         O.root = 0;
-    if (O.algo && (rc = fccl_set_algo(world, bops[O.op].name, O.algo)) < 0)
+    /* all_to_all_v shares all_to_all's choice */
+    const char *kind = O.op == B_ALLTOALLV ? "all_to_all" : bops[O.op].name;
+    if (O.algo && (rc = fccl_set_algo(world, kind, O.algo)) < 0)
         die(rc, "-a");
+    SH.sc = calloc((size_t)nranks, sizeof(size_t));
+    SH.rc = calloc((size_t)nranks, sizeof(size_t));
+    if (!SH.sc || !SH.rc) {
+        fprintf(stderr, "fccl-bench: no memory\n");
+        return 1;
+    }
     if (bops[O.op].reducing && (rc = coll_reduce_check(O.dt, O.rop)) < 0)
         die(rc, "-d/-r");
     struct bufs b;
@@ -575,6 +868,7 @@ int main(int argc, char **argv)
         if (count == last)
             continue; /* sizes that round to the same count */
         last = count;
+        shaped_setup(count);
         struct result r = measure(&b, count);
         wrong += r.wrong;
         row(count, &r);
@@ -583,6 +877,8 @@ int main(int argc, char **argv)
     }
     free(b.send);
     free(b.recv);
+    free(SH.sc);
+    free(SH.rc);
     fccl_finalize();
     if (rank == 0 && !O.csv)
         printf("# %s\n", wrong ? "WRONG RESULTS" : "all results correct");

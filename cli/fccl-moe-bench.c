@@ -341,6 +341,15 @@ static void free_data(struct data *D)
 static double mulf(int shared, int e) { return shared ? -0.5 : e + 1.0; }
 static double addf(int shared, int e) { return shared ? (e + 1) / 4.0 : e; }
 
+/* The shared expert's weight: the sum of the token's scales (moe.h). */
+static double scale_sum(const struct data *D, size_t t)
+{
+    double s = 0;
+    for (int j = 0; j < O.k; j++)
+        s += D->scales[t * O.k + j];
+    return s;
+}
+
 static void reference(struct data *D)
 {
     for (size_t t = 0; t < (size_t)O.bs; t++)
@@ -351,7 +360,7 @@ static void reference(struct data *D)
                 v += D->scales[t * O.k + j] * (mulf(0, e) * x + addf(0, e));
             }
             for (int i = 0; i < NS; i++)
-                v += mulf(1, i) * x + addf(1, i);
+                v += scale_sum(D, t) * (mulf(1, i) * x + addf(1, i));
             D->ref_x[t * O.H + h] = v;
         }
 }
@@ -364,7 +373,7 @@ static double magnitude(const struct data *D, size_t t, size_t h)
         int e = D->ids[t * O.k + j];
         m += D->scales[t * O.k + j] * (mulf(0, e) * x + addf(0, e));
     }
-    return m + NS * (0.5 * x + NS);
+    return m + scale_sum(D, t) * NS * (0.5 * x + NS);
 }
 
 /* Wrong elements of x_out, y_out and rstd (fused = 1: all three). */
@@ -456,10 +465,13 @@ static void weighted_sum(struct data *D, float *acc, int32_t *slot_pos)
     const void *rows[64];
     float w[64];
     for (size_t t = 0; t < (size_t)O.bs; t++) {
+        float shw = 0; /* the shared expert's weight, as the library sums */
+        for (int j = 0; j < O.k; j++)
+            shw += D->scales[t * O.k + j];
         for (int j = 0; j < SLOTS; j++) {
             rows[j] = (const unsigned char *)D->arrive +
                       (size_t)slot_pos[t * SLOTS + j] * ROWB;
-            w[j] = j < O.k ? D->scales[t * O.k + j] : 1.0f;
+            w[j] = j < O.k ? D->scales[t * O.k + j] : shw;
         }
         moe_row_wsum(acc, rows, w, SLOTS, O.H, O.dt); /* the same kernel */
         moe_row_store((unsigned char *)D->comb + t * ROWB, acc, O.H, O.dt);

@@ -5,8 +5,11 @@
  * computed for this rank's tokens with one of its experts).  When a piece
  * lands, each of its rows is noted against its token; a token whose last
  * row has arrived is finished at once: its rows summed in float32 in slot
- * order (then shared_expert_x), and for the fused operator the residual
- * added and RMSNorm applied, into the caller's outputs.  So the math runs
+ * order (then shared_expert_x), the routed ones weighted by their scales,
+ * the shared expert's by the sum of those scales (moe.h says why), and
+ * for the fused operator the residual added and RMSNorm applied, into the
+ * caller's outputs.  Routes masked off were not sent and count for
+ * nothing.  So the math runs
  * while other pieces are still in flight, over one float32 row of scratch.
  *
  * Waiting is a wait on any receive built from fccl_test: a pass over the
@@ -32,16 +35,19 @@ static void finish_token(struct fccl_moe *m, size_t t)
     const int32_t *s2p = moe_assist_slot2pos(m, (int32_t *)in->assist_info);
     size_t base = t * (size_t)m->slots;
     int n = 0;
-    if (s2p[base] >= 0) { /* active: its rows in slot order, then shared_x */
-        for (int j = 0; j < m->slots; j++, n++) {
-            m->wrows[n] = m->rowptr[base + j];
-            m->wts[n] = j < m->k ? in->expert_scales[t * m->k + j] : 1.0f;
-        }
-        if (in->shared_expert_x) {
-            m->wrows[n] = (const unsigned char *)in->shared_expert_x +
-                          t * m->rowb;
-            m->wts[n++] = 1.0f;
-        }
+    float shw = 0; /* the sum of the sent routes' scales, in slot order */
+    for (int j = 0; j < m->k; j++)
+        if (s2p[base + j] >= 0)
+            shw += in->expert_scales[t * m->k + j];
+    for (int j = 0; j < m->slots; j++) { /* the sent rows in slot order */
+        if (s2p[base + j] < 0)
+            continue;
+        m->wrows[n] = m->rowptr[base + j];
+        m->wts[n++] = j < m->k ? in->expert_scales[t * m->k + j] : shw;
+    }
+    if (n > 0 && in->shared_expert_x) { /* an active token */
+        m->wrows[n] = (const unsigned char *)in->shared_expert_x + t * m->rowb;
+        m->wts[n++] = shw;
     }
     moe_row_wsum(m->acc, m->wrows, m->wts, n, m->H, m->dt);
     unsigned char *x = (unsigned char *)f->x + t * m->rowb;
@@ -76,7 +82,9 @@ void moe_start_tokens(struct fccl_moe *m)
         moe_assist_slot2pos(m, (int32_t *)m->op.f.in.assist_info);
     uint64_t t0 = fccl_now_ns();
     for (size_t t = 0; t < m->op.f.in.bs; t++) {
-        m->rem[t] = s2p[t * m->slots] < 0 ? 0 : m->slots;
+        m->rem[t] = 0;
+        for (int j = 0; j < m->slots; j++)
+            m->rem[t] += s2p[t * m->slots + j] >= 0;
         if (m->rem[t] == 0)
             finish_token(m, t);
     }

@@ -19,6 +19,22 @@ static int started(struct fccl_moe *m, int rc, fccl_moe_request_t **req)
     return FCCL_OK;
 }
 
+int fccl_moe_dispatch_mask_start(fccl_moe_t *m, const void *x,
+                                 const int32_t *expert_ids,
+                                 const float *expert_scales,
+                                 const uint8_t *x_active_mask,
+                                 fccl_moe_mask_t mask_type, size_t bs,
+                                 fccl_moe_dispatch_out_t *out,
+                                 fccl_moe_request_t **req)
+{
+    if (!req)
+        return fccl_err(FCCL_ERR_INVALID, "moe_dispatch_start: req is NULL");
+    *req = NULL;
+    return started(m, moe_dispatch_begin(m, x, expert_ids, expert_scales,
+                                         x_active_mask, mask_type, bs, out),
+                   req);
+}
+
 int fccl_moe_dispatch_start(fccl_moe_t *m, const void *x,
                             const int32_t *expert_ids,
                             const float *expert_scales,
@@ -26,12 +42,9 @@ int fccl_moe_dispatch_start(fccl_moe_t *m, const void *x,
                             fccl_moe_dispatch_out_t *out,
                             fccl_moe_request_t **req)
 {
-    if (!req)
-        return fccl_err(FCCL_ERR_INVALID, "moe_dispatch_start: req is NULL");
-    *req = NULL;
-    return started(m, moe_dispatch_begin(m, x, expert_ids, expert_scales,
-                                         x_active_mask, bs, out),
-                   req);
+    return fccl_moe_dispatch_mask_start(m, x, expert_ids, expert_scales,
+                                        x_active_mask, FCCL_MOE_MASK_TOKENS,
+                                        bs, out, req);
 }
 
 int fccl_moe_combine_start(fccl_moe_t *m, const fccl_moe_combine_in_t *in,

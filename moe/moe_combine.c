@@ -45,12 +45,16 @@ static int check_assist(struct fccl_moe *m, int32_t *a, size_t bs)
         if (p2s[pos] < 0 || (size_t)p2s[pos] >= nslots ||
             s2p[p2s[pos]] != pos)
             return moe_bad(m, "assist_info: row %d maps to a bad slot", pos);
-    for (size_t t = 0; t < bs; t++)
+    /* a token's shared slots are sent exactly when a routed one is */
+    for (size_t t = 0; t < bs; t++) {
+        int routed = 0;
         for (int j = 0; j < m->slots; j++) {
             int32_t v = s2p[t * m->slots + j];
-            if (v < -1 || v >= n || (v < 0) != (s2p[t * m->slots] < 0))
+            if (v < -1 || v >= n || (j >= m->k && (v >= 0) != routed))
                 return moe_bad(m, "assist_info: token %zu has a bad slot", t);
+            routed |= j < m->k && v >= 0;
         }
+    }
     return 0;
 }
 

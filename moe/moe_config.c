@@ -117,9 +117,10 @@ static int check_shape(struct fccl_moe *m, const fccl_moe_opts_t *o)
     if (o->hidden < 1 || o->hidden > ((size_t)1 << 24))
         return moe_bad(m, "hidden %zu out of range 1..%zu", o->hidden,
                        (size_t)1 << 24);
-    if (o->dtype != FCCL_FLOAT32 && o->dtype != FCCL_BFLOAT16)
-        return moe_bad(m, "dtype %s unsupported (float32 or bfloat16)",
-                       fccl_dtype_name(o->dtype));
+    if (o->dtype != FCCL_FLOAT32 && o->dtype != FCCL_BFLOAT16 &&
+        o->dtype != FCCL_FLOAT16)
+        return moe_bad(m, "dtype %s unsupported (float32, bfloat16 or "
+                       "float16)", fccl_dtype_name(o->dtype));
     if (!isfinite(o->norm_eps) || o->norm_eps < 0)
         return moe_bad(m, "norm_eps %g must be finite and >= 0",
                        (double)o->norm_eps);
@@ -140,8 +141,10 @@ static const char *const vname[NV] = {
     "TP group or none", "token_nums_type", "EP size", "EP rank",
     "expert_buffer", "bs"};
 
+/* bad: the rank failed (its checks, or with TP its EP group's check);
+ * culprit: the EP rank to name for it. */
 static void fill(int64_t *v, const struct fccl_moe *m, const fccl_moe_opts_t *o,
-                 int bad)
+                 int bad, int culprit)
 {
     uint32_t eb;
     memcpy(&eb, &o->norm_eps, sizeof(eb));
@@ -154,6 +157,31 @@ static void fill(int64_t *v, const struct fccl_moe *m, const fccl_moe_opts_t *o,
         v[2 * i] = x[i];
         v[2 * i + 1] = -x[i];
     }
+    /* the verdict names the ranks: after the max, the highest bad EP rank
+     * + 1 and FCCL_MOE_MAX_EP minus the lowest (0: every rank is good) */
+    v[2 * V_BAD] = bad ? culprit + 1 : 0;
+    v[2 * V_BAD + 1] = bad ? FCCL_MOE_MAX_EP - culprit : 0;
+}
+
+/* Every rank's message when some rank of `group` failed its own checks:
+ * the failing rank its precise one, the others naming the rank(s). */
+static int bad_verdict(const struct fccl_moe *m, const int64_t *v,
+                       const char *group)
+{
+    if (m->msg[0])
+        return fccl_err(FCCL_ERR_INVALID, "moe_new: %s", m->msg);
+    int hi = (int)v[2 * V_BAD] - 1, lo = FCCL_MOE_MAX_EP - (int)v[2 * V_BAD + 1];
+    if (strcmp(group, "TP") == 0) /* what the partner's EP group found */
+        return fccl_err(FCCL_ERR_INVALID, "moe_new: EP rank %d of the other "
+                        "EP group (across the TP group from TP rank %d) "
+                        "failed its checks (its own error says why)", hi,
+                        1 - m->tp_rank);
+    if (lo == hi)
+        return fccl_err(FCCL_ERR_INVALID, "moe_new: EP rank %d passed bad "
+                        "options (its own error says which)", lo);
+    return fccl_err(FCCL_ERR_INVALID, "moe_new: EP ranks %d and %d (and "
+                    "maybe others between them) passed bad options (their "
+                    "own errors say which)", lo, hi);
 }
 
 /* After all_reduce(max) over `group`: the first option that differs
@@ -162,11 +190,7 @@ static int compare(struct fccl_moe *m, const int64_t *v, const char *group,
                    int bs_may_differ, int rank_may_differ)
 {
     if (v[2 * V_BAD] != 0)
-        return m->msg[0] ? fccl_err(FCCL_ERR_INVALID, "moe_new: %s", m->msg)
-                         : fccl_err(FCCL_ERR_INVALID,
-                                    "moe_new: another rank of the %s group "
-                                    "passed bad options (its own error says "
-                                    "which)", group);
+        return bad_verdict(m, v, group);
     for (int i = 1; i < NV; i++) {
         if ((i == V_BS && bs_may_differ) || (i == V_EPRANK && rank_may_differ))
             continue;
@@ -193,16 +217,22 @@ static int compare(struct fccl_moe *m, const int64_t *v, const char *group,
 static int tp_judge(struct fccl_moe *m, const int64_t *vmax)
 {
     m->max_bs = (int)vmax[2 * V_BS];
+    if (vmax[2 * V_BAD]) /* for the status words of moe_tpcheck.c */
+        m->tp_culprit = (int)vmax[2 * V_BAD] - 1;
     return compare(m, vmax, "TP", 1, 0);
 }
 
 static int cross_check(struct fccl_moe *m, const fccl_moe_opts_t *o, int bad)
 {
     int64_t v[2 * NV];
-    fill(v, m, o, bad);
+    fill(v, m, o, bad, m->ep_rank);
     int rc = fccl_all_reduce(v, v, 2 * NV, FCCL_INT64, FCCL_MAX, o->ep, NULL);
     if (rc < 0)
         return rc;
+    /* who to name across TP: the lowest bad rank, or this rank when the
+     * options differ */
+    int culprit = v[2 * V_BAD] ? FCCL_MOE_MAX_EP - (int)v[2 * V_BAD + 1]
+                               : m->ep_rank;
     int64_t max_bs = v[2 * V_BS];
     int any_tp = v[2 * V_TP] != 0;
     int verdict = compare(m, v, "EP", o->global_bs != 0, 1);
@@ -219,7 +249,7 @@ static int cross_check(struct fccl_moe *m, const fccl_moe_opts_t *o, int bad)
      * max bs of the two EP groups; moe_tpcheck.c makes a disagreement
      * about the TP group itself fail fast too. */
     int64_t vmax[2 * NV];
-    fill(v, m, o, verdict < 0);
+    fill(v, m, o, verdict < 0, culprit);
     v[2 * V_BS] = max_bs;
     v[2 * V_BS + 1] = -max_bs;
     return moe_tp_check(m, v, 2 * NV, verdict, vmax, tp_judge);

@@ -1,7 +1,8 @@
 /*
  * MoE dispatch: every active token to the ranks of its experts.
  *
- *  1. local checks (ids in range and distinct per token, bs, buffers);
+ *  1. local checks (ids in range and distinct per token, bs, buffers,
+ *     the mask: [bs] or [bs][k] of 0/1);
  *  2. routing on the token owner: count the rows of each piece (r, le),
  *     give each (token, slot) a packed position, pack the rows for other
  *     ranks into the send workspace (assist_info records the mapping);
@@ -22,8 +23,43 @@
 #include "err.h"
 #include "moe_int.h"
 
+/* Is slot j of token t sent?  Routed slots by the mask; the shared ones
+ * when any routed slot of the token is (an active token). */
+static int slot_on(const struct fccl_moe *m, const uint8_t *mask,
+                   fccl_moe_mask_t mt, size_t t, int j)
+{
+    if (!mask)
+        return 1;
+    if (mt == FCCL_MOE_MASK_TOKENS)
+        return mask[t];
+    const uint8_t *row = mask + t * (size_t)m->k;
+    if (j < m->k)
+        return row[j];
+    for (int i = 0; i < m->k; i++)
+        if (row[i])
+            return 1;
+    return 0;
+}
+
+static int check_mask(struct fccl_moe *m, const uint8_t *mask,
+                      fccl_moe_mask_t mt, size_t bs)
+{
+    if (mt != FCCL_MOE_MASK_TOKENS && mt != FCCL_MOE_MASK_ROUTES)
+        return moe_bad(m, "mask_type %d unknown (0: x_active_mask[bs], 1: "
+                       "x_active_mask[bs][k])", (int)mt);
+    size_t w = mt == FCCL_MOE_MASK_ROUTES ? (size_t)m->k : 1;
+    for (size_t i = 0; mask && i < bs * w; i++)
+        if (mask[i] > 1)
+            return w == 1 ? moe_bad(m, "x_active_mask[%zu] = %u (0 or 1)", i,
+                                    mask[i])
+                          : moe_bad(m, "x_active_mask[%zu][%zu] = %u (0 or "
+                                    "1)", i / w, i % w, mask[i]);
+    return 0;
+}
+
 static int check_args(struct fccl_moe *m, const void *x, const int32_t *ids,
-                      const float *scales, const uint8_t *mask, size_t bs,
+                      const float *scales, const uint8_t *mask,
+                      fccl_moe_mask_t mt, size_t bs,
                       const fccl_moe_dispatch_out_t *o)
 {
     if (bs > (size_t)m->bs || (m->global_bs == 0 && bs != (size_t)m->bs))
@@ -35,9 +71,9 @@ static int check_args(struct fccl_moe *m, const void *x, const int32_t *ids,
         return moe_bad(m, "an output buffer is NULL");
     if (bs > 0 && (!x || !ids || !scales))
         return moe_bad(m, "x, expert_ids or expert_scales is NULL");
+    if (check_mask(m, mask, mt, bs))
+        return 1;
     for (size_t t = 0; t < bs; t++) {
-        if (mask && mask[t] > 1)
-            return moe_bad(m, "x_active_mask[%zu] = %u (0 or 1)", t, mask[t]);
         const int32_t *e = ids + t * (size_t)m->k;
         for (int j = 0; j < m->k; j++) {
             if (e[j] < 0 || e[j] >= m->experts)
@@ -52,10 +88,22 @@ static int check_args(struct fccl_moe *m, const void *x, const int32_t *ids,
     return 0;
 }
 
+/* The weight of a shared-expert row of token t: the sum of the scales
+ * of its routes that are sent, in slot order (moe_arrive.c sums alike). */
+static float shared_weight(const struct fccl_moe *m, const float *scales,
+                           const uint8_t *mask, fccl_moe_mask_t mt, size_t t)
+{
+    float s = 0;
+    for (int j = 0; j < m->k; j++)
+        if (slot_on(m, mask, mt, t, j))
+            s += scales[t * (size_t)m->k + (size_t)j];
+    return s;
+}
+
 /* Step 2: piece counts, positions, packing. */
 static void route(struct fccl_moe *m, const void *x, const int32_t *ids,
-                  const float *scales, const uint8_t *mask, size_t bs,
-                  int32_t *assist)
+                  const float *scales, const uint8_t *mask,
+                  fccl_moe_mask_t mt, size_t bs, int32_t *assist)
 {
     int32_t *off = moe_assist_off(assist);
     int32_t *s2p = moe_assist_slot2pos(m, assist);
@@ -63,8 +111,10 @@ static void route(struct fccl_moe *m, const void *x, const int32_t *ids,
     int S = m->slots, K = m->k;
     memset(m->piece_cnt, 0, m->npieces * sizeof(int64_t));
     for (size_t t = 0; t < bs; t++)
-        for (int j = 0; j < S && (!mask || mask[t]); j++) {
+        for (int j = 0; j < S; j++) {
             int r, le;
+            if (!slot_on(m, mask, mt, t, j))
+                continue;
             moe_slot_dest(m, j < K ? ids[t * K + j] : 0, j, &r, &le);
             m->piece_cnt[(size_t)r * m->L + le]++;
         }
@@ -73,10 +123,11 @@ static void route(struct fccl_moe *m, const void *x, const int32_t *ids,
         off[p + 1] = off[p] + (int32_t)m->piece_cnt[p];
     /* second pass: the cursor of each piece is off[p] + rows placed */
     memset(m->piece_cnt, 0, m->npieces * sizeof(int64_t));
-    for (size_t t = 0; t < bs; t++)
+    for (size_t t = 0; t < bs; t++) {
+        float shw = S > K ? shared_weight(m, scales, mask, mt, t) : 0;
         for (int j = 0; j < S; j++) {
             size_t slot = t * (size_t)S + (size_t)j;
-            if (mask && !mask[t]) {
+            if (!slot_on(m, mask, mt, t, j)) {
                 s2p[slot] = -1;
                 continue;
             }
@@ -86,11 +137,12 @@ static void route(struct fccl_moe *m, const void *x, const int32_t *ids,
             int32_t pos = off[p] + (int32_t)m->piece_cnt[p]++;
             s2p[slot] = pos;
             p2s[pos] = (int32_t)slot;
-            m->send_scales[pos] = j < K ? scales[t * K + j] : 1.0f;
+            m->send_scales[pos] = j < K ? scales[t * K + j] : shw;
             if (r != m->ep_rank)
                 memcpy(m->send_rows + (size_t)pos * m->rowb,
                        (const unsigned char *)x + t * m->rowb, m->rowb);
         }
+    }
     assist[0] = MOE_ASSIST_MAGIC;
     assist[1] = (int32_t)bs;
     assist[2] = off[m->npieces];
@@ -264,7 +316,8 @@ static int dispatch_end(struct fccl_moe *m, int rc)
 }
 
 int moe_dispatch_begin(struct fccl_moe *m, const void *x, const int32_t *ids,
-                       const float *scales, const uint8_t *mask, size_t bs,
+                       const float *scales, const uint8_t *mask,
+                       fccl_moe_mask_t mt, size_t bs,
                        fccl_moe_dispatch_out_t *o)
 {
     int rc0 = moe_idle_check(m, "moe_dispatch");
@@ -274,10 +327,10 @@ int moe_dispatch_begin(struct fccl_moe *m, const void *x, const int32_t *ids,
     uint64_t t0 = fccl_now_ns();
     memset(&m->times, 0, sizeof(m->times));
     m->msg[0] = '\0';
-    int bad = check_args(m, x, ids, scales, mask, bs, o);
+    int bad = check_args(m, x, ids, scales, mask, mt, bs, o);
     uint64_t t1 = fccl_now_ns();
     if (!bad)
-        route(m, x, ids, scales, mask, bs, o->assist_info);
+        route(m, x, ids, scales, mask, mt, bs, o->assist_info);
     else
         memset(m->piece_cnt, 0, m->npieces * sizeof(int64_t));
     uint64_t t2 = fccl_now_ns();
@@ -314,12 +367,21 @@ int moe_dispatch_poll(struct fccl_moe *m, int block)
     return rc < 0 ? rc : 1;
 }
 
+int fccl_moe_dispatch_mask(fccl_moe_t *m, const void *x, const int32_t *ids,
+                           const float *scales, const uint8_t *mask,
+                           fccl_moe_mask_t mask_type, size_t bs,
+                           fccl_moe_dispatch_out_t *o)
+{
+    int rc = moe_dispatch_begin(m, x, ids, scales, mask, mask_type, bs, o);
+    if (rc == FCCL_OK)
+        rc = moe_dispatch_poll(m, 1);
+    return rc < 0 ? rc : FCCL_OK;
+}
+
 int fccl_moe_dispatch(fccl_moe_t *m, const void *x, const int32_t *ids,
                       const float *scales, const uint8_t *mask, size_t bs,
                       fccl_moe_dispatch_out_t *o)
 {
-    int rc = moe_dispatch_begin(m, x, ids, scales, mask, bs, o);
-    if (rc == FCCL_OK)
-        rc = moe_dispatch_poll(m, 1);
-    return rc < 0 ? rc : FCCL_OK;
+    return fccl_moe_dispatch_mask(m, x, ids, scales, mask,
+                                  FCCL_MOE_MASK_TOKENS, bs, o);
 }

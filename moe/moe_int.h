@@ -9,7 +9,9 @@
  *                          (r, le) = rows for local expert le of EP rank r,
  *                          rows packed r-major, then le, then token order
  *   [4+P .. +bs*slots]     slot -> packed position (-1: not sent), slot =
- *                          t * slots + j, j < k routed, j >= k shared
+ *                          t * slots + j, j < k routed, j >= k shared; a
+ *                          token's shared slots are sent exactly when one
+ *                          of its routed slots is (an active token)
  *   [.. + n]               packed position -> slot
  */
 #ifndef FCCL_MOE_INT_H
@@ -68,6 +70,9 @@ struct fccl_moe {
     fccl_group_t *ep, *tp;
     int ep_rank, ep_size, tp_rank, tp_size;
     int tp_world_me;  /* world rank (the TP check) */
+    int tp_culprit;   /* the TP check: EP rank of the other EP group whose
+                         own checks failed, as the partner's hello said;
+                         -1 if none */
     int64_t new_epoch; /* this process's fccl_moe_new calls so far */
     int experts, shared_num, shared_ranks, k, slots;
     int L;            /* routed experts per routed rank = pieces per rank */
@@ -195,7 +200,8 @@ int moe_shared_end(struct fccl_moe *m);
  * moe_dispatch_poll finishes (the TP gather, the counts).  Fails (with
  * every rank, for argument errors) without leaving anything pending. */
 int moe_dispatch_begin(struct fccl_moe *m, const void *x, const int32_t *ids,
-                       const float *scales, const uint8_t *mask, size_t bs,
+                       const float *scales, const uint8_t *mask,
+                       fccl_moe_mask_t mask_type, size_t bs,
                        fccl_moe_dispatch_out_t *o);
 /* As moe_poll, for an active dispatch. */
 int moe_dispatch_poll(struct fccl_moe *m, int block);

@@ -44,7 +44,10 @@
 #include "fccl/pg.h"
 #include "moe_int.h"
 
-enum { ST_PENDING = -1, ST_GOOD = 0, ST_BAD = 1 };
+/* A status word: good, bad, or bad naming the EP rank of the other EP
+ * group whose own checks failed (ST_CULPRIT + that rank), so that every
+ * rank's error can name it. */
+enum { ST_PENDING = -1, ST_GOOD = 0, ST_BAD = 1, ST_CULPRIT = 2 };
 
 struct tpc {
     struct fccl_moe *m;
@@ -61,6 +64,7 @@ struct tpc {
     int64_t *st;              /* ep_size received words */
     int64_t my_st;            /* the word sent */
     int sent, bad_seen;
+    int culprit;              /* from a word received, or -1 */
 };
 
 /* The partner's world rank, or -1 when this rank has no usable TP group
@@ -78,7 +82,8 @@ static int partner_of(const struct fccl_moe *m)
 static int send_status(struct tpc *c, int bad)
 {
     struct fccl_moe *m = c->m;
-    c->my_st = bad ? ST_BAD : ST_GOOD;
+    int who = c->m->tp_culprit >= 0 ? c->m->tp_culprit : c->culprit;
+    c->my_st = !bad ? ST_GOOD : who >= 0 ? ST_CULPRIT + who : ST_BAD;
     c->sent = 1;
     size_t n = 0;
     for (int r = 0; r < m->ep_size; r++)
@@ -131,21 +136,30 @@ static int judge_hello(struct tpc *c, int64_t *vmax)
     return rc;
 }
 
+static void note_status(struct tpc *c, int64_t st)
+{
+    if (st < ST_BAD)
+        return;
+    c->bad_seen = 1;
+    if (st >= ST_CULPRIT && c->culprit < 0)
+        c->culprit = (int)(st - ST_CULPRIT);
+}
+
 static int poll_statuses(struct tpc *c)
 {
     struct fccl_moe *m = c->m;
     int all = 1;
     for (int r = 0; r < m->ep_size; r++) {
         if (r == m->ep_rank || !c->srecv[r]) {
-            if (r != m->ep_rank && c->st[r] == ST_BAD)
-                c->bad_seen = 1;
+            if (r != m->ep_rank)
+                note_status(c, c->st[r]);
             continue;
         }
         int d = step(&c->srecv[r]);
         if (d < 0)
             return d;
-        if (d && c->st[r] == ST_BAD)
-            c->bad_seen = 1;
+        if (d)
+            note_status(c, c->st[r]);
         all &= d;
     }
     return all;
@@ -251,6 +265,8 @@ int moe_tp_check(struct fccl_moe *m, const int64_t *hello, size_t nv,
     memset(&c, 0, sizeof(c));
     c.m = m;
     c.judge = judge;
+    c.culprit = -1;
+    m->tp_culprit = -1;
     if (verdict < 0)
         snprintf(c.vwhy, sizeof(c.vwhy), "%s", fccl_last_error());
     c.ops = calloc((size_t)m->ep_size, sizeof(*c.ops));
@@ -292,6 +308,11 @@ int moe_tp_check(struct fccl_moe *m, const int64_t *hello, size_t nv,
         return fccl_err(verdict, "%s", c.vwhy);
     if (tpv < 0)
         return fccl_err(FCCL_ERR_INVALID, "%s", c.why);
+    if (c.bad_seen && c.culprit >= 0)
+        return fccl_err(FCCL_ERR_INVALID, "moe_new: EP rank %d of the other "
+                        "EP group failed its checks (its own error says "
+                        "why; a TP partner in this EP group heard of it)",
+                        c.culprit);
     if (c.partner < 0 || c.bad_seen)
         return fccl_err(FCCL_ERR_INVALID, "moe_new: a TP partner of this "
                         "EP group disagrees with it (a TP group missing, "

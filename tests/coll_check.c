@@ -82,6 +82,7 @@ struct tc {
     int root;
     int uneven;           /* v-variant */
     int hier;             /* run on g2 */
+    int shape;            /* shaped ops: layout (coll_check_shaped.h) */
 };
 
 /* ---- groups by hand ---- */
@@ -587,6 +588,8 @@ static int op_p2p(struct rt *t, const struct tc *c, int cs, uint64_t *h)
     return rc < 0 ? -1 : bad;
 }
 
+#include "coll_check_shaped.h"
+
 /* ---- the case runner ---- */
 
 typedef int (*op_fn)(struct rt *, const struct tc *, int, uint64_t *);
@@ -602,10 +605,20 @@ static const struct {
     {"gather", op_gather, 0},           {"scatter", op_scatter, 0},
     {"all_to_all", op_all_to_all, 0},   {"neighbor_exchange", op_neighbor, 0},
     {"barrier", op_barrier, 0},         {"p2p", op_p2p, 0},
+    {"neighbor_exchange_v2", op_nbr_v2, 0},
+    {"all_to_all_dims", op_a2a_dims, 0},
 };
 
 static void describe(const struct tc *c, char *buf, size_t len)
 {
+    if (strstr(c->op, "_v2") || strstr(c->op, "_dims")) {
+        snprintf(buf, len, "%s %s shape=%d n=%zu%s%s%s%s", c->op,
+                 fccl_dtype_name(c->dt), c->shape, c->count,
+                 c->algo ? " algo=" : "", c->algo ? c->algo : "",
+                 c->inplace ? " inplace" : "",
+                 c->async == 1 ? " async" : c->async == 2 ? " poll" : "");
+        return;
+    }
     snprintf(buf, len, "%s%s %s %s n=%zu%s%s%s%s%s root=%d", c->op,
              c->uneven ? "_v" : "", fccl_dtype_name(c->dt),
              fccl_redop_name(c->rop), c->count, c->algo ? " algo=" : "",

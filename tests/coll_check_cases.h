@@ -262,6 +262,7 @@ static int matrix(struct rt *t, int smoke)
     m_rooted(t, counts, nc);
     m_blocks(t, counts, nc, smoke);
     m_sync(t, counts, nc);
+    m_shaped(t, smoke);
     m_async_chain(t);
     return 0;
 }
@@ -338,6 +339,7 @@ static int args_mode(struct rt *t)
     INV(fccl_neighbor_exchange(&far, sb, nc, 1, NULL, NULL, NULL, 0, F32, g,
                                NULL),
         "neighbor peer range", "range");
+    shaped_args(t);
     INV(fccl_set_algo(g, "all_reduce", "bogus"), "unknown algorithm",
         "rabenseifner");
     INV(fccl_set_algo(g, "all_reduce_x", "ring"), "unknown op", "unknown");

@@ -8,14 +8,15 @@
  * combine or combine_add_rms_norm) over a matrix of layouts: with and
  * without shared-expert ranks (one or two shared experts, replicas), with
  * and without a TP group of 2 (even N >= 4: EP groups of the even and of
- * the odd world ranks), float32 and bfloat16, random and skewed routing
- * (expert 0 in every token, the upper half of the experts idle, so some
- * ranks receive nothing), masks, uneven bs (global_bs, one rank with no
- * tokens), shared_expert_x.  Every rank checks dispatch's outputs
+ * the odd world ranks), float32, bfloat16 and float16, random and skewed
+ * routing (expert 0 in every token, the upper half of the experts idle,
+ * so some ranks receive nothing), masks of both forms ([bs] and [bs][k]),
+ * uneven bs (global_bs, one rank with no tokens), shared_expert_x (the
+ * shared expert weighted by the sum of the token's active scales).  Every rank checks dispatch's outputs
  * bitwise against the routing it recomputes for every source
  * (tests/moe_ref.h), and the combined rows against a dense reference in
- * double precision (float32 within 1e-5, bfloat16 within 2^-6 of the
- * magnitude of the terms).
+ * double precision (float32 within 1e-5, bfloat16 within 2^-6, float16
+ * within 2^-9 of the magnitude of the terms).
  *
  * args: every argument error of fccl_moe_new, dispatch and combine, on one
  * rank or on all: every rank must get FCCL_ERR_INVALID, quickly (no
@@ -73,7 +74,7 @@ static void *xcalloc(size_t n, size_t sz)
 /* ---- one case ---- */
 
 struct mc {
-    int tp, S, NS, L, k, bf16, skew, masked, uneven, fused, shx, nums_count;
+    int tp, S, NS, L, k, half, skew, masked, uneven, fused, shx, nums_count;
     int inplace; /* fused: x_out is the residual buffer */
     int async;   /* 1: *_start + fccl_moe_wait, 2: *_start + fccl_moe_test */
     int dasync;  /* the same for dispatch */
@@ -107,8 +108,10 @@ static void describe(const struct mc *c)
              "tp=%d ep=%d shared_ranks=%d shared=%d E=%d k=%d %s %s%s%s%s%s "
              "H=%zu bs=%d%s%s%s%s%s",
              c->tp ? 2 : 0, ep_size(c), c->S, c->NS, experts(c), c->k,
-             c->bf16 ? "bf16" : "f32", c->skew ? "skewed" : "random",
-             c->masked ? " mask" : "", c->uneven ? " uneven" : "",
+             c->half == 1 ? "bf16" : c->half == 2 ? "f16" : "f32",
+             c->skew ? "skewed" : "random",
+             c->masked == 1 ? " mask" : c->masked == 2 ? " mask[bs][k]" : "",
+             c->uneven ? " uneven" : "",
              c->fused ? " fused" : " combine", c->shx ? " shared_x" : "",
              c->H, c->bs, c->nums_count ? " counts" : "",
              c->inplace ? " in-place" : "",
@@ -130,7 +133,9 @@ static void fill_opts(const struct mc *c, fccl_moe_opts_t *o)
     o->global_bs = c->uneven ? c->bs * ep_size(c) : 0;
     o->k = c->k;
     o->hidden = c->H;
-    o->dtype = c->bf16 ? FCCL_BFLOAT16 : FCCL_FLOAT32;
+    o->dtype = c->half == 1 ? FCCL_BFLOAT16
+               : c->half == 2 ? FCCL_FLOAT16
+                              : FCCL_FLOAT32;
     o->norm_eps = 1e-6f;
     o->token_nums_type = c->nums_count ? FCCL_MOE_TOKEN_NUMS_COUNT
                                        : FCCL_MOE_TOKEN_NUMS_CUMSUM;
@@ -148,7 +153,7 @@ struct inp {
 
 static void gen(const struct mc *c, int w, struct inp *in)
 {
-    size_t H = c->H, es = c->bf16 ? 2 : 4;
+    size_t H = c->H, es = c->half ? 2 : 4;
     in->bs = (size_t)call_bs(c, w);
     size_t bs = in->bs ? in->bs : 1;
     in->x = xcalloc(bs * H, es);
@@ -157,23 +162,28 @@ static void gen(const struct mc *c, int w, struct inp *in)
     in->gamma = xcalloc(H, es);
     in->ids = xcalloc(bs * (size_t)c->k, sizeof(int32_t));
     in->scales = xcalloc(bs * (size_t)c->k, sizeof(float));
-    in->mask = xcalloc(bs, 1);
+    in->mask = xcalloc(bs * (size_t)c->k, 1); /* either form */
     for (size_t h = 0; h < H; h++)
         mr_put(in->gamma, h, 0.5f + mr_val(c->seed, MR_GAMMA, 0, 0, h) / 4,
-               c->bf16);
+               c->half);
     for (size_t t = 0; t < in->bs; t++) {
         for (size_t h = 0; h < H; h++) {
-            mr_put(in->x, t * H + h, mr_val(c->seed, MR_X, w, t, h), c->bf16);
+            mr_put(in->x, t * H + h, mr_val(c->seed, MR_X, w, t, h), c->half);
             mr_put(in->res, t * H + h, mr_val(c->seed, MR_RES, w, t, h),
-                   c->bf16);
+                   c->half);
             mr_put(in->shx, t * H + h, mr_val(c->seed, MR_SHX, w, t, h) / 8,
-                   c->bf16);
+                   c->half);
         }
         mr_route(c->seed, w, t, c->k, experts(c), c->skew,
                  in->ids + t * (size_t)c->k);
         for (int j = 0; j < c->k; j++)
             in->scales[t * (size_t)c->k + (size_t)j] = mr_scale(c->seed, w, t, j);
-        in->mask[t] = (uint8_t)mr_active(c->seed, w, t, c->masked);
+        if (c->masked == 2)
+            for (int j = 0; j < c->k; j++)
+                in->mask[t * (size_t)c->k + (size_t)j] =
+                    (uint8_t)mr_route_on(c->seed, w, t, j, 2);
+        else
+            in->mask[t] = (uint8_t)mr_active(c->seed, w, t, c->masked);
     }
 }
 
@@ -197,7 +207,7 @@ struct outs {
 static void alloc_outs(const struct mc *c, const fccl_moe_info_t *info,
                        size_t bs, struct outs *o)
 {
-    size_t es = c->bf16 ? 2 : 4, rows = info->expand_rows;
+    size_t es = c->half ? 2 : 4, rows = info->expand_rows;
     memset(o, 0, sizeof(*o));
     o->d.expand_x = xcalloc(rows * c->H, es);
     o->d.expand_scales = xcalloc(rows, sizeof(float));
@@ -256,18 +266,25 @@ static void check_dispatch(const struct mc *c, const fccl_moe_info_t *info,
                 int w = src_world(c, s, b);
                 int64_t n_s = 0;
                 for (size_t t = 0; t < (size_t)call_bs(c, w); t++) {
-                    if (!mr_active(c->seed, w, t, c->masked))
+                    if (!mr_token_on(c->seed, w, t, c->k, c->masked))
                         continue;
                     mr_route(c->seed, w, t, c->k, experts(c), c->skew, ids);
+                    float shw = 0; /* the shared rows' weight, slot order */
+                    for (int j = 0; j < c->k; j++)
+                        if (mr_route_on(c->seed, w, t, j, c->masked))
+                            shw += mr_scale(c->seed, w, t, j);
                     for (int j = 0; j < slots; j++) {
                         int r, l;
+                        if (j < c->k &&
+                            !mr_route_on(c->seed, w, t, j, c->masked))
+                            continue; /* a route masked off: not sent */
                         dest(c, s, ids, j, &r, &l);
                         if (r != me || l != le)
                             continue;
                         for (size_t h = 0; h < H && !bad; h++) {
                             float v = mr_val(c->seed, MR_X, w, t, h);
-                            float want = c->bf16 ? th_bf2f(th_f2bf(v)) : v;
-                            float got = mr_get(o->d.expand_x, row * H + h, c->bf16);
+                            float want = mr_round(v, c->half);
+                            float got = mr_get(o->d.expand_x, row * H + h, c->half);
                             if (got != want) {
                                 FAILF("dispatch: expand_x row %zu (src %d token "
                                       "%zu) [%zu] = %g, want %g", row, w, t, h,
@@ -275,7 +292,7 @@ static void check_dispatch(const struct mc *c, const fccl_moe_info_t *info,
                                 bad = 1;
                             }
                         }
-                        float sc = j < c->k ? mr_scale(c->seed, w, t, j) : 1.0f;
+                        float sc = j < c->k ? mr_scale(c->seed, w, t, j) : shw;
                         if (!bad && o->d.expand_scales[row] != sc) {
                             FAILF("dispatch: expand_scales[%zu] = %g, want %g",
                                   row, o->d.expand_scales[row], sc);
@@ -327,10 +344,10 @@ static void run_experts(const struct mc *c, const fccl_moe_info_t *info,
         double mul = mr_mul(info->is_shared_rank, e);
         double add = mr_add(info->is_shared_rank, e);
         for (size_t i = row * c->H; i < (row + n) * c->H; i++) {
-            double x = mr_get(o->d.expand_x, i, c->bf16);
+            double x = mr_get(o->d.expand_x, i, c->half);
             double y = !c->tp ? mul * x + add
                        : info->tp_rank == 0 ? mul * x : add;
-            mr_put(o->eo, i, (float)y, c->bf16);
+            mr_put(o->eo, i, (float)y, c->half);
         }
         row += n;
     }
@@ -342,30 +359,35 @@ static void ref_elem(const struct mc *c, const struct inp *in, size_t t,
 {
     *val = 0;
     *mag = 0;
-    if (!in->mask[t])
+    int w = W; /* my own tokens */
+    if (!mr_token_on(c->seed, w, t, c->k, c->masked))
         return;
-    double x = mr_get(in->x, t * c->H + h, c->bf16);
+    double x = mr_get(in->x, t * c->H + h, c->half), ss = 0;
     for (int j = 0; j < c->k; j++) {
+        if (!mr_route_on(c->seed, w, t, j, c->masked))
+            continue;
         int e = in->ids[t * (size_t)c->k + (size_t)j];
         double s = in->scales[t * (size_t)c->k + (size_t)j];
+        ss += s;
         *val += s * (mr_mul(0, e) * x + mr_add(0, e));
         *mag += fabs(s) * (fabs(mr_mul(0, e) * x) + fabs(mr_add(0, e)));
     }
+    /* the shared expert, weighted by the sum of the active scales */
     for (int i = 0; i < c->NS; i++) {
-        *val += mr_mul(1, i) * x + mr_add(1, i);
-        *mag += fabs(mr_mul(1, i) * x) + fabs(mr_add(1, i));
+        *val += ss * (mr_mul(1, i) * x + mr_add(1, i));
+        *mag += fabs(ss) * (fabs(mr_mul(1, i) * x) + fabs(mr_add(1, i)));
     }
     if (c->shx) {
-        double v = mr_get(in->shx, t * c->H + h, c->bf16);
-        *val += v;
-        *mag += fabs(v);
+        double v = mr_get(in->shx, t * c->H + h, c->half);
+        *val += ss * v;
+        *mag += fabs(ss * v);
     }
 }
 
 static void check_combine(const struct mc *c, const struct inp *in,
                           const struct outs *o)
 {
-    double rtol = c->bf16 ? 1.0 / 64 : 1e-5;
+    double rtol = c->half == 1 ? 1.0 / 64 : c->half == 2 ? 1.0 / 512 : 1e-5;
     size_t H = c->H;
     double *xr = xcalloc(H, sizeof(double)), *mg = xcalloc(H, sizeof(double));
     for (size_t t = 0; t < in->bs; t++) {
@@ -373,11 +395,11 @@ static void check_combine(const struct mc *c, const struct inp *in,
         for (size_t h = 0; h < H; h++) {
             ref_elem(c, in, t, h, &xr[h], &mg[h]);
             if (c->fused) {
-                double r = mr_get(in->res, t * H + h, c->bf16);
+                double r = mr_get(in->res, t * H + h, c->half);
                 xr[h] += r;
                 mg[h] += fabs(r);
             }
-            double got = mr_get(o->x, t * H + h, c->bf16);
+            double got = mr_get(o->x, t * H + h, c->half);
             if (fabs(got - xr[h]) > rtol * mg[h] + 1e-6) {
                 FAILF("%s: token %zu [%zu] = %.7g, want %.7g (+-%.3g)",
                       c->fused ? "x_out" : "combine", t, h, got, xr[h],
@@ -396,11 +418,15 @@ static void check_combine(const struct mc *c, const struct inp *in,
             goto out;
         }
         for (size_t h = 0; h < H; h++) {
-            double g = mr_get(in->gamma, h, c->bf16);
+            double g = mr_get(in->gamma, h, c->half);
             double want = xr[h] * rstd * g;
-            double got = mr_get(o->y, t * H + h, c->bf16);
+            double got = mr_get(o->y, t * H + h, c->half);
             double tol = rtol * mg[h] * rstd * fabs(g) +
-                         (rr + (c->bf16 ? 1.0 / 128 : 1e-6)) * fabs(want) + 1e-6;
+                         (rr + (c->half == 1   ? 1.0 / 128
+                               : c->half == 2 ? 1.0 / 1024
+                                              : 1e-6)) *
+                             fabs(want) +
+                         1e-6;
             if (fabs(got - want) > tol) {
                 FAILF("y_out: token %zu [%zu] = %.7g, want %.7g (+-%.3g)", t,
                       h, got, want, tol);
@@ -483,7 +509,12 @@ static int dispatch_async(const struct mc *c, fccl_moe_t *m, const void *x,
                           fccl_moe_dispatch_out_t *d)
 {
     fccl_moe_request_t *req = NULL;
-    int rc = fccl_moe_dispatch_start(m, x, ids, scales, mask, bs, d, &req);
+    int rc = c->masked == 2
+                 ? fccl_moe_dispatch_mask_start(m, x, ids, scales, mask,
+                                                FCCL_MOE_MASK_ROUTES, bs, d,
+                                                &req)
+                 : fccl_moe_dispatch_start(m, x, ids, scales, mask, bs, d,
+                                           &req);
     if (rc < 0)
         return rc;
     if (!req) {
@@ -546,8 +577,12 @@ static struct verdict layer(const struct mc *c, fccl_moe_t *m,
     const uint8_t *mask = c->masked || tm == T_MASK ? in.mask : NULL;
     v.drc = c->dasync ? dispatch_async(c, m, in.x, in.ids, in.scales, mask,
                                        bs, &o.d)
-                      : fccl_moe_dispatch(m, in.x, in.ids, in.scales, mask,
-                                          bs, &o.d);
+                      : c->masked == 2
+                          ? fccl_moe_dispatch_mask(m, in.x, in.ids, in.scales,
+                                                   mask, FCCL_MOE_MASK_ROUTES,
+                                                   bs, &o.d)
+                          : fccl_moe_dispatch(m, in.x, in.ids, in.scales, mask,
+                                              bs, &o.d);
     o.d.expand_x = ex;
     if (v.drc < 0)
         goto out;
@@ -567,7 +602,7 @@ static struct verdict layer(const struct mc *c, fccl_moe_t *m,
                                 o.d.tp_recv_counts, in.scales,
                                 c->shx ? in.shx : NULL, in.bs};
     if (c->fused && c->inplace) /* x_out over a copy of the residual */
-        memcpy(o.x, in.res, in.bs * c->H * (c->bf16 ? 2 : 4));
+        memcpy(o.x, in.res, in.bs * c->H * (c->half ? 2 : 4));
     const void *res = c->inplace ? o.x : in.res;
     const void *gamma = me && tm == T_GAMMA ? NULL : in.gamma;
     if (c->async)
@@ -634,7 +669,9 @@ static void layer_mode(void)
                         struct mc c = {
                             .tp = tp, .S = S, .NS = NS, .L = L,
                             .k = E < 4 ? E : (li == 2 ? 4 : 3 + idx % 2),
-                            .bf16 = bf, .skew = skew, .masked = idx % 3 == 1,
+                            .half = bf ? 1 + (idx / 2) % 2 : 0, /* bf16, f16 */
+                            .skew = skew,
+                            .masked = idx % 3 != 1 ? 0 : idx % 2 ? 1 : 2,
                             .uneven = idx % 4 == 2, .fused = fused,
                             .shx = idx % 5 == 3, .nums_count = idx % 2,
                             .inplace = fused && idx % 3 == 2,
@@ -651,7 +688,8 @@ static void layer_mode(void)
          * chunks (MOE_CHUNK_BYTES), and pieces of many rows */
         for (int bf = 0; bf < 2 && !O.reduced; bf++) {
             int L = tp ? 1 : 2, E = L * ep;
-            struct mc c = {.tp = tp, .L = L, .k = E < 3 ? E : 3, .bf16 = bf,
+            struct mc c = {.tp = tp, .L = L, .k = E < 3 ? E : 3,
+                           .half = bf ? 1 + tp : 0,
                            .skew = 1, .fused = bf, .H = bf ? 8200 : 4100,
                            .bs = 48, .masked = 1, .xbuf = bf};
             run_case(&c);
@@ -702,6 +740,20 @@ static void bad_new(struct mc c, int who, const char *what,
     }
 }
 
+/* A local check that fails on rank `who` alone: every other rank's error
+ * must name it (its EP rank; across TP "EP rank N of the other EP
+ * group"). */
+static void bad_new_named(struct mc c, int who, const char *what,
+                          void (*spoil)(fccl_moe_opts_t *), const char *needle)
+{
+    bad_new(c, who, what, spoil, needle);
+    char name[48];
+    snprintf(name, sizeof(name), "EP rank %d", c.tp ? who / 2 : who);
+    if (W != who && !strstr(fccl_last_error(), name))
+        FAILF("%s: rank %d's error '%s' does not name %s", what, W,
+              fccl_last_error(), name);
+}
+
 static void sp_k0(fccl_moe_opts_t *o) { o->k = 0; }
 static void sp_k17(fccl_moe_opts_t *o) { o->k = 17; }
 static void sp_kE(fccl_moe_opts_t *o) { o->k = o->moe_expert_num + 1; }
@@ -713,7 +765,7 @@ static void sp_eps(fccl_moe_opts_t *o) { o->norm_eps = 1e-5f; }
 static void sp_sh(fccl_moe_opts_t *o) { o->shared_expert_rank_num = o->ep ? fccl_group_size(o->ep) : 0; o->shared_expert_num = 1; }
 static void sp_gbs(fccl_moe_opts_t *o) { o->global_bs = 1; }
 static void sp_bs0(fccl_moe_opts_t *o) { o->bs = 0; }
-static void sp_dt16(fccl_moe_opts_t *o) { o->dtype = FCCL_FLOAT16; }
+static void sp_dti(fccl_moe_opts_t *o) { o->dtype = FCCL_INT32; }
 
 static void bad_call(struct mc c, enum tamper tm, int who, const char *needle)
 {
@@ -803,20 +855,22 @@ static void tp_mismatch(struct mc c)
 
 static void args_mode(void)
 {
-    struct mc c = {.L = 2, .k = 2, .bf16 = 1, .H = 16, .bs = 5};
+    struct mc c = {.L = 2, .k = 2, .half = 1, .H = 16, .bs = 5};
     int last = NW - 1;
     /* options: on every rank (each finds it alone) and on one rank */
     bad_new(c, -1, "k = 0", sp_k0, "k 0");
     bad_new(c, -1, "k = 17", sp_k17, "k 17");
-    bad_new(c, last, "k > experts on one rank", sp_kE, NULL);
+    bad_new_named(c, last, "k > experts on one rank", sp_kE, "out of range");
     bad_new(c, -1, "experts not a multiple of the ranks", sp_div, "multiple");
-    bad_new(c, last, "experts not a multiple, one rank", sp_div, "multiple");
+    bad_new_named(c, last, "experts not a multiple, one rank", sp_div,
+                  "multiple");
+    bad_new_named(c, 0, "int32 on rank 0", sp_dti, "unsupported");
     bad_new(c, -1, "no routed-expert rank", sp_sh, "shared_expert_rank_num");
     bad_new(c, last, "hidden differs on one rank", sp_H, "hidden differs");
     bad_new(c, 0, "dtype differs on one rank", sp_dt, "dtype differs");
     bad_new(c, last, "eps differs on one rank", sp_eps, "norm_eps differs");
     bad_new(c, -1, "bs = 0", sp_bs0, "bs 0");
-    bad_new(c, -1, "float16", sp_dt16, "unsupported");
+    bad_new(c, -1, "int32", sp_dti, "unsupported");
     struct mc u = c;
     u.uneven = 1;
     u.bs = 6;
@@ -847,6 +901,7 @@ static void args_mode(void)
         bad_new(t, -1, "TP with two experts per rank", sp_tpL,
                 "one expert per rank");
         bad_new(t, last, "hidden differs on one TP rank", sp_H, "differs");
+        bad_new_named(t, last, "k 0 on one TP rank", sp_k0, "k 0");
     }
     if (NW >= 4 && NW % 2 == 0)
         tp_mismatch(c);
@@ -856,6 +911,9 @@ static void args_mode(void)
         bad_call(c, T_ID_DUP, who, "twice");
         bad_call(c, T_BS, who, "bs");
         bad_call(c, T_MASK, who, "x_active_mask");
+        struct mc mk = c; /* the [bs][k] form */
+        mk.masked = 2;
+        bad_call(mk, T_MASK, who, "x_active_mask[0][0]");
         bad_call(c, T_DNULL, who, "NULL");
         bad_call(c, T_COUNTS, who, NULL);
         bad_call(c, T_ASSIST, who, "assist_info");
@@ -894,7 +952,7 @@ static void args_mode(void)
  * the dead rank within 30 s. */
 static int kill_mode(void)
 {
-    struct mc c = {.L = 2, .k = 2, .bf16 = 1, .H = 8192, .bs = 64,
+    struct mc c = {.L = 2, .k = 2, .half = 1, .H = 8192, .bs = 64,
                    .fused = 1, .seed = 99};
     describe(&c);
     fccl_moe_opts_t o;

@@ -28,17 +28,27 @@ static inline float mr_val(uint64_t seed, int what, int w, size_t t, size_t h)
                          1024) - 512) / 256.0f;
 }
 
-/* Store v as dtype (bf16 != 0) at element i; read it back. */
-static inline void mr_put(void *buf, size_t i, float v, int bf16)
+/* Store v as the case's type (half: 0 float32, 1 bfloat16, 2 float16)
+ * at element i; read it back; v as that type holds it. */
+static inline void mr_put(void *buf, size_t i, float v, int half)
 {
-    if (bf16)
+    if (half == 1)
         ((uint16_t *)buf)[i] = th_f2bf(v);
+    else if (half == 2)
+        ((uint16_t *)buf)[i] = th_f2h(v);
     else
         ((float *)buf)[i] = v;
 }
-static inline float mr_get(const void *buf, size_t i, int bf16)
+static inline float mr_get(const void *buf, size_t i, int half)
 {
-    return bf16 ? th_bf2f(((const uint16_t *)buf)[i]) : ((const float *)buf)[i];
+    const uint16_t *h = buf;
+    return half == 1 ? th_bf2f(h[i])
+           : half == 2 ? th_h2f(h[i])
+                       : ((const float *)buf)[i];
+}
+static inline float mr_round(float v, int half)
+{
+    return half == 1 ? th_bf2f(th_f2bf(v)) : half == 2 ? th_h2f(th_f2h(v)) : v;
 }
 
 enum { MR_X = 1, MR_SCALE, MR_RES, MR_GAMMA, MR_SHX, MR_MASK, MR_ID };
@@ -74,9 +84,31 @@ static inline float mr_scale(uint64_t seed, int w, size_t t, int j)
                                 (uint64_t)j) % 1000) / 1000.0f;
 }
 
+/* masked: 0 none, 1 the [bs] form (a token on or off), 2 the [bs][k]
+ * form (each route on or off). */
 static inline int mr_active(uint64_t seed, int w, size_t t, int masked)
 {
-    return !masked || mr_h(seed, MR_MASK, (uint64_t)w, t) % 5 != 0;
+    return masked != 1 || mr_h(seed, MR_MASK, (uint64_t)w, t) % 5 != 0;
+}
+
+/* Is route j of token t on? */
+static inline int mr_route_on(uint64_t seed, int w, size_t t, int j,
+                              int masked)
+{
+    if (masked != 2)
+        return mr_active(seed, w, t, masked);
+    return mr_h(seed, MR_MASK, ((uint64_t)w << 32) | t, (uint64_t)j + 1) % 3 !=
+           0;
+}
+
+/* A token is sent (and goes to the shared experts) when a route is on. */
+static inline int mr_token_on(uint64_t seed, int w, size_t t, int k,
+                              int masked)
+{
+    for (int j = 0; j < k; j++)
+        if (mr_route_on(seed, w, t, j, masked))
+            return 1;
+    return 0;
 }
 
 /* Expert functions, split in two parts so a TP pair can each compute one:

@@ -40,6 +40,12 @@ int coll_barrier_dissemination(struct coll_run *run);
 int coll_gather_linear(struct coll_run *run);
 int coll_scatter_linear(struct coll_run *run);
 int coll_neighbor_exchange(struct coll_run *run);
+int coll_neighbor_exchange_v2(struct coll_run *run);
+/* all_to_all_dims: pack, the all_to_all algorithm of that name, unpack
+ * (alltoall_dims.c) */
+int coll_alltoall_dims_pairwise(struct coll_run *run);
+int coll_alltoall_dims_linear(struct coll_run *run);
+int coll_alltoall_dims_shm(struct coll_run *run);
 /* Through a one-host group's segment (<op>_shm.c).  Without a segment
  * each runs a transport algorithm instead: all_reduce returns
  * COLL_FALLBACK (the selector's choice among the transport's algorithms
@@ -146,6 +152,16 @@ int coll_seg_all_gather(struct coll_run *run, struct coll_seg *s,
 /* Broadcast `bytes` of buf from segment member `root` (bcast_shm.c). */
 int coll_seg_bcast(struct coll_run *run, struct coll_seg *s, int root,
                    void *buf, size_t bytes);
+
+/* Copy between a dense C-order tensor of nd dims and a packed box of it
+ * (box.c): the box spans [lo[i], lo[i] + ext[i]) of each dimension;
+ * to_box = 1 reads the tensor into box, 0 writes box into the tensor. */
+void coll_box_copy(unsigned char *tensor, const size_t *dims, int nd,
+                   const size_t *lo, const size_t *ext, size_t es,
+                   unsigned char *box, int to_box);
+/* The output shape of neighbor_exchange_v2 for a normalised shape (the
+ * receive lengths of sides without a rank already 0; neighbor_halo.c). */
+void coll_nbr_v2_out_dims(const struct coll_shape *s, size_t out[4]);
 
 /* all_to_all helpers (alltoall_pairwise.c): elements that go to
  * (send = 1) or come from (send = 0) rank p and their element offsets;

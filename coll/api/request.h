@@ -7,6 +7,7 @@
  *
  * Module map, top down:
  *   collectives.c  the public collectives: argument checks, coll_submit
+ *   shaped.c       the collectives on shaped tensors (the same way)
  *   coll_group.c   a group handed over by the bootstrap, and taken back
  *   request.c      the group's worker and queue, fccl_wait and fccl_test
  *   execute.c      coll_execute: one collective on this thread

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "bf16.h"
+#include "fp16.h"
 #include "err.h"
 
 #define KBLK 16
@@ -27,59 +28,9 @@ typedef void (*kern_fn)(void *d, const void *a, const void *b, size_t n);
 
 /* ---- scalar conversions ---- */
 
-static inline uint32_t f2u(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    return u;
-}
-
-static inline float u2f(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-/* c ? a : b as mask arithmetic: GCC keeps a ternary chain as branches,
- * which stops vectorisation. */
-static inline uint32_t sel(int c, uint32_t a, uint32_t b)
-{
-    uint32_t m = 0u - (uint32_t)(c != 0);
-    return (a & m) | (b & ~m);
-}
-
-/* Shifting the exponent and mantissa into float position and scaling by
- * 2^(127-15) rebiases normals and turns half subnormals into the right
- * float exactly; infinities and NaNs are patched in afterwards. */
-static inline float h2f(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t em = h & 0x7fffu;
-    uint32_t fin = f2u(u2f(em << 13) * 0x1p112f);
-    uint32_t inf = (em << 13) | 0x7f800000u;
-    return u2f(sel(em >= 0x7c00u, inf, fin) | sign);
-}
-
-/* Three candidate results, selected without branches:
- *  - too big (>= 2^16 before rounding) or NaN: inf or a quiet NaN;
- *  - below the smallest half normal: adding 0.5 lines the half subnormal
- *    bits up with the float mantissa and the FPU rounds to nearest-even;
- *  - normal: rebias and round to nearest-even by adding 0xfff plus the
- *    lowest kept mantissa bit (a carry into the exponent is correct,
- *    including the round-up to infinity). */
-static inline uint16_t f2h(float f)
-{
-    uint32_t u = f2u(f);
-    uint32_t sign = (u >> 16) & 0x8000u;
-    u &= 0x7fffffffu;
-    uint32_t big = sel(u > 0x7f800000u, 0x7e00u, 0x7c00u);
-    uint32_t sub = f2u(u2f(u) + 0.5f) - 0x3f000000u;
-    uint32_t odd = (u >> 13) & 1u;
-    uint32_t nrm = (u - (112u << 23) + 0xfffu + odd) >> 13;
-    uint32_t o = sel(u >= 0x47800000u, big, sel(u < 0x38800000u, sub, nrm));
-    return (uint16_t)(o | sign);
-}
+/* float16 through common/fp16.h, the conversion MoE uses too */
+static inline float h2f(uint16_t h) { return fccl_half_to_float(h); }
+static inline uint16_t f2h(float f) { return fccl_float_to_half(f); }
 
 float coll_half_to_float(uint16_t h) { return h2f(h); }
 uint16_t coll_float_to_half(float f) { return f2h(f); }

@@ -11,6 +11,22 @@
 
 #include "fccl/coll.h"
 
+/* neighbor_exchange_v2 and all_to_all_dims: the shape of the caller's
+ * dense (C-order) tensor, checked and normalised by the API floor.
+ * Held by value in coll_args, so a queued call keeps its own copy. */
+#define COLL_MAX_DIMS FCCL_COLL_MAX_DIMS
+struct coll_shape {
+    int ndim;                       /* 0: not a shaped call */
+    size_t dims[COLL_MAX_DIMS];     /* the send buffer's shape */
+    int split_dim, concat_dim;      /* all_to_all_dims, 0..ndim-1 */
+    /* neighbor_exchange_v2 (NCHW): per direction (FCCL_NBR_TOP ..
+     * FCCL_NBR_TOP_LEFT) the group rank or -1, and per side (top,
+     * bottom, left, right) the rows or columns; a receive side whose
+     * rank is -1 has its length set to 0 here (it adds nothing) */
+    int send_ids[8], recv_ids[8];
+    size_t send_lens[4], recv_lens[4];
+};
+
 enum coll_kind {
     COLL_BARRIER,
     COLL_BCAST,
@@ -22,6 +38,8 @@ enum coll_kind {
     COLL_SCATTER,
     COLL_ALLTOALL,
     COLL_NEIGHBOR,
+    COLL_NEIGHBOR_V2,
+    COLL_ALLTOALL_DIMS,
     COLL_NUM_KINDS
 };
 
@@ -47,6 +65,7 @@ struct coll_args {
     void *const *recv_bufs;
     const size_t *send_counts, *recv_counts;
     size_t nsend, nrecv;
+    struct coll_shape shape;   /* neighbor_exchange_v2, all_to_all_dims */
 };
 
 #endif

@@ -91,6 +91,24 @@ static const struct coll_algo neighbor_algos[] = {
     {0, NULL, NULL, NULL},
 };
 
+static const struct coll_algo neighbor_v2_algos[] = {
+    {0, "direct", "pack the blocks, all sends and receives at once, unpack",
+     coll_neighbor_exchange_v2},
+    {0, NULL, NULL, NULL},
+};
+
+/* all_to_all's algorithms, with the packing of the shaped layout around
+ * them (alltoall_dims.c); picked as for all_to_all */
+static const struct coll_algo alltoall_dims_algos[] = {
+    {0, "pairwise", "pack, n-1 rounds of one exchange, unpack",
+     coll_alltoall_dims_pairwise},
+    {1, "linear", "pack, all sends and receives at once, unpack",
+     coll_alltoall_dims_linear},
+    {2, "shm", "pack, small blocks through a one-host group's segment, "
+     "unpack", coll_alltoall_dims_shm},
+    {0, NULL, NULL, NULL},
+};
+
 static const struct {
     const char *name, *env;
     const struct coll_algo *algos;
@@ -106,6 +124,10 @@ static const struct {
     [COLL_SCATTER] = {"scatter", "SCATTER", scatter_algos},
     [COLL_ALLTOALL] = {"all_to_all", "ALL_TO_ALL", alltoall_algos},
     [COLL_NEIGHBOR] = {"neighbor_exchange", "NEIGHBOR_EXCHANGE", neighbor_algos},
+    [COLL_NEIGHBOR_V2] = {"neighbor_exchange_v2", "NEIGHBOR_EXCHANGE_V2",
+                          neighbor_v2_algos},
+    [COLL_ALLTOALL_DIMS] = {"all_to_all_dims", "ALL_TO_ALL_DIMS",
+                            alltoall_dims_algos},
 };
 
 const char *coll_kind_env(enum coll_kind k) { return kinds[k].env; }
@@ -335,6 +357,7 @@ static int auto_choice(const struct coll_run *run)
         return one_host_shm(run->g) &&
                (n > 2 || total_bytes(a, n) <= (size_t)n * (COLL_SHM_SMALL));
     case COLL_ALLTOALL:
+    case COLL_ALLTOALL_DIMS: /* the same table order; count is the slice */
         if (one_host_shm(run->g) && !a->scounts && !a->rcounts &&
             !a->sdispls && !a->rdispls && bytes <= COLL_SHM_SMALL)
             return 2; /* shm: small even blocks */
@@ -347,11 +370,16 @@ static int auto_choice(const struct coll_run *run)
 const char *coll_algo_for(struct fccl_group *g, const char *op, size_t count,
                           fccl_dtype_t dtype, int root)
 {
-    int k = coll_kind_parse(op);
+    /* all_to_all_v shares all_to_all's choice, made for per-peer counts */
+    int v = op && name_eq(op, "all_to_all_v");
+    int k = v ? COLL_ALLTOALL : coll_kind_parse(op);
     if (!g || !g->state || k < 0)
         return "-";
     struct coll_args a = {.kind = (enum coll_kind)k, .opname = op,
-                          .count = count, .dtype = dtype, .root = root};
+                          .count = v ? 0 : count, .dtype = dtype,
+                          .root = root};
+    if (v)
+        a.scounts = a.rcounts = &count;
     struct coll_run probe = {.g = g, .st = g->state, .a = &a};
     int rc;
     const struct coll_algo *al = coll_select(&probe, &rc);

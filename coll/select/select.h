@@ -49,8 +49,10 @@ const struct coll_algo *coll_select(struct coll_run *run, int *rc);
  * transport.  NULL with FCCL_ERR_STATE recorded for a kind that has no
  * fallback (an internal error). */
 const struct coll_algo *coll_select_fallback(struct coll_run *run, int *rc);
-/* Name of the algorithm an even call of `op` ("all_reduce", ...) with
- * count elements of dtype (root for rooted ops) on group g would run now
+/* Name of the algorithm an even call of `op` ("all_reduce", ...,
+ * "all_to_all_v" for per-peer counts; all_to_all_dims: count is the
+ * slice) with count elements of dtype (root for rooted ops) on group g
+ * would run now
  * (what coll_select picks; fccl-bench's algo column), "-" for an unknown
  * op or group, "?" for a bad forced name.  Static string. */
 struct fccl_group;

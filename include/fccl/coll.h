@@ -161,8 +161,9 @@ FCCL_API int fccl_redop_parse(const char *name);
  * @param g a group; not NULL.
  * @param op the operation as named in the API ("all_reduce", "broadcast",
  *     "reduce", "all_gather", "reduce_scatter", "gather", "scatter",
- *     "all_to_all", "barrier", "neighbor_exchange"; case, '_' and '-' are
- *     ignored, "bcast" and "alltoall" also work).  The _v variants share
+ *     "all_to_all", "barrier", "neighbor_exchange", "neighbor_exchange_v2",
+ *     "all_to_all_dims"; case, '_' and '-' are ignored, "bcast" and
+ *     "alltoall" also work).  The _v variants share
  *     the choice of their operation.
  * @param algo one of that operation's algorithms, or "auto", "" or NULL
  *     for the automatic choice (which also clears a bad FCCL_ALGO_<OP>).
@@ -493,6 +494,170 @@ FCCL_API int fccl_neighbor_exchange(const int *send_peers,
                                     const size_t *recv_counts, size_t nrecv,
                                     fccl_dtype_t dtype, fccl_group_t *g,
                                     fccl_request_t **req);
+
+/* ---- collectives on shaped tensors (MindSpore's comm_ops) ---- */
+
+/*
+ * NeighborExchangeV2 and AlltoAll with split and concat dimensions work
+ * on dense tensors in C order (row-major, the last dimension contiguous),
+ * described by a dims array of ndim entries (at most FCCL_COLL_MAX_DIMS);
+ * the buffers hold the product of the dims in elements of dtype (NULL
+ * only when that product is 0).  The argument checks are the seed's
+ * (mindspore.ops.NeighborExchangeV2 and ops.AlltoAll), made on the
+ * calling rank before anything is sent; each FCCL_ERR_INVALID message
+ * names the argument and the value that failed.  Blocking (req NULL) and
+ * asynchronous as the other collectives; the dims and id arrays are read
+ * during the call only.  The data is packed into and unpacked out of the
+ * group's scratch memory (up to the bytes of both buffers), so the
+ * transfers themselves are contiguous.
+ */
+
+/** Most dimensions of a shaped buffer. */
+#define FCCL_COLL_MAX_DIMS 8
+
+/** The eight directions of fccl_neighbor_exchange_v2(), in the order of
+ * MindSpore's send_rank_ids and recv_rank_ids (clockwise from the top). */
+typedef enum {
+    FCCL_NBR_TOP,
+    FCCL_NBR_TOP_RIGHT,
+    FCCL_NBR_RIGHT,
+    FCCL_NBR_BOTTOM_RIGHT,
+    FCCL_NBR_BOTTOM,
+    FCCL_NBR_BOTTOM_LEFT,
+    FCCL_NBR_LEFT,
+    FCCL_NBR_TOP_LEFT,
+    FCCL_NBR_NUM_DIRS /**< count of directions, not a direction */
+} fccl_nbr_dir_t;
+
+/** The four sides of the lens arrays of fccl_neighbor_exchange_v2(), in
+ * MindSpore's order [top, bottom, left, right]. */
+typedef enum {
+    FCCL_NBR_LEN_TOP,
+    FCCL_NBR_LEN_BOTTOM,
+    FCCL_NBR_LEN_LEFT,
+    FCCL_NBR_LEN_RIGHT,
+    FCCL_NBR_NUM_SIDES /**< count of sides, not a side */
+} fccl_nbr_side_t;
+
+/**
+ * Halo exchange of an NCHW tensor with up to eight neighbours
+ * (MindSpore's NeighborExchangeV2).
+ *
+ * Sends: for each direction d with send_rank_ids[d] != -1, a block of the
+ * input goes to that rank: top = rows [0, send_lens[TOP]) of every (n, c)
+ * plane, all W columns; bottom = the last send_lens[BOTTOM] rows; left
+ * and right = send_lens[LEFT] / send_lens[RIGHT] columns of all H rows;
+ * a corner = the intersection (top-right: the first send_lens[TOP] rows
+ * of the last send_lens[RIGHT] columns, and so on).
+ *
+ * Receives: the output is the input with a frame around it.  A side
+ * whose direction has a rank (recv_rank_ids[TOP] for the top, [BOTTOM],
+ * [LEFT], [RIGHT]) adds recv_lens of that side; a side with -1 adds
+ * nothing, whatever its length (the seed's output shape).  So the output
+ * is N x C x (H + top + bottom) x (W + left + right) with those sizes, the
+ * input in its centre, and each received block in its place around it
+ * (the top block above the centre, W wide; the top-right corner above
+ * and right of it; ...).  The seed's corner rule makes the frame whole: a
+ * corner has a rank exactly when both of its sides have one.
+ * fccl_neighbor_exchange_v2_shape() computes the output shape.
+ *
+ * Matching: what this rank sends to p is what p receives from it, in
+ * whatever direction p names it (the usual grid: my top goes to the rank
+ * above, which receives it as its bottom), element counts equal on both
+ * ends (a mismatch fails with FCCL_ERR_PROTOCOL or FCCL_ERR_TIMEOUT, or
+ * goes unnoticed where the receiver expects 0).  A rank may be its own
+ * neighbour: a send to itself needs a receive from itself of the same
+ * count, and is a local copy.  Every rank of the group calls it (with
+ * all ids -1 if it exchanges nothing).
+ *
+ * @param sendbuf the input, dims[0] x dims[1] x dims[2] x dims[3].
+ * @param dims the input's shape (N, C, H, W); ndim must be 4 (NCHW, the
+ *     only data format of the seed).
+ * @param ndim 4.
+ * @param recvbuf the output (see above); must not overlap sendbuf.
+ * @param send_rank_ids 8 group ranks by direction (fccl_nbr_dir_t), -1
+ *     for none; no rank twice.
+ * @param send_lens 4 sizes by side (fccl_nbr_side_t), >= 0; the top and
+ *     bottom ones at most H, the left and right ones at most W.
+ * @param recv_rank_ids 8 group ranks by direction, -1 for none; no rank
+ *     twice; the corner rule above.
+ * @param recv_lens 4 sizes by side, >= 0.
+ * @return FCCL_OK or an error of the overview's list; FCCL_ERR_INVALID
+ *     also for: ndim other than 4, a NULL dims, id or lens array, an id
+ *     below -1 or not a rank of the group, an id twice in one list, a
+ *     negative length, a corner that breaks the corner rule, a send
+ *     length larger than the input, overlapping buffers, a send to
+ *     myself without the matching receive, sizes that overflow.
+ */
+FCCL_API int fccl_neighbor_exchange_v2(const void *sendbuf, const size_t *dims,
+                                       size_t ndim, void *recvbuf,
+                                       const int *send_rank_ids,
+                                       const int64_t *send_lens,
+                                       const int *recv_rank_ids,
+                                       const int64_t *recv_lens,
+                                       fccl_dtype_t dtype, fccl_group_t *g,
+                                       fccl_request_t **req);
+/**
+ * The output shape of fccl_neighbor_exchange_v2() for an input of `dims`,
+ * with the argument checks that need no group (every check of the call
+ * but the rank range and the buffers).
+ *
+ * Never blocks; thread-safe.
+ *
+ * @param out_dims receives 4 dims.
+ * @return FCCL_OK; FCCL_ERR_INVALID as fccl_neighbor_exchange_v2() (with
+ *     send_rank_ids NULL, the send checks are skipped).
+ */
+FCCL_API int fccl_neighbor_exchange_v2_shape(const size_t *dims, size_t ndim,
+                                            const int *send_rank_ids,
+                                            const int64_t *send_lens,
+                                            const int *recv_rank_ids,
+                                            const int64_t *recv_lens,
+                                            size_t *out_dims);
+
+/**
+ * All-to-all along any dimensions (MindSpore's AlltoAll with
+ * split_count, split_dim and concat_dim).
+ *
+ * The input (shape dims) is cut along split_dim into split_count equal
+ * blocks; block p goes to group rank p; the blocks received are joined
+ * in rank order along concat_dim.  The output's shape is dims with
+ * dims[split_dim] / n and then dims[concat_dim] * n (n = split_count =
+ * the group size; split_dim == concat_dim keeps the shape).  With
+ * split_dim = concat_dim = 0 it is fccl_all_to_all().  Every rank passes
+ * the same dims, split_dim and concat_dim.
+ *
+ * In place (sendbuf == recvbuf) works.
+ *
+ * @param sendbuf the input, the product of dims elements.
+ * @param recvbuf the output, as many elements.
+ * @param dims the input's shape, ndim entries.
+ * @param ndim 1..FCCL_COLL_MAX_DIMS.
+ * @param split_count must equal the group size (the seed's rule).
+ * @param split_dim, concat_dim dimensions, -ndim..ndim-1 (negative counts
+ *     from the end, as Python indexes).
+ * @return FCCL_OK or an error of the overview's list; FCCL_ERR_INVALID
+ *     also for: dims NULL, ndim out of range, split_count other than the
+ *     group size, a dimension out of range, dims[split_dim] not divisible
+ *     by split_count, sizes that overflow.
+ */
+FCCL_API int fccl_all_to_all_dims(const void *sendbuf, void *recvbuf,
+                                  const size_t *dims, size_t ndim,
+                                  int split_count, int split_dim,
+                                  int concat_dim, fccl_dtype_t dtype,
+                                  fccl_group_t *g, fccl_request_t **req);
+/**
+ * The output shape of fccl_all_to_all_dims(), with its argument checks
+ * that need no group (split_count is only checked to be >= 1).
+ *
+ * Never blocks; thread-safe.
+ *
+ * @param out_dims receives ndim dims.
+ * @return FCCL_OK; FCCL_ERR_INVALID as fccl_all_to_all_dims().
+ */
+FCCL_API int fccl_all_to_all_dims_shape(const size_t *dims, size_t ndim,
+                                        int split_count, int split_dim,
+                                        int concat_dim, size_t *out_dims);
 
 #ifdef __cplusplus
 }

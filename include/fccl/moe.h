@@ -22,12 +22,28 @@
  *              another buffer of the same layout).
  *   combine:   with TP, the two partial results are summed and scattered
  *              back (ReduceScatterV); then every row goes back to the rank
- *              that owns the token, which forms
+ *              that owns the token, which forms, with s[t] the sum of the
+ *              token's scales over its active routes,
  *                out[t] = sum_k expert_scales[t,k] * y[t,k]
- *                         + sum of the shared experts' rows of t
- *                         + shared_expert_x[t]            (if given)
- *              accumulated in float32 in that fixed order, so every run
- *              gives the same bits whatever order the rows arrive in.
+ *                         + s[t] * (each shared expert's row of t)
+ *                         + s[t] * shared_expert_x[t]     (if given)
+ *              (k over the active routes), accumulated in float32 in that
+ *              fixed order, so every run gives the same bits whatever
+ *              order the rows arrive in.
+ *
+ * The shared expert's weight.  The seed writes combineOut =
+ * Sum(expertScales * ataOut + expertScales * sharedExpertX).  Read as the
+ * tensor expression it is (expertScales [BS, K] against sharedExpertX
+ * [BS, H], summed over K), the shared term is (sum_k expertScales[t,k]) *
+ * sharedExpertX[t]: the shared expert is weighted by the sum of the
+ * token's routing weights.  This is the one reading under which the
+ * formula is well formed as written, and it agrees with adding the
+ * shared expert unweighted (the reading before this version) exactly when
+ * the weights of a token sum to 1, the usual normalised top-k gating.
+ * The same weight goes to the rows of the shared-expert ranks, which
+ * compute the same term on other ranks: where the shared expert runs
+ * (shared-expert ranks, or the caller, as shared_expert_x) does not
+ * change the result.
  *   fused:     combine_add_rms_norm also adds residual_x and applies RMSNorm:
  *                x = out + residual;  rstd = 1 / sqrt(mean(x^2) + eps);
  *                y = x * rstd * gamma
@@ -39,16 +55,26 @@
  *
  * Configs.  A config object (fccl_moe_new()) holds the groups, sizes and
  * workspaces; it is created once, collectively, and reused, so each call
- * is only data movement and math.  Data types float32 and bfloat16
- * (bfloat16 in and out, float32 accumulation, round to nearest even).
- * Tokens with a 0 in x_active_mask are not sent; their combine output is
- * zero (fused: x is the residual).
+ * is only data movement and math.  Data types float32, bfloat16 and
+ * float16 (the 16-bit types in and out, float32 accumulation, rounded to
+ * nearest even).
  *
- * Argument errors never leave other ranks waiting: each call checks its
- * arguments locally and then shares a verdict with the other ranks in the
- * exchange it needs anyway (the token counts), so every rank of the EP
- * group (and of the TP groups) returns FCCL_ERR_INVALID together, the
- * offending rank with the precise message, the others naming that rank.
+ * Masks.  x_active_mask takes either of Ascend's two forms
+ * (fccl_moe_mask_t): [bs], a token on or off, or [bs][k] (newer CANN
+ * versions), each of a token's k routes on or off.  A route that is off
+ * is not sent and adds nothing to the combine (nor its scale to s[t]); a
+ * token with every route off is inactive as with the [bs] form.  An
+ * active token also goes to the shared experts.  An inactive token is
+ * not sent at all; its combine output is zero (fused: x is the
+ * residual).
+ *
+ * Argument errors never leave other ranks waiting: each call (and
+ * fccl_moe_new) checks its arguments locally and then shares a verdict
+ * with the other ranks in the exchange it needs anyway (the token counts;
+ * fccl_moe_new's option comparison), so every rank of the EP group (and
+ * of the TP groups) returns FCCL_ERR_INVALID together, the offending rank
+ * with the precise message, the others naming that rank (the lowest and
+ * highest when several are wrong).
  *
  * Asynchronous variants: fccl_moe_dispatch_start(), fccl_moe_combine_start()
  * and fccl_moe_combine_add_rms_norm_start() return a handle to test or
@@ -116,7 +142,8 @@ typedef struct fccl_moe_opts {
                                    ep_size, the same on every rank */
     int k;                      /**< experts per token, 1..min(16, experts) */
     size_t hidden;              /**< H, elements per token row, >= 1 */
-    fccl_dtype_t dtype;         /**< FCCL_FLOAT32 or FCCL_BFLOAT16 */
+    fccl_dtype_t dtype;         /**< FCCL_FLOAT32, FCCL_BFLOAT16 or
+                                   FCCL_FLOAT16 */
     float norm_eps;             /**< RMSNorm epsilon, finite and >= 0 */
     fccl_moe_token_nums_t token_nums_type; /**< see fccl_moe_token_nums_t */
     int expert_buffer;          /**< 1: fccl_moe_new also makes an expert
@@ -238,8 +265,9 @@ typedef struct fccl_moe_dispatch_out {
                                    by local expert, then source EP rank,
                                    then token order; with TP the TP rank 0
                                    block, then the TP rank 1 block */
-    float *expand_scales;       /**< [expand_rows]: each row's weight (1 for
-                                   shared-expert rows) */
+    float *expand_scales;       /**< [expand_rows]: each row's weight in
+                                   the combine (shared-expert rows: s[t],
+                                   the sum of the token's active scales) */
     int64_t *expert_token_nums; /**< [local_expert_num], counts or cumsums
                                    over all rows (both TP blocks) */
     int64_t *ep_recv_counts;    /**< [local_expert_num][ep_size]: rows from
@@ -252,9 +280,17 @@ typedef struct fccl_moe_dispatch_out {
     size_t rows;                /**< set: rows written to expand_x */
 } fccl_moe_dispatch_out_t;
 
+/** The forms of x_active_mask (Ascend's two shapes). */
+typedef enum {
+    FCCL_MOE_MASK_TOKENS = 0, /**< [bs]: a token on (1) or off (0) */
+    FCCL_MOE_MASK_ROUTES = 1, /**< [bs][k]: each route of a token on or
+                                 off (newer CANN versions) */
+} fccl_moe_mask_t;
+
 /**
  * Send every active token to its experts.  Collective over the EP group
- * (then the TP group).
+ * (then the TP group).  The [bs] mask form; fccl_moe_dispatch_mask()
+ * takes either.
  *
  * Blocks until this rank's rows are in place.  The inputs are only read.
  *
@@ -263,7 +299,8 @@ typedef struct fccl_moe_dispatch_out {
  *     distinct within a token.
  * @param expert_scales [bs][k] float32 weights (only copied to
  *     expand_scales; combine reads them again).
- * @param x_active_mask [bs] 0/1, or NULL: all active.
+ * @param x_active_mask [bs] 0/1, or NULL: all active (the [bs][k] form:
+ *     fccl_moe_dispatch_mask()).
  * @param bs tokens this call, 0..opts.bs (exactly opts.bs when global_bs
  *     is 0).
  * @param out the outputs, allocated by the caller.
@@ -278,6 +315,21 @@ FCCL_API int fccl_moe_dispatch(fccl_moe_t *moe, const void *x,
                                const float *expert_scales,
                                const uint8_t *x_active_mask, size_t bs,
                                fccl_moe_dispatch_out_t *out);
+/**
+ * fccl_moe_dispatch() with the mask in either form: mask_type says how
+ * x_active_mask is laid out ([bs] or [bs][k] of 0/1 bytes; NULL: all on).
+ * Each rank chooses its own form (only its own tokens are concerned).
+ *
+ * @return as fccl_moe_dispatch(); FCCL_ERR_INVALID also for an unknown
+ *     mask_type or a mask byte other than 0 and 1 (the message names the
+ *     entry).
+ */
+FCCL_API int fccl_moe_dispatch_mask(fccl_moe_t *moe, const void *x,
+                                    const int32_t *expert_ids,
+                                    const float *expert_scales,
+                                    const uint8_t *x_active_mask,
+                                    fccl_moe_mask_t mask_type, size_t bs,
+                                    fccl_moe_dispatch_out_t *out);
 
 /** Inputs of combine: the experts' outputs in dispatch's layout and the
  * bookkeeping dispatch returned, unchanged. */
@@ -294,7 +346,8 @@ typedef struct fccl_moe_combine_in {
                                       partner itself */
     const float *expert_scales;    /**< [bs][k] the weights */
     const void *shared_expert_x;   /**< [bs][H] dtype added to every active
-                                      token, or NULL */
+                                      token, weighted by s[t] (see the
+                                      top of this file), or NULL */
     size_t bs;                     /**< as passed to dispatch */
 } fccl_moe_combine_in_t;
 
@@ -362,6 +415,13 @@ FCCL_API int fccl_moe_dispatch_start(fccl_moe_t *moe, const void *x,
                                      const uint8_t *x_active_mask, size_t bs,
                                      fccl_moe_dispatch_out_t *out,
                                      fccl_moe_request_t **req);
+/** fccl_moe_dispatch_start() with the mask in either form (as
+ * fccl_moe_dispatch_mask()). */
+FCCL_API int fccl_moe_dispatch_mask_start(
+    fccl_moe_t *moe, const void *x, const int32_t *expert_ids,
+    const float *expert_scales, const uint8_t *x_active_mask,
+    fccl_moe_mask_t mask_type, size_t bs, fccl_moe_dispatch_out_t *out,
+    fccl_moe_request_t **req);
 
 /**
  * Start fccl_moe_combine() / fccl_moe_combine_add_rms_norm() and return

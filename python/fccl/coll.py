@@ -34,6 +34,8 @@ __all__ = [
     "all_to_all", "all_to_all_v_c", "broadcast", "reduce",
     "gather_into_tensor", "scatter_tensor", "gather", "scatter", "barrier",
     "send", "recv", "isend", "irecv", "P2POp", "batch_isend_irecv",
+    "neighbor_exchange_v2", "NeighborExchangeV2", "all_to_all_dims",
+    "AlltoAll",
 ]
 
 
@@ -714,3 +716,203 @@ def batch_isend_irecv(p2p_op_list):
                             "consistent.")
         ops.append((p.op == "isend", p.tensor, p.peer, p.tag))
     return [_fccl.batch(ops, group)]
+
+
+# ---- the collectives of comm_ops on shaped tensors ----
+
+def _shape(t):
+    """The shape of a tensor, a NumPy array or a buffer-protocol object."""
+    shape = getattr(t, "shape", None)
+    if shape is None:
+        shape = memoryview(t).shape
+    return tuple(int(d) for d in shape)
+
+
+def _new_like(t, shape):
+    """An empty tensor of `shape` of `t`'s kind (torch or NumPy) and
+    dtype."""
+    if type(t).__module__.startswith("torch"):
+        return t.new_empty(shape)
+    if hasattr(t, "__array_interface__"):
+        import numpy as np
+        return np.empty(shape, dtype=np.asarray(t).dtype)
+    raise TypeError(f"Expected a NumPy array or a torch tensor, but got "
+                    f"{type(t).__name__}")
+
+
+def neighbor_exchange_v2(output, input, send_rank_ids, send_lens,
+                         recv_rank_ids, recv_lens, data_format="NCHW",
+                         group=None, async_op=False):
+    """Halo exchange of an NCHW tensor with up to eight neighbours
+    (MindSpore's NeighborExchangeV2) into `output`.
+
+    Direction d of `send_rank_ids` / `recv_rank_ids` is clockwise from the
+    top: top, top_right, right, bottom_right, bottom, bottom_left, left,
+    top_left; -1 means no neighbour.  `send_lens` / `recv_lens` are
+    [top, bottom, left, right].  Rank ids are ranks of `group` (the seed
+    checks them against the group's size), no rank twice in one list.
+
+    To the rank in direction d this rank sends that side (or corner) of
+    `input`: the top send_lens[0] rows, the right send_lens[3] columns, the
+    top-right corner of both, ...  `output` is `input` with a frame: a side
+    with a receive rank adds its recv_lens rows or columns (a side of -1
+    adds nothing), so its shape is (N, C, H + top + bottom, W + left +
+    right); a corner has a rank exactly when both of its sides have one.
+
+    Args:
+        output: the result, of the shape above, `input`'s dtype.
+        input: a 4-D (N, C, H, W) tensor.
+        send_rank_ids (list[int]): 8 ranks or -1.
+        send_lens (list[int]): 4 lengths >= 0 (top and bottom at most H,
+            left and right at most W).
+        recv_rank_ids (list[int]): 8 ranks or -1.
+        recv_lens (list[int]): 4 lengths >= 0.
+        data_format (str): ``"NCHW"``, the only one.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: a list that is not a list of ints, tensors that are not
+            tensors or whose dtypes differ, a `data_format` not a str.
+        ValueError: the seed's rules (a list of the wrong length, an id
+            below -1 or out of the group, an id twice, a negative length, a
+            corner without its sides, a send length beyond the input,
+            data_format not NCHW, not 4-D), or an `output` of another size.
+        RuntimeError: not initialized, or the call failed.
+
+    Example (2 ranks, the seed's)::
+
+        >>> x = np.ones([1, 1, 2, 2], np.float32) * (rank + 1)
+        >>> ids = [-1] * 8; ids[4 if rank == 0 else 0] = 1 - rank
+        >>> lens = [0, 1, 0, 0] if rank == 0 else [1, 0, 0, 0]
+        >>> out = np.empty([1, 1, 3, 2], np.float32)
+        >>> fccl.neighbor_exchange_v2(out, x, ids, lens, ids, lens)
+        >>> out[0, 0]      # rank 0: its two rows, then rank 1's top row
+        [[1. 1.] [1. 1.] [2. 2.]]
+    """
+    return _fccl.neighbor_exchange_v2(output, input, _shape(input),
+                                      send_rank_ids, send_lens,
+                                      recv_rank_ids, recv_lens, data_format,
+                                      group, async_op)
+
+
+class NeighborExchangeV2:
+    """MindSpore's ``ops.NeighborExchangeV2`` as a callable: the arguments
+    once, then ``op(x)`` returns a new output tensor (NumPy or torch, as
+    `x`).  See :func:`neighbor_exchange_v2`.
+
+    Raises (at construction, as the seed): TypeError for lists that are
+    not lists of ints; ValueError for an id out of ``[-1, group size)``.
+    """
+
+    def __init__(self, send_rank_ids, send_lens, recv_rank_ids, recv_lens,
+                 data_format="NCHW", group=None):
+        from .pg import get_world_size
+        for name, ids in (("send_rank_ids", send_rank_ids),
+                          ("recv_rank_ids", recv_rank_ids)):
+            if not isinstance(ids, (list, tuple)):
+                raise TypeError(f"For 'NeighborExchangeV2', the '{name}' "
+                                f"must be a list, but got {type(ids)}")
+        size = get_world_size(group)
+        for name, ids in (("send_rank_ids", send_rank_ids),
+                          ("recv_rank_ids", recv_rank_ids)):
+            for r in ids:
+                if isinstance(r, int) and r != -1 and not 0 <= r < size:
+                    raise ValueError(
+                        f"For 'NeighborExchangeV2', the 'rank_id in {name}' "
+                        f"must be in [0, {size}), but got {r}")
+        self.send_rank_ids = list(send_rank_ids)
+        self.send_lens = send_lens
+        self.recv_rank_ids = list(recv_rank_ids)
+        self.recv_lens = recv_lens
+        self.data_format = data_format
+        self.group = group
+
+    def __call__(self, x):
+        shape = _fccl.neighbor_exchange_v2_shape(
+            _shape(x), self.send_rank_ids, self.send_lens, self.recv_rank_ids,
+            self.recv_lens, self.data_format)
+        out = _new_like(x, shape)
+        neighbor_exchange_v2(out, x, self.send_rank_ids, self.send_lens,
+                             self.recv_rank_ids, self.recv_lens,
+                             self.data_format, self.group)
+        return out
+
+
+def all_to_all_dims(output, input, split_count, split_dim, concat_dim,
+                    group=None, async_op=False):
+    """All-to-all along any dimensions (MindSpore's AlltoAll): `input` is
+    cut into `split_count` equal blocks along `split_dim`, block p goes to
+    rank p, and the blocks received are joined in rank order along
+    `concat_dim` into `output`.
+
+    Args:
+        output: shape of `input` with ``shape[split_dim] / split_count``,
+            then ``shape[concat_dim] * split_count``; in place works
+            (`output` may be `input` when the shapes' sizes agree).
+        input: the tensor (at most 8 dimensions), the same shape on every
+            rank.
+        split_count (int): must be the group's size.
+        split_dim (int): the dimension to cut (negative counts from the
+            end).
+        concat_dim (int): the dimension to join along.
+        group (str, optional): the group; ``None`` is the world group.
+        async_op (bool): return a handle instead of waiting.
+
+    Returns:
+        None, or a CommHandle when `async_op` is True.
+
+    Raises:
+        TypeError: the ints are not ints, tensors that are not tensors or
+            whose dtypes differ.
+        ValueError: the seed's rules (split_count not the group size,
+            ``x_shape[split_dim]`` not divisible by it), a dimension out of
+            range, an `output` of another size.
+        RuntimeError: not initialized, or the call failed.
+
+    Example (8 ranks, the seed's)::
+
+        >>> x = np.ones([1, 1, 8, 1], np.float32) * rank
+        >>> out = np.empty([1, 1, 1, 8], np.float32)
+        >>> fccl.all_to_all_dims(out, x, 8, -2, -1)
+        >>> out
+        [[[[0. 1. 2. 3. 4. 5. 6. 7.]]]]
+    """
+    return _fccl.all_to_all_dims(output, input, _shape(input), split_count,
+                                 split_dim, concat_dim, group, async_op)
+
+
+class AlltoAll:
+    """MindSpore's ``ops.AlltoAll(split_count, split_dim, concat_dim,
+    group)`` as a callable: ``op(x)`` returns a new output tensor (NumPy or
+    torch, as `x`).  See :func:`all_to_all_dims`.
+
+    Raises (at construction, as the seed): TypeError when an argument is
+    not an int or `group` not a str / Group / None.
+    """
+
+    def __init__(self, split_count, split_dim, concat_dim, group=None):
+        for name, v in (("split_count", split_count),
+                        ("split_dim", split_dim),
+                        ("concat_dim", concat_dim)):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"For 'AlltoAll', the '{name}' must be int, "
+                                f"but got {type(v).__name__}")
+        if group is not None and not isinstance(group, (str, _fccl.Group)):
+            raise TypeError(f"For 'AlltoAll', the 'group' must be str, but "
+                            f"got {type(group).__name__}")
+        self.split_count = split_count
+        self.split_dim = split_dim
+        self.concat_dim = concat_dim
+        self.group = group
+
+    def __call__(self, x):
+        shape = _fccl.all_to_all_dims_shape(_shape(x), self.split_count,
+                                            self.split_dim, self.concat_dim)
+        out = _new_like(x, shape)
+        all_to_all_dims(out, x, self.split_count, self.split_dim,
+                        self.concat_dim, self.group)
+        return out

@@ -1,6 +1,6 @@
 """MoE expert parallelism (fccl/moe.h, after Ascend's MoeDistributeDispatch,
 MoeDistributeCombine and MoeDistributeCombineAddRmsNorm), on NumPy float32
-arrays and torch float32 / bfloat16 tensors.
+and float16 arrays and torch float32, bfloat16 and float16 tensors.
 
     cfg = fccl.MoeConfig(ep_group, moe_expert_num=8, bs=16, k=2, hidden=64,
                          dtype="float32")
@@ -11,7 +11,10 @@ arrays and torch float32 / bfloat16 tensors.
                                           residual_x, gamma)
 
 Outputs are allocated like the input `x` (a NumPy array or a torch tensor).
-Every call is collective over the EP group (and the TP group).
+Every call is collective over the EP group (and the TP group).  The shared
+expert (shared-expert ranks, or `shared_expert_x`) is weighted by the sum
+of the token's active routing weights, the seed's formula read as a
+tensor expression (fccl/moe.h says why).
 """
 from collections import namedtuple
 
@@ -31,8 +34,8 @@ counts or prefix sums), `ep_recv_counts` (int64 [local experts, ep size],
 combine's ep_send_counts), `tp_recv_counts` (int64 [2] or None) and the
 opaque `assist_info` (int32) that combine needs."""
 
-_NP = {"float32": np.float32, "int32": np.int32, "int64": np.int64,
-       "uint8": np.uint8}
+_NP = {"float32": np.float32, "float16": np.float16, "int32": np.int32,
+       "int64": np.int64, "uint8": np.uint8}
 
 
 def _alloc(like, shape, dtype):
@@ -58,7 +61,8 @@ class MoeConfig:
         bs (int): most tokens a rank passes per call (1..512).
         k (int): experts per token (1..min(16, moe_expert_num)).
         hidden (int): H, elements of one token row.
-        dtype (str): ``"float32"`` or ``"bfloat16"``. Default "bfloat16".
+        dtype (str): ``"float32"``, ``"bfloat16"`` (torch tensors only:
+            NumPy has no bfloat16) or ``"float16"``. Default "bfloat16".
         tp_group (str, optional): a TP group of exactly 2 ranks, or None.
         shared_expert_num (int): shared experts (0 or more).
         shared_expert_rank_num (int): EP ranks 0..n-1 hold shared experts.
@@ -68,7 +72,7 @@ class MoeConfig:
         expert_token_nums_type (int): 0 prefix sums, 1 counts.
 
     Raises:
-        TypeError: a dtype other than float32 / bfloat16.
+        TypeError: a dtype other than float32, bfloat16 and float16.
         ValueError: options that break a constraint, on this rank or
             another (every rank fails together).
         RuntimeError: the groups failed or timed out.
@@ -88,7 +92,13 @@ class MoeConfig:
     def dispatch(self, x, expert_ids, expert_scales, x_active_mask=None):
         """Send every active token of `x` [bs, H] to the ranks of its `k`
         experts (`expert_ids` [bs, k] int32, `expert_scales` [bs, k]
-        float32, `x_active_mask` [bs] bool/uint8 or None).
+        float32).
+
+        `x_active_mask` (bool/uint8, or None: all on) is [bs], a token on
+        or off, or [bs, k] as in newer CANN versions, each route of a token
+        on or off: a route that is off is not sent and adds nothing in the
+        combine; a token with no route on is inactive (combine gives 0,
+        the fused operator the residual).
 
         Returns:
             MoeDispatch.
@@ -102,8 +112,11 @@ class MoeConfig:
         epc = _alloc(x, (le, ep), "int64")
         tpc = _alloc(x, (2,), "int64") if i["tp_size"] > 1 else None
         assist = _alloc(x, (max(1, i["assist_len"]),), "int32")
+        routes = x_active_mask is not None and len(
+            getattr(x_active_mask, "shape", (0,))) == 2
         rows = self._c.dispatch(x, expert_ids, expert_scales, x_active_mask,
-                                bs, expand_x, scales, tok, epc, tpc, assist)
+                                bs, expand_x, scales, tok, epc, tpc, assist,
+                                routes)
         return MoeDispatch(expand_x, scales, tok, epc, tpc, assist, rows)
 
     def combine(self, expand_x, dispatched, expert_scales,
@@ -115,7 +128,8 @@ class MoeConfig:
             expand_x: the experts' outputs, [expand_rows, H].
             dispatched (MoeDispatch): what dispatch returned.
             expert_scales: [bs, k] float32, as passed to dispatch.
-            shared_expert_x: [bs, H] added to every active token, or None.
+            shared_expert_x: [bs, H] added to every active token, weighted
+                by the sum of its active scales, or None.
             out: where to write (allocated like `expand_x` when None).
         """
         bs = len(expert_scales)

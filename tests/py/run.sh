@@ -45,7 +45,7 @@ cd "$ROOT/tests/py/multi" || exit 1
 for prov in shm 'tcp;ofi_rxm'; do
     for n in 1 2 3 4; do
         FCCL_PROVIDER=$prov run "py $n ranks $prov" \
-            "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_coll.py mr_groups.py
+            "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_coll.py mr_groups.py mr_shaped.py
     done
 done
 cd "$ROOT" || exit 1

@@ -11,6 +11,8 @@
  *   buffer.c   buffer-protocol objects and torch tensors -> fbuf
  *   group.c    init/finalize, the group registry, queries
  *   coll.c     the collectives
+ *   shaped.c   the collectives on shaped tensors (NeighborExchangeV2,
+ *              AlltoAll with split and concat dimensions)
  *   p2p.c      send, recv, isend, irecv, batch_isend_irecv
  *   handle.c   the asynchronous handle type (CommHandle)
  *   store.c    the TCPStore client type (Store), the embeddable server
@@ -183,6 +185,7 @@ int fpy_unpack_run(void *arg);
 /* ---- the method tables of each file, joined by module.c ---- */
 extern PyMethodDef fpy_group_methods[];
 extern PyMethodDef fpy_coll_methods[];
+extern PyMethodDef fpy_shaped_methods[];
 extern PyMethodDef fpy_p2p_methods[];
 int fpy_store_add_types(PyObject *m);
 int fpy_moe_add_types(PyObject *m);

@@ -19,6 +19,7 @@ typedef struct {
     fccl_dtype_t dtype;
     size_t hidden;
     int k;
+    fccl_moe_mask_t mask_type; /* of the dispatch being made */
 } fpy_moe;
 
 static int moe_init(fpy_moe *self, PyObject *args, PyObject *kw)
@@ -41,8 +42,8 @@ static int moe_init(fpy_moe *self, PyObject *args, PyObject *kw)
         return -1;
     int dt = fccl_dtype_parse(dtype);
     if (dt != FCCL_FLOAT32 && dt != FCCL_BFLOAT16 && dt != FCCL_FLOAT16) {
-        PyErr_Format(PyExc_TypeError, "MoeConfig: dtype must be 'float32' or "
-                     "'bfloat16', not %s", dtype);
+        PyErr_Format(PyExc_TypeError, "MoeConfig: dtype must be 'float32', "
+                     "'bfloat16' or 'float16', not %s", dtype);
         return -1;
     }
     if (hidden < 1) {
@@ -205,24 +206,27 @@ static int bs_arg(PyObject *v, size_t *bs)
 static int do_dispatch(fpy_moe *self, void **p, size_t bs, size_t *rows)
 {
     fccl_moe_dispatch_out_t o = {p[4], p[5], p[6], p[7], p[8], p[9], 0};
-    int rc = fccl_moe_dispatch(self->moe, p[0], p[1], p[2], p[3], bs, &o);
+    int rc = fccl_moe_dispatch_mask(self->moe, p[0], p[1], p[2], p[3],
+                                    self->mask_type, bs, &o);
     *rows = o.rows;
     return rc;
 }
 
 /* dispatch(x, expert_ids, expert_scales, x_active_mask, bs, expand_x,
  * expand_scales, expert_token_nums, ep_recv_counts, tp_recv_counts,
- * assist_info) -> rows */
+ * assist_info, mask_routes) -> rows; mask_routes: the mask is [bs, k]
+ * (newer CANN), else [bs] */
 static PyObject *moe_dispatch(fpy_moe *self, PyObject *const *a,
                               Py_ssize_t na)
 {
     static const char fn[] = "moe_distribute_dispatch";
-    if (na != 11)
-        return PyErr_Format(PyExc_TypeError, "dispatch takes 11 arguments");
+    if (na != 12)
+        return PyErr_Format(PyExc_TypeError, "dispatch takes 12 arguments");
     if (!live(self))
         return NULL;
     size_t bs;
-    if (bs_arg(a[4], &bs) < 0)
+    int routes = fpy_bool_arg(a[11], "mask_routes");
+    if (routes < 0 || bs_arg(a[4], &bs) < 0)
         return NULL;
     const fccl_moe_info_t *in = &self->info;
     size_t H = self->hidden, K = (size_t)self->k;
@@ -230,7 +234,7 @@ static PyObject *moe_dispatch(fpy_moe *self, PyObject *const *a,
         {"x", self->dtype, bs * H, 0, 0},
         {"expert_ids", FCCL_INT32, bs * K, 0, 0},
         {"expert_scales", FCCL_FLOAT32, bs * K, 0, 0},
-        {"x_active_mask", -1, bs, 0, 1},
+        {"x_active_mask", -1, routes ? bs * K : bs, 0, 1},
         {"expand_x", self->dtype, in->expand_rows * H, 1, 0},
         {"expand_scales", FCCL_FLOAT32, in->expand_rows, 1, 0},
         {"expert_token_nums", FCCL_INT64, (size_t)in->local_expert_num, 1, 0},
@@ -245,6 +249,7 @@ static PyObject *moe_dispatch(fpy_moe *self, PyObject *const *a,
     void *p[10];
     if (get_bufs(args, sp, 10, b, p, fn) < 0)
         return NULL;
+    self->mask_type = routes ? FCCL_MOE_MASK_ROUTES : FCCL_MOE_MASK_TOKENS;
     size_t rows = 0;
     int rc = run(self, do_dispatch, p, bs, &rows, fn);
     put_bufs(b, 10);
@@ -328,7 +333,7 @@ static PyMethodDef moe_methods[] = {
     {"dispatch", (PyCFunction)(void (*)(void))moe_dispatch, METH_FASTCALL,
      "dispatch(x, expert_ids, expert_scales, x_active_mask, bs, expand_x, "
      "expand_scales, expert_token_nums, ep_recv_counts, tp_recv_counts, "
-     "assist_info) -> rows"},
+     "assist_info, mask_routes) -> rows"},
     {"combine", (PyCFunction)(void (*)(void))moe_combine, METH_FASTCALL,
      "combine(expand_x, assist_info, ep_send_counts, tp_send_counts, "
      "expert_scales, shared_expert_x, bs, x) or, fused, (..., bs, "
