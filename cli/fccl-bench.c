@@ -263,6 +263,7 @@ static void put(void *buf, size_t i, double v)
     unsigned char *p = (unsigned char *)buf + i * fccl_dtype_size(O.dt);
     switch (O.dt) {
     case FCCL_INT8: { int8_t x = (int8_t)v; memcpy(p, &x, 1); break; }
+    case FCCL_INT16: { int16_t x = (int16_t)v; memcpy(p, &x, 2); break; }
     case FCCL_UINT8: case FCCL_BOOL: { uint8_t x = (uint8_t)(int)v; memcpy(p, &x, 1); break; }
     case FCCL_INT32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
     case FCCL_UINT32: { uint32_t x = (uint32_t)(int64_t)v; memcpy(p, &x, 4); break; }
@@ -281,6 +282,7 @@ static double get(const void *buf, size_t i)
     const unsigned char *p = (const unsigned char *)buf + i * fccl_dtype_size(O.dt);
     switch (O.dt) {
     case FCCL_INT8: return *(const int8_t *)p;
+    case FCCL_INT16: { int16_t x; memcpy(&x, p, 2); return x; }
     case FCCL_UINT8: case FCCL_BOOL: return *p;
     case FCCL_INT32: { int32_t x; memcpy(&x, p, 4); return x; }
     case FCCL_UINT32: { uint32_t x; memcpy(&x, p, 4); return x; }
@@ -303,7 +305,14 @@ static double reduced_value(size_t i)
         double x = get(tmp, 0);
         if (r == 0)
             acc = x;
-        else if (O.dt == FCCL_BOOL)
+        else if (O.rop == FCCL_BAND || O.rop == FCCL_BOR || O.rop == FCCL_BXOR) {
+            /* integer types only: the values are whole and fit int64 */
+            int64_t p = (int64_t)acc, q = (int64_t)x;
+            if (O.dt == FCCL_BOOL)
+                p = p != 0, q = q != 0;
+            acc = (double)(O.rop == FCCL_BAND ? (p & q)
+                           : O.rop == FCCL_BOR ? (p | q) : (p ^ q));
+        } else if (O.dt == FCCL_BOOL)
             acc = (O.rop == FCCL_SUM || O.rop == FCCL_MAX) ? (acc || x) : (acc && x);
         else if (O.rop == FCCL_SUM || O.rop == FCCL_AVG)
             acc += x;

@@ -213,7 +213,11 @@ static void usage(FILE *f)
             "  --version           print the version and exit\n\n"
             "Ranks also get FCCL_JOB_ID and GROUP_RANK (the node rank), "
             "RESTART_COUNT and\nTORCHELASTIC_RESTART_COUNT (the attempt, 0 "
-            "first), msrun's MS_WORKER_NUM,\nMS_SCHED_HOST, MS_SCHED_PORT, "
+            "first), the rest of torchrun's variables\n(ROLE_RANK, "
+            "ROLE_NAME, ROLE_WORLD_SIZE, GROUP_WORLD_SIZE, TORCHELASTIC_RUN_ID,"
+            "\nTORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_USE_AGENT_STORE=True: "
+            "torch's env:// then\nuses this store), msrun's MS_WORKER_NUM,\n"
+            "MS_SCHED_HOST, MS_SCHED_PORT, "
             "MS_NODE_ID, RANK_ID and RANK_SIZE; with one node,\n"
             "FCCL_NET_IFACE=lo unless set (all ranks are local).  "
             "With --nnodes > 1 a\nrank failing on any node stops every node.\n\n"
@@ -747,6 +751,7 @@ static void exec_rank(struct launcher *L, int r, int out_fd, int err_fd)
     int g = L->node_rank * L->n + r;
     set_env_int("RANK", g);
     set_env_int("LOCAL_RANK", r);
+    set_env_int("ROLE_RANK", g); /* torchrun's: one role, "default" */
     /* msrun's names for the rank (MS_ROLE stays unset: with it, a
      * MindSpore program would look for msrun's scheduler at our store). */
     set_env_int("RANK_ID", g);
@@ -1073,6 +1078,14 @@ static void set_job_env(struct launcher *L, const char *host, int port)
     set_env_int("WORLD_SIZE", L->nnodes * L->n);
     set_env_int("LOCAL_WORLD_SIZE", L->n);
     set_env_int("GROUP_RANK", L->node_rank);
+    /* The rest of what torchrun sets for its workers.  USE_AGENT_STORE
+     * makes torch's env:// connect to the store at MASTER_PORT as a
+     * client (under "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>/")
+     * instead of rank 0 binding that port, which our store holds. */
+    set_env_int("GROUP_WORLD_SIZE", L->nnodes);
+    set_env_int("ROLE_WORLD_SIZE", L->nnodes * L->n);
+    setenv("ROLE_NAME", "default", 1);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
     /* msrun's variables too, so programs written for msrun run as they
      * are (env:// reads torchrun's first; both say the same). */
     set_env_int("MS_WORKER_NUM", L->nnodes * L->n);
@@ -1301,6 +1314,7 @@ static void reset_attempt(struct launcher *L)
     /* A new job id per attempt: the ranks' keys of a failed attempt stay
      * out of the next one's way. */
     setenv("FCCL_JOB_ID", L->ns, 1);
+    setenv("TORCHELASTIC_RUN_ID", L->job, 1); /* torchrun's: every attempt */
     set_env_int("RESTART_COUNT", L->attempt);
     set_env_int("TORCHELASTIC_RESTART_COUNT", L->attempt);
     set_env_int("TORCHELASTIC_MAX_RESTARTS", L->max_restarts);

@@ -29,6 +29,29 @@ PY_DIR := $(BUILD)/python/fccl
 PY_SO := $(PY_DIR)/_fccl$(PY_EXT)
 PY_OUT := $(PY_SO) $(patsubst python/fccl/%,$(PY_DIR)/%,$(PY_MODS))
 
+# fccl.torch, the torch.distributed backend: its Python modules, and its
+# c10d Work in C++ (python/fccl/torch/_work.cpp says why), built when
+# libtorch-dev and pybind11-dev are there (else fccl.torch is left out).
+CXX ?= g++
+TORCH_HDR := /usr/include/torch/csrc/distributed/c10d/Work.hpp
+TORCH_HAVE := $(if $(and $(wildcard $(TORCH_HDR)),$(wildcard /usr/include/pybind11/pybind11.h)),1,)
+PYT_MODS := $(sort $(wildcard python/fccl/torch/*.py))
+PYT_SO := $(PY_DIR)/torch/_work$(PY_EXT)
+ifeq ($(TORCH_HAVE),1)
+PY_OUT += $(PYT_SO) $(patsubst python/fccl/torch/%,$(PY_DIR)/torch/%,$(PYT_MODS))
+endif
+PYT_CXXFLAGS := -std=c++17 -O2 -g -fPIC -Wall -Wextra -Werror \
+  -I$(PY_INC) -I/usr/include/torch/csrc/api/include
+PYT_LIBS := -ltorch -ltorch_cpu -lc10 -ltorch_python
+
+$(PYT_SO): python/fccl/torch/_work.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(PYT_CXXFLAGS) -shared -o $@ $< $(PYT_LIBS)
+
+$(PY_DIR)/torch/%.py: python/fccl/torch/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 .PHONY: python test-python install-python
 
 ifeq ($(SAN)$(PY_HAVE),01)
@@ -63,6 +86,11 @@ install-python: python
 	  -L$(BUILD)/lib -lfccl -Wl,-rpath,$(PREFIX)/lib -pthread
 	install -m 0755 $(BUILD)/python/_fccl.installed$(PY_EXT) \
 	  $(DESTDIR)$(PY_SITE)/fccl/_fccl$(PY_EXT)
+ifeq ($(TORCH_HAVE),1)
+	install -d $(DESTDIR)$(PY_SITE)/fccl/torch
+	install -m 0644 $(PYT_MODS) $(DESTDIR)$(PY_SITE)/fccl/torch/
+	install -m 0755 $(PYT_SO) $(DESTDIR)$(PY_SITE)/fccl/torch/
+endif
 
 uninstall: uninstall-python
 .PHONY: uninstall-python

@@ -34,7 +34,17 @@ static inline int ref_is_float(fccl_dtype_t dt)
 
 static inline int ref_is_signed(fccl_dtype_t dt)
 {
-    return dt == FCCL_INT8 || dt == FCCL_INT32 || dt == FCCL_INT64;
+    return dt == FCCL_INT8 || dt == FCCL_INT16 || dt == FCCL_INT32 ||
+           dt == FCCL_INT64;
+}
+
+/* Is op a reduction of dt?  avg is not one on bool, nor the bitwise ops
+ * on floating types. */
+static inline int op_defined(fccl_dtype_t dt, fccl_redop_t op)
+{
+    if (dt == FCCL_BOOL && op == FCCL_AVG)
+        return 0;
+    return !(ref_is_float(dt) && op >= FCCL_BAND);
 }
 
 /* Write input element i of rank `rank` in case cs to `out` (one element).
@@ -87,6 +97,7 @@ static inline uint64_t ref_getu(const void *buf, size_t i, fccl_dtype_t dt)
     const unsigned char *p = (const unsigned char *)buf + i * fccl_dtype_size(dt);
     switch (dt) {
     case FCCL_INT8: return (uint64_t)(int64_t) * (const int8_t *)p;
+    case FCCL_INT16: { int16_t v; memcpy(&v, p, 2); return (uint64_t)(int64_t)v; }
     case FCCL_UINT8: case FCCL_BOOL: return *p;
     case FCCL_INT32: { int32_t v; memcpy(&v, p, 4); return (uint64_t)(int64_t)v; }
     case FCCL_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
@@ -99,6 +110,7 @@ static inline uint64_t ref_wrap(uint64_t v, fccl_dtype_t dt)
 {
     switch (dt) {
     case FCCL_INT8: return (uint64_t)(int64_t)(int8_t)(uint8_t)v;
+    case FCCL_INT16: return (uint64_t)(int64_t)(int16_t)(uint16_t)v;
     case FCCL_UINT8: return (uint8_t)v;
     case FCCL_INT32: return (uint64_t)(int64_t)(int32_t)(uint32_t)v;
     case FCCL_UINT32: return (uint32_t)v;
@@ -163,12 +175,19 @@ static inline long ref_check_reduce(const void *got, size_t count, size_t first,
             ref_gen1(el, gi, dt, rop, cs, r);
             uint64_t x = ref_getu(el, 0, dt);
             if (dt == FCCL_BOOL) {
-                int orr = rop == FCCL_SUM || rop == FCCL_MAX;
-                acc = r == 0 ? x : orr ? (acc | x) : (acc & x);
+                int orr = rop == FCCL_SUM || rop == FCCL_MAX || rop == FCCL_BOR;
+                acc = r == 0 ? x : rop == FCCL_BXOR ? (acc ^ x)
+                                 : orr ? (acc | x) : (acc & x);
                 continue;
             }
             if (r == 0)
                 acc = x;
+            else if (rop == FCCL_BAND)
+                acc &= x;
+            else if (rop == FCCL_BOR)
+                acc |= x;
+            else if (rop == FCCL_BXOR)
+                acc = ref_wrap(acc ^ x, dt);
             else if (rop == FCCL_SUM || rop == FCCL_AVG)
                 acc = ref_wrap(acc + x, dt);
             else if (rop == FCCL_PROD)

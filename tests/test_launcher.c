@@ -573,6 +573,39 @@ Test(fccl_run, ranks_get_msrun_variables)
     th_result_free(&r);
 }
 
+/* torchrun's variables, on each of two nodes: the node's and the role's
+ * ranks and sizes, the run id, the agent store (torch's env:// then
+ * connects to the launcher's store instead of binding MASTER_PORT). */
+Test(fccl_run, ranks_get_torchrun_variables_on_two_nodes, .timeout = 120)
+{
+    struct srv srv;
+    srv_start_local(&srv, NULL);
+    char script[8192];
+    const char *prog =
+        "echo tr-$RANK-$LOCAL_RANK-$GROUP_RANK-$ROLE_RANK-$WORLD_SIZE-"
+        "$LOCAL_WORLD_SIZE-$GROUP_WORLD_SIZE-$ROLE_WORLD_SIZE-$ROLE_NAME-"
+        "$TORCHELASTIC_RUN_ID-$TORCHELASTIC_RESTART_COUNT-"
+        "$TORCHELASTIC_MAX_RESTARTS-$TORCHELASTIC_USE_AGENT_STORE";
+    snprintf(script, sizeof(script),
+             "%s/fccl-run -n 2 --nnodes 2 --node-rank 0 --store %s "
+             "--job-id trj sh -c '%s' & a=$!; "
+             "%s/fccl-run -n 2 --nnodes 2 --node-rank 1 --store %s "
+             "--job-id trj sh -c '%s' & b=$!; "
+             "wait $a; ra=$?; wait $b; rb=$?; echo \"rc $ra $rb\"",
+             bin_dir, srv.addr, prog, bin_dir, srv.addr, prog);
+    struct th_result r = run_sh(script, 100);
+    cr_assert(strstr(r.out, "rc 0 0\n"), "%s\n%s", r.out, r.err);
+    for (int g = 0; g < 4; g++) {
+        char want[160];
+        snprintf(want, sizeof(want),
+                 "[%d] tr-%d-%d-%d-%d-4-2-2-4-default-trj-0-0-True\n", g, g,
+                 g % 2, g / 2, g);
+        cr_expect(strstr(r.out, want), "no %s in:\n%s", want, r.out);
+    }
+    th_result_free(&r);
+    srv_stop(&srv);
+}
+
 /* A 2-rank job started by hand with msrun's variables only (as msrun
  * --worker_num 2 --local_worker_num 1 --node_rank K gives them: RANK is
  * msrun's local index, 0 on both); rank 0 serves the store at

@@ -69,6 +69,12 @@ static void ref_elem(fccl_dtype_t dt, fccl_redop_t op, const void *a,
             r = (uint64_t)x * (uint64_t)y;                                     \
         else if (o == FCCL_MAX)                                                \
             r = (uint64_t)(x > y ? x : y);                                     \
+        else if (o == FCCL_BAND)                                               \
+            r = (uint64_t)x & (uint64_t)y;                                     \
+        else if (o == FCCL_BOR)                                                \
+            r = (uint64_t)x | (uint64_t)y;                                     \
+        else if (o == FCCL_BXOR)                                               \
+            r = (uint64_t)x ^ (uint64_t)y;                                     \
         else                                                                   \
             r = (uint64_t)(x < y ? x : y);                                     \
         *(T *)out = (T)r;                                                      \
@@ -80,6 +86,7 @@ static void ref_elem(fccl_dtype_t dt, fccl_redop_t op, const void *a,
                       : ((x) < (y) ? (x) : (y)))
     switch (dt) {
     case FCCL_INT8: INTREF(int8_t); break;
+    case FCCL_INT16: INTREF(int16_t); break;
     case FCCL_UINT8: INTREF(uint8_t); break;
     case FCCL_INT32: INTREF(int32_t); break;
     case FCCL_UINT32: INTREF(uint32_t); break;
@@ -89,6 +96,9 @@ static void ref_elem(fccl_dtype_t dt, fccl_redop_t op, const void *a,
         *(uint64_t *)out = o == FCCL_SUM    ? x + y
                            : o == FCCL_PROD ? x * y
                            : o == FCCL_MAX  ? (x > y ? x : y)
+                           : o == FCCL_BAND ? x & y
+                           : o == FCCL_BOR  ? x | y
+                           : o == FCCL_BXOR ? x ^ y
                                             : (x < y ? x : y);
         break;
     }
@@ -117,8 +127,10 @@ static void ref_elem(fccl_dtype_t dt, fccl_redop_t op, const void *a,
     }
     case FCCL_BOOL: {
         int x = ((const uint8_t *)a)[i] != 0, y = ((const uint8_t *)b)[i] != 0;
-        int orr = o == FCCL_SUM || o == FCCL_MAX;
-        *(uint8_t *)out = (uint8_t)(orr ? (x || y) : (x && y));
+        int orr = o == FCCL_SUM || o == FCCL_MAX || o == FCCL_BOR;
+        *(uint8_t *)out = (uint8_t)(o == FCCL_BXOR ? (x != y)
+                                    : orr          ? (x || y)
+                                                   : (x && y));
         break;
     }
     default: cr_assert_fail("bad dtype");
@@ -183,8 +195,8 @@ Test(reduce, every_dtype_and_op, .timeout = 30)
     size_t sizes[] = {0, 1, 15, 16, 17, N};
     for (int dt = 0; dt < FCCL_NUM_DTYPES; dt++)
         for (int op = 0; op < FCCL_NUM_OPS; op++) {
-            if (dt == FCCL_BOOL && op == FCCL_AVG)
-                continue;
+            if (coll_reduce_check((fccl_dtype_t)dt, (fccl_redop_t)op) < 0)
+                continue; /* avg on bool, bitwise on floats: refused below */
             for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
                 check_all((fccl_dtype_t)dt, (fccl_redop_t)op, sizes[k]);
         }
@@ -355,11 +367,55 @@ Test(reduce, check_refuses, .timeout = 10)
     cr_expect(coll_reduce_check(FCCL_FLOAT32, FCCL_NUM_OPS) == FCCL_ERR_INVALID);
     cr_expect(coll_reduce_check(FCCL_BOOL, FCCL_MAX) == FCCL_OK);
     cr_expect(coll_reduce_check(FCCL_INT8, FCCL_AVG) == FCCL_OK);
+    /* bitwise ops: integer types and bool, never floating types */
+    fccl_dtype_t fl[] = {FCCL_FLOAT16, FCCL_BFLOAT16, FCCL_FLOAT32,
+                         FCCL_FLOAT64};
+    fccl_redop_t bw[] = {FCCL_BAND, FCCL_BOR, FCCL_BXOR};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) {
+            cr_expect(coll_reduce_check(fl[i], bw[j]) == FCCL_ERR_INVALID);
+            cr_expect(strstr(fccl_last_error(), fccl_dtype_name(fl[i])));
+        }
+    fccl_dtype_t in[] = {FCCL_INT8, FCCL_UINT8, FCCL_INT16, FCCL_INT32,
+                         FCCL_UINT32, FCCL_INT64, FCCL_UINT64, FCCL_BOOL};
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 3; j++)
+            cr_expect(coll_reduce_check(in[i], bw[j]) == FCCL_OK);
+}
+
+/* Known values, so a kernel mixed up with another one fails here even if
+ * the reference made the same mistake. */
+Test(reduce, bitwise_and_int16_values, .timeout = 10)
+{
+    int16_t a[3] = {0x0f0f, -1, 32767}, b[3] = {0x00ff, 0x1234, 1}, d[3];
+    coll_reduce(d, a, b, 3, FCCL_INT16, FCCL_BAND);
+    cr_expect(d[0] == 0x000f && d[1] == 0x1234 && d[2] == 1);
+    coll_reduce(d, a, b, 3, FCCL_INT16, FCCL_BOR);
+    cr_expect(d[0] == 0x0fff && d[1] == -1 && d[2] == 32767);
+    coll_reduce(d, a, b, 3, FCCL_INT16, FCCL_BXOR);
+    cr_expect(d[0] == 0x0ff0 && d[1] == (int16_t)~0x1234 && d[2] == 32766);
+    coll_reduce(d, a, b, 3, FCCL_INT16, FCCL_SUM); /* wraps */
+    cr_expect(d[2] == -32768, "int16 wrap: %d", d[2]);
+    coll_reduce(d, a, b, 3, FCCL_INT16, FCCL_MIN);
+    cr_expect(d[0] == 0x00ff && d[1] == -1 && d[2] == 1);
+    int16_t v[2] = {-7, 7};
+    coll_reduce_avg_finish(v, 2, FCCL_INT16, 2);
+    cr_expect(v[0] == -3 && v[1] == 3, "int16 avg truncates: %d %d", v[0],
+              v[1]);
+    uint8_t x[4] = {0, 2, 0, 5}, y[4] = {0, 0, 3, 1}, z[4];
+    coll_reduce(z, x, y, 4, FCCL_BOOL, FCCL_BXOR);
+    cr_expect(z[0] == 0 && z[1] == 1 && z[2] == 1 && z[3] == 0);
+    coll_reduce(z, x, y, 4, FCCL_BOOL, FCCL_BAND);
+    cr_expect(z[0] == 0 && z[1] == 0 && z[2] == 0 && z[3] == 1);
+    uint64_t ua[1] = {0xf0f0f0f0f0f0f0f0ull}, ub[1] = {0xff00ff00ff00ff00ull},
+             ud[1];
+    coll_reduce(ud, ua, ub, 1, FCCL_UINT64, FCCL_BXOR);
+    cr_expect(ud[0] == 0x0ff00ff00ff00ff0ull);
 }
 
 Test(dtype, names_sizes_parse, .timeout = 10)
 {
-    size_t want[FCCL_NUM_DTYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 1};
+    size_t want[FCCL_NUM_DTYPES] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 1, 2};
     for (int dt = 0; dt < FCCL_NUM_DTYPES; dt++) {
         cr_expect(fccl_dtype_size((fccl_dtype_t)dt) == want[dt]);
         cr_expect(fccl_dtype_parse(fccl_dtype_name((fccl_dtype_t)dt)) == dt);
@@ -378,7 +434,13 @@ Test(dtype, names_sizes_parse, .timeout = 10)
     cr_expect(fccl_dtype_parse(NULL) == -1);
     cr_expect(fccl_redop_parse("max") == FCCL_MAX);
     cr_expect(fccl_redop_parse("mean") == FCCL_AVG);
-    cr_expect(fccl_redop_parse("xor") == -1);
+    cr_expect(fccl_redop_parse("BXOR") == FCCL_BXOR);
+    cr_expect(fccl_redop_parse("or") == FCCL_BOR);
+    cr_expect(fccl_dtype_parse("int16") == FCCL_INT16);
+    cr_expect(fccl_dtype_parse("short") == FCCL_INT16);
+    cr_expect(FCCL_INT16 == 11 && FCCL_BOOL == 10 && FCCL_BAND == 5,
+              "existing enum values kept, new ones appended");
+    cr_expect(fccl_redop_parse("xor") == FCCL_BXOR);
 }
 
 Test(reduce, throughput_not_a_bottleneck, .timeout = 30)

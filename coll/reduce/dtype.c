@@ -21,12 +21,13 @@ static const struct dtype_info dtypes[FCCL_NUM_DTYPES] = {
     [FCCL_INT64] = {"int64", 8},       [FCCL_UINT64] = {"uint64", 8},
     [FCCL_FLOAT16] = {"float16", 2},   [FCCL_BFLOAT16] = {"bfloat16", 2},
     [FCCL_FLOAT32] = {"float32", 4},   [FCCL_FLOAT64] = {"float64", 8},
-    [FCCL_BOOL] = {"bool", 1},
+    [FCCL_BOOL] = {"bool", 1},         [FCCL_INT16] = {"int16", 2},
 };
 
 static const char *const redops[FCCL_NUM_OPS] = {
     [FCCL_SUM] = "sum", [FCCL_PROD] = "prod", [FCCL_MAX] = "max",
-    [FCCL_MIN] = "min", [FCCL_AVG] = "avg",
+    [FCCL_MIN] = "min", [FCCL_AVG] = "avg", [FCCL_BAND] = "band",
+    [FCCL_BOR] = "bor", [FCCL_BXOR] = "bxor",
 };
 
 /* Other spellings accepted by the parser. */
@@ -43,7 +44,8 @@ static const struct {
     {"bf16", FCCL_BFLOAT16},   {"float", FCCL_FLOAT32},
     {"fp32", FCCL_FLOAT32},    {"f32", FCCL_FLOAT32},
     {"double", FCCL_FLOAT64},  {"fp64", FCCL_FLOAT64},
-    {"f64", FCCL_FLOAT64},
+    {"f64", FCCL_FLOAT64},     {"short", FCCL_INT16},
+    {"i16", FCCL_INT16},
 };
 
 static int dtype_valid(fccl_dtype_t dtype)
@@ -91,5 +93,11 @@ int fccl_redop_parse(const char *name)
         return FCCL_PROD;
     if (strcasecmp(name, "mean") == 0)
         return FCCL_AVG;
+    if (strcasecmp(name, "and") == 0)
+        return FCCL_BAND;
+    if (strcasecmp(name, "or") == 0)
+        return FCCL_BOR;
+    if (strcasecmp(name, "xor") == 0)
+        return FCCL_BXOR;
     return -1;
 }

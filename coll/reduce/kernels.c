@@ -10,7 +10,8 @@
  * written.
  *
  * Integer sum/prod go through the unsigned type of the same width, so they
- * wrap without undefined behaviour.  Half types are widened to float by bit
+ * wrap without undefined behaviour; the bitwise ops (and, or, xor) exist
+ * for integers and bool only.  Half types are widened to float by bit
  * manipulation (branch-free, so the blocks vectorise), combined in float and
  * rounded back to nearest-even.
  */
@@ -87,12 +88,16 @@ uint16_t coll_float_to_bf16(float f) { return fccl_float_to_bf16(f); }
 #define MAXE (x > y ? x : y)
 #define MINE (x < y ? x : y)
 
-/* Integers: sum/prod wrap through the unsigned type U. */
+/* Integers: sum/prod wrap through the unsigned type U; the bitwise ops
+ * too work on U, where &, | and ^ need no integer promotion caveats. */
 #define INT_KERNELS(sfx, T, U)                                                 \
     KERNEL(sum_##sfx, T, WRAP(T, U, +))                                        \
     KERNEL(prod_##sfx, T, WRAP(T, U, *))                                       \
     KERNEL(max_##sfx, T, MAXE)                                                 \
-    KERNEL(min_##sfx, T, MINE)
+    KERNEL(min_##sfx, T, MINE)                                                 \
+    KERNEL(band_##sfx, T, WRAP(T, U, &))                                       \
+    KERNEL(bor_##sfx, T, WRAP(T, U, |))                                        \
+    KERNEL(bxor_##sfx, T, WRAP(T, U, ^))
 
 #define FLT_KERNELS(sfx, T)                                                    \
     KERNEL(sum_##sfx, T, x + y)                                                \
@@ -107,6 +112,7 @@ uint16_t coll_float_to_bf16(float f) { return fccl_float_to_bf16(f); }
     HKERNEL(min_##sfx, TOF, TOH, MINE)
 
 INT_KERNELS(i8, int8_t, uint8_t)
+INT_KERNELS(i16, int16_t, uint16_t)
 INT_KERNELS(u8, uint8_t, uint8_t)
 INT_KERNELS(i32, int32_t, uint32_t)
 INT_KERNELS(u32, uint32_t, uint32_t)
@@ -119,17 +125,28 @@ HALF_KERNELS(bf16, fccl_bf16_to_float, fccl_float_to_bf16) /* bf16.h */
 /* bool: any non-zero byte is true; results are exactly 0 or 1. */
 KERNEL(or_b, uint8_t, (uint8_t)((x | y) != 0))
 KERNEL(and_b, uint8_t, (uint8_t)((x != 0) & (y != 0)))
+KERNEL(xor_b, uint8_t, (uint8_t)((x != 0) ^ (y != 0)))
 
-#define ROW(sfx) {sum_##sfx, prod_##sfx, max_##sfx, min_##sfx}
+/* Indexed by [dtype][op]; avg runs the sum kernel.  NULL: the op is not
+ * defined on the type (bitwise ops on floating types). */
+#define IROW(sfx)                                                              \
+    {[FCCL_SUM] = sum_##sfx, [FCCL_PROD] = prod_##sfx, [FCCL_MAX] = max_##sfx, \
+     [FCCL_MIN] = min_##sfx, [FCCL_BAND] = band_##sfx,                       \
+     [FCCL_BOR] = bor_##sfx, [FCCL_BXOR] = bxor_##sfx}
+#define FROW(sfx)                                                              \
+    {[FCCL_SUM] = sum_##sfx, [FCCL_PROD] = prod_##sfx, [FCCL_MAX] = max_##sfx, \
+     [FCCL_MIN] = min_##sfx}
 
-/* Indexed by [dtype][op] for op in sum, prod, max, min. */
-static const kern_fn kernels[FCCL_NUM_DTYPES][4] = {
-    [FCCL_INT8] = ROW(i8),       [FCCL_UINT8] = ROW(u8),
-    [FCCL_INT32] = ROW(i32),     [FCCL_UINT32] = ROW(u32),
-    [FCCL_INT64] = ROW(i64),     [FCCL_UINT64] = ROW(u64),
-    [FCCL_FLOAT16] = ROW(f16),   [FCCL_BFLOAT16] = ROW(bf16),
-    [FCCL_FLOAT32] = ROW(f32),   [FCCL_FLOAT64] = ROW(f64),
-    [FCCL_BOOL] = {or_b, and_b, or_b, and_b},
+static const kern_fn kernels[FCCL_NUM_DTYPES][FCCL_NUM_OPS] = {
+    [FCCL_INT8] = IROW(i8),      [FCCL_UINT8] = IROW(u8),
+    [FCCL_INT16] = IROW(i16),
+    [FCCL_INT32] = IROW(i32),    [FCCL_UINT32] = IROW(u32),
+    [FCCL_INT64] = IROW(i64),    [FCCL_UINT64] = IROW(u64),
+    [FCCL_FLOAT16] = FROW(f16),  [FCCL_BFLOAT16] = FROW(bf16),
+    [FCCL_FLOAT32] = FROW(f32),  [FCCL_FLOAT64] = FROW(f64),
+    [FCCL_BOOL] = {[FCCL_SUM] = or_b, [FCCL_PROD] = and_b, [FCCL_MAX] = or_b,
+                   [FCCL_MIN] = and_b, [FCCL_BAND] = and_b,
+                   [FCCL_BOR] = or_b, [FCCL_BXOR] = xor_b},
 };
 
 int coll_reduce_check(fccl_dtype_t dtype, fccl_redop_t op)
@@ -140,6 +157,10 @@ int coll_reduce_check(fccl_dtype_t dtype, fccl_redop_t op)
         return fccl_err(FCCL_ERR_INVALID, "unknown reduction op %d", (int)op);
     if (dtype == FCCL_BOOL && op == FCCL_AVG)
         return fccl_err(FCCL_ERR_INVALID, "avg is not defined on bool");
+    if (op != FCCL_AVG && !kernels[dtype][op])
+        return fccl_err(FCCL_ERR_INVALID, "%s is not defined on %s (bitwise "
+                        "ops take integer types and bool)",
+                        fccl_redop_name(op), fccl_dtype_name(dtype));
     return FCCL_OK;
 }
 
@@ -177,6 +198,7 @@ void coll_reduce_avg_finish(void *buf, size_t count, fccl_dtype_t dtype,
     /* C division truncates toward zero, which is what avg promises. */
     switch (dtype) {
     case FCCL_INT8: DIV_LOOP(int8_t, int); break;
+    case FCCL_INT16: DIV_LOOP(int16_t, int); break;
     case FCCL_UINT8: DIV_LOOP(uint8_t, int); break;
     case FCCL_INT32: DIV_LOOP(int32_t, int32_t); break;
     case FCCL_UINT32: DIV_LOOP(uint32_t, uint32_t); break;

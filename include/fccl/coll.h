@@ -102,7 +102,8 @@ typedef struct fccl_request fccl_request_t;
 
 /** Element types.  FLOAT16 is IEEE half, BFLOAT16 is bfloat16 (both 2
  * bytes, held as raw bits by the caller); BOOL is one byte, any non-zero
- * byte is true, and reductions produce exactly 0 or 1. */
+ * byte is true, and reductions produce exactly 0 or 1.  New types are
+ * appended (INT16 came last), so the values of the others never change. */
 typedef enum {
     FCCL_INT8,
     FCCL_UINT8,
@@ -115,14 +116,18 @@ typedef enum {
     FCCL_FLOAT32,
     FCCL_FLOAT64,
     FCCL_BOOL,
+    FCCL_INT16,
     FCCL_NUM_DTYPES /**< count of types, not a type */
 } fccl_dtype_t;
 
 /** Reduction ops.  Integer sum/prod wrap; avg on integers truncates toward
  * zero; bool has sum = or, prod = and, max = or, min = and, and refuses
- * avg.  Half types accumulate in float.  FCCL_NUM_OPS is a count, not an
- * op. */
+ * avg.  Half types accumulate in float.  BAND, BOR and BXOR (bitwise and,
+ * or, xor; torch's ReduceOp.BAND/BOR/BXOR) take integer types and bool
+ * only (on bool: and, or, xor of the truth values), FCCL_ERR_INVALID on
+ * floating types.  FCCL_NUM_OPS is a count, not an op. */
 typedef enum { FCCL_SUM, FCCL_PROD, FCCL_MAX, FCCL_MIN, FCCL_AVG,
+               FCCL_BAND, FCCL_BOR, FCCL_BXOR,
                FCCL_NUM_OPS } fccl_redop_t;
 
 /** @name Types and ops by name
@@ -142,7 +147,8 @@ FCCL_API const char *fccl_redop_name(fccl_redop_t op);
  * @return the fccl_dtype_t value, or -1 if unknown or NULL. */
 FCCL_API int fccl_dtype_parse(const char *name);
 /** Parse a reduction op name, ignoring case: "sum", "prod" ("product",
- * "mul"), "max", "min", "avg" ("mean").
+ * "mul"), "max", "min", "avg" ("mean"), "band", "bor", "bxor" ("and",
+ * "or", "xor").
  * @return the fccl_redop_t value, or -1 if unknown or NULL. */
 FCCL_API int fccl_redop_parse(const char *name);
 /** @} */
@@ -383,7 +389,8 @@ FCCL_API int fccl_batch_isend_irecv(const fccl_p2p_op_t *ops, size_t n,
  * same order, with matching arguments (same count, dtype, op and root,
  * unless a comment says otherwise).  Parameters common to all:
  *   dtype  a valid fccl_dtype_t;
- *   op     a valid fccl_redop_t (FCCL_AVG not on FCCL_BOOL);
+ *   op     a valid fccl_redop_t (FCCL_AVG not on FCCL_BOOL; FCCL_BAND,
+ *          FCCL_BOR, FCCL_BXOR on integer types and bool only);
  *   root   a group rank, 0..size-1;
  *   g      the group; not NULL;
  *   req    NULL to block until the operation is done on this rank (at

@@ -2,7 +2,8 @@
 # The Python suites of `make test`: the single-process ones (the store, a
 # killed rank, pip and make install), then the multi-rank ones under
 # fccl-run, one launch per provider and rank count running every case,
-# then the README's example.  Debian's /usr/bin/python3 and pytest;
+# fccl.torch's (jobs, then the multi-rank suites per provider and rank
+# count), then the README's example.  Debian's /usr/bin/python3 and pytest;
 # PYTHONPATH=BUILD/python.  Prints "N passed, N failed" launches at the end.
 set -u
 BUILD=${1:-build}
@@ -48,6 +49,24 @@ for prov in shm 'tcp;ofi_rxm'; do
             "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_coll.py mr_groups.py mr_shaped.py
     done
 done
+# fccl.torch (when it was built: libtorch-dev): jobs launched by the test
+# itself, then the multi-rank torch suites, one launch per provider and
+# rank count
+if [ -d "$ROOT/$BUILD/python/fccl/torch" ]; then
+    cd "$ROOT/tests/py" || exit 1
+    run "py torch jobs" "${PYTEST[@]}" test_torch_jobs.py
+    cd "$ROOT/tests/py/torch" || exit 1
+    for prov in shm 'tcp;ofi_rxm'; do
+        for n in 2 3 4; do
+            FCCL_PROVIDER=$prov run "py torch $n ranks $prov" \
+                "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_ops.py mr_groups.py
+        done
+    done
+    cd "$ROOT" || exit 1
+    run "py torch example" "$BUILD/bin/fccl-run" -n 2 "$PY" python/torch_train.py
+else
+    echo "== py torch: SKIPPED (no $BUILD/python/fccl/torch: libtorch-dev missing?)"
+fi
 cd "$ROOT" || exit 1
 run "py example" "$BUILD/bin/fccl-run" -n 2 "$PY" python/example.py
 [ ${#failed[@]} -gt 0 ] && echo "python failed: ${failed[*]}"

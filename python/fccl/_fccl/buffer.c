@@ -16,7 +16,7 @@
 
 static const char *const dtype_names[FCCL_NUM_DTYPES] = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64",
-    "float16", "bfloat16", "float32", "float64", "bool",
+    "float16", "bfloat16", "float32", "float64", "bool", "int16",
 };
 
 const char *fpy_dtype_name(fccl_dtype_t t)
@@ -38,6 +38,7 @@ static int dtype_of_format(const char *f, Py_ssize_t size)
     int sgn;
     switch (*f) {
     case 'b': return size == 1 ? FCCL_INT8 : -1;
+    case 'h': return size == 2 ? FCCL_INT16 : -1;
     case 'B': case 'c': return size == 1 ? FCCL_UINT8 : -1;
     case '?': return size == 1 ? FCCL_BOOL : -1;
     case 'e': return size == 2 ? FCCL_FLOAT16 : -1;
@@ -74,7 +75,8 @@ static PyObject *torch_type(void)
         return NULL;
     }
     static const struct { const char *name; fccl_dtype_t t; } map[] = {
-        {"int8", FCCL_INT8}, {"uint8", FCCL_UINT8}, {"int32", FCCL_INT32},
+        {"int8", FCCL_INT8}, {"uint8", FCCL_UINT8}, {"int16", FCCL_INT16},
+        {"int32", FCCL_INT32},
         {"int64", FCCL_INT64}, {"float16", FCCL_FLOAT16},
         {"bfloat16", FCCL_BFLOAT16}, {"float32", FCCL_FLOAT32},
         {"float64", FCCL_FLOAT64}, {"bool", FCCL_BOOL},

@@ -17,6 +17,8 @@
  *   handle.c   the asynchronous handle type (CommHandle)
  *   store.c    the TCPStore client type (Store), the embeddable server
  *   moe.c      the MoE config type
+ *   torchstore.c  a torch.distributed Store as an fccl store (for fccl.torch)
+ *   torchq*.c  fccl.torch's per-group queue and its threads (torchq.h)
  *
  * Threads: every call that may block or run longer than a few
  * microseconds releases the GIL (FPY_BLOCK).  A group is used by one
@@ -188,6 +190,12 @@ extern PyMethodDef fpy_coll_methods[];
 extern PyMethodDef fpy_shaped_methods[];
 extern PyMethodDef fpy_p2p_methods[];
 int fpy_store_add_types(PyObject *m);
+/* A Store object owning s (closed with it); NULL with an exception (s is
+ * then closed). */
+PyObject *fpy_store_wrap(fccl_store_t *s);
+extern PyMethodDef fpy_torchstore_methods[];
+extern PyMethodDef fpy_torchq_methods[];
+int fpy_torchq_add_types(PyObject *m);
 int fpy_moe_add_types(PyObject *m);
 
 /* ---- small argument helpers (module.c) ---- */

@@ -229,7 +229,7 @@ int fpy_op_arg(PyObject *op, const char *fn)
             return i;
     PyErr_Format(PyExc_TypeError,
                  "For %s, the input op value must be one of sum, prod, min, "
-                 "max, avg, but got %R", fn, op);
+                 "max, avg, band, bor, bxor, but got %R", fn, op);
     return -1;
 }
 
@@ -363,10 +363,9 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__fccl(void)
 {
-    static const char *names[FCCL_NUM_OPS] = {"sum", "prod", "max", "min",
-                                              "avg"};
     for (int i = 0; i < FCCL_NUM_OPS; i++)
-        if (!op_names[i] && !(op_names[i] = PyUnicode_InternFromString(names[i])))
+        if (!op_names[i] &&
+            !(op_names[i] = PyUnicode_InternFromString(fccl_redop_name(i))))
             return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)
@@ -375,6 +374,8 @@ PyMODINIT_FUNC PyInit__fccl(void)
         add_methods(m, fpy_coll_methods) < 0 ||
         add_methods(m, fpy_shaped_methods) < 0 ||
         add_methods(m, fpy_p2p_methods) < 0 ||
+        add_methods(m, fpy_torchstore_methods) < 0 ||
+        add_methods(m, fpy_torchq_methods) < 0 || fpy_torchq_add_types(m) < 0 ||
         PyType_Ready(&fpy_GroupType) < 0 ||
         PyModule_AddObjectRef(m, "Group", (PyObject *)&fpy_GroupType) < 0 ||
         PyType_Ready(&fpy_HandleType) < 0 ||

@@ -45,6 +45,17 @@ fccl_store_t *fpy_store_handle(PyObject *obj)
     return s;
 }
 
+PyObject *fpy_store_wrap(fccl_store_t *s)
+{
+    fpy_store *o = PyObject_New(fpy_store, &StoreType);
+    if (!o) {
+        fccl_store_close(s);
+        return NULL;
+    }
+    o->s = s;
+    return (PyObject *)o;
+}
+
 static int64_t now_ms(void)
 {
     struct timespec ts;

@@ -243,7 +243,7 @@ def test_collective_argument_errors(rank, size):
         (TypeError, lambda: fccl.all_reduce(x, group=1)),
         (TypeError, lambda: fccl.all_reduce(x, async_op=1)),
         (ValueError, lambda: fccl.all_reduce(x, group="nope")),
-        (TypeError, lambda: fccl.all_reduce(np.zeros(3, np.int16))),
+        (TypeError, lambda: fccl.all_reduce(np.zeros(3, np.longdouble))),
         (TypeError, lambda: fccl.all_reduce(np.zeros(3, np.complex64))),
         (ValueError, lambda: fccl.all_reduce(np.zeros((4, 4))[:, 1])),
         (ValueError, lambda: fccl.all_reduce(b"abcd")),
