@@ -40,13 +40,14 @@ SANLD :=
 endif
 
 PKGS := libevent_core libevent_extra libevent_pthreads libevent_openssl \
-  libfabric openssl
+  libfabric openssl libcurl json-c
 # A missing dependency is installed before anything else is computed, so
 # the flags below see it (scripts/install-deps.sh is a no-op when all is
 # present).
 # (also for a plain `make`, whose MAKECMDGOALS is empty)
 ifneq ($(filter-out clean uninstall,$(or $(MAKECMDGOALS),all)),)
-DEPS_OK := $(shell pkg-config --exists $(PKGS) criterion 2>/dev/null && echo 1)
+DEPS_OK := $(shell pkg-config --exists $(PKGS) criterion 2>/dev/null && \
+  command -v etcd >/dev/null && echo 1)
 ifneq ($(DEPS_OK),1)
 $(info make: dependencies missing, running scripts/install-deps.sh)
 DEPS_RC := $(shell scripts/install-deps.sh >&2; echo $$?)
@@ -73,8 +74,11 @@ LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 #   include/fccl    the public headers (every floor sees them)
 #   common          errors, logs, clocks, sockets, environment
 #   store/proto     the wire codec, token and private files   (on common)
-#   store/client    the TCPStore client                        (on proto)
-#   store/server    the libevent server, its table and journal (on proto)
+#   store/etcd      etcd's JSON gateway: addresses, requests and replies,
+#                   one HTTP attempt, the key space   (on proto)
+#   store/client    the TCPStore and etcd clients         (on etcd, proto)
+#   store/server    the libevent server, its table and journal, its etcd
+#                   back end                          (on etcd, proto)
 #                   (the client and the server are side by side: neither
 #                   sees the other)
 #   coll            the collective engine, itself in floors   (on common):
@@ -93,8 +97,9 @@ LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 #                   API (so above the bootstrap) and common only
 INC_common := include common
 INC_proto := $(INC_common) store/proto
-INC_client := $(INC_proto) store/client
-INC_server := $(INC_proto) store/server
+INC_etcd := $(INC_proto) store/etcd
+INC_client := $(INC_etcd) store/client
+INC_server := $(INC_etcd) store/server
 INC_reduce := $(INC_common) coll/reduce
 INC_transport := $(INC_common) coll/transport
 INC_run := $(INC_common) coll/reduce coll/transport coll/run
@@ -104,7 +109,8 @@ INC_select := $(INC_algo) coll/select
 INC_api := $(INC_select) coll/api
 # all of coll (api sees every floor below it)
 INC_coll := $(INC_api)
-INC_bootstrap := $(INC_coll) store/proto store/client store/server bootstrap
+INC_bootstrap := $(INC_coll) store/proto store/etcd store/client store/server \
+  bootstrap
 INC_moe := include common moe
 INC_all := $(INC_bootstrap) moe
 
@@ -113,6 +119,7 @@ $(BUILD)/obj/common/%.o: INC = $(INC_common)
 # (a file of store/ outside its three floors gets the lowest one)
 $(BUILD)/obj/store/%.o: INC = $(INC_proto)
 $(BUILD)/obj/store/proto/%.o: INC = $(INC_proto)
+$(BUILD)/obj/store/etcd/%.o: INC = $(INC_etcd)
 $(BUILD)/obj/store/client/%.o: INC = $(INC_client)
 $(BUILD)/obj/store/server/%.o: INC = $(INC_server)
 # A coll folder without a line here sees common only, until it is given
@@ -154,6 +161,7 @@ BENCHES := $(patsubst cli/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 # symbols do.
 CALLS_OK := $(BUILD)/obj/.calls-ok
 LIB_ORDER := moe bootstrap coll store common
+STORE_ORDER := client server etcd proto
 COLL_ORDER := api select algo shm run transport reduce
 
 SHLIB := $(BUILD)/lib/libfccl.so.$(VERSION)
@@ -205,6 +213,7 @@ $(BUILD)/obj/%.o: %.c
 $(CALLS_OK): $(LIB_OBJS) scripts/check-calls.sh coll/transport/tp.h \
   coll/api/request.h
 	@scripts/check-calls.sh $(BUILD)/obj $(LIB_ORDER) -- $(LIB_OBJS)
+	@scripts/check-calls.sh $(BUILD)/obj/store $(STORE_ORDER) -- $(LIB_OBJS)
 	@scripts/check-calls.sh $(BUILD)/obj/coll $(COLL_ORDER) -- $(LIB_OBJS)
 	@scripts/check-calls.sh $(BUILD)/obj/coll/transport \
 	  --map coll/transport/tp.h -- $(LIB_OBJS)

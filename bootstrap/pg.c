@@ -32,11 +32,16 @@
 #include "boot.h"
 #include "clock.h"
 #include "err.h"
+#include "etcd_addr.h"
 #include "launcher_env.h"
 #include "log.h"
 #include "net.h"
 #include "topology.h"
 #include "tp.h"
+
+/* FCCL_STORE_LEASE_TTL's default: a job on etcd without a launcher's
+ * lease writes under one of this TTL (seconds). */
+#define BOOT_LEASE_TTL_S 60
 
 struct boot_state boot;
 
@@ -90,9 +95,18 @@ static int resolve_args(const fccl_init_opts_t *o, int *rank, int *size)
     return FCCL_OK;
 }
 
-/* "tcp://H:P" or "env://" (MASTER_ADDR, MASTER_PORT) -> "H:P". */
+/* "tcp://H:P" or "env://" (FCCL_STORE_ADDRS, else MASTER_ADDR and
+ * MASTER_PORT) -> the store address ("H:P", or "etcd://..."). */
 static int resolve_addr(const char *method, char *addr, size_t len)
 {
+    const char *list = getenv("FCCL_STORE_ADDRS");
+    if ((!method || strcmp(method, "env://") == 0) && list && *list) {
+        if (strlen(list) >= len)
+            return fccl_err(FCCL_ERR_INVALID, "init: FCCL_STORE_ADDRS is "
+                            "over %zu bytes", len - 1);
+        snprintf(addr, len, "%s", list);
+        return FCCL_OK;
+    }
     if (!method || strcmp(method, "env://") == 0) {
         const char *h = getenv("MASTER_ADDR"), *p = getenv("MASTER_PORT");
         if (!h || !*h || !p || !*p)
@@ -102,6 +116,11 @@ static int resolve_addr(const char *method, char *addr, size_t len)
             snprintf(addr, len, "[%s]:%s", h, p);
         else
             snprintf(addr, len, "%s:%s", h, p);
+        return FCCL_OK;
+    }
+    if (strncmp(method, "etcd://", 7) == 0 ||
+        strncmp(method, "etcds://", 8) == 0) {
+        snprintf(addr, len, "%s", method);
         return FCCL_OK;
     }
     if (strncmp(method, "tcp://", 6) == 0) {
@@ -188,7 +207,7 @@ static void job_id(const fccl_init_opts_t *o, char *out, size_t len)
 static int open_store(const fccl_init_opts_t *o)
 {
     int rc;
-    char addr[FCCL_HOST_MAX + 16], prefix[160];
+    char addr[FCCL_HOST_MAX * 4], prefix[160];
     fccl_store_t *parent = o->store;
     if (!parent) {
         CHECK_GOTO(resolve_addr(o->init_method, addr, sizeof(addr)), rc, out);
@@ -199,10 +218,18 @@ static int open_store(const fccl_init_opts_t *o)
         so.addr = addr;
         so.timeout_ms = boot.timeout_ms;
         fccl_store_opts_env(&so, "FCCL_STORE"); /* FCCL_STORE_TLS_* */
+        /* On etcd a job's keys live under a lease (its launcher's when
+         * FCCL_STORE_LEASE is set), so a dead job leaves none behind. */
+        if (etcd_is_addr(addr) && so.lease_ttl_s <= 0 && so.lease_id <= 0)
+            so.lease_ttl_s = BOOT_LEASE_TTL_S;
         so.raw_keys = 1; /* for "init/"; the view below adds the "/" */
         CHECK_GOTO(fccl_store_connect(&so, &boot.base), rc, out);
-        /* Join as PyTorch's clients do, so --wait-for-workers counts us. */
-        rc = fccl_store_add(boot.base, "init/", 1, NULL);
+        /* Join as PyTorch's clients do, so --wait-for-workers counts us.
+         * Not on etcd: no server counts joins there, and N ranks adding
+         * to one key at once is N optimistic transactions in a row (etcd
+         * has no atomic add), which would make init O(N) per rank. */
+        rc = etcd_is_addr(addr) ? FCCL_OK
+                                : fccl_store_add(boot.base, "init/", 1, NULL);
         /* A reconnecting handle reports a lost ADD reply (not repeated):
          * the join may or may not be counted; init goes on. */
         if (so.reconnect && (rc == FCCL_ERR_CLOSED || rc == FCCL_ERR_IO))

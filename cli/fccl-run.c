@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "etcd_addr.h"
 #include "fccl/core.h"
 #include "fccl/store.h"
 #include "fccl/server.h"
@@ -130,6 +131,8 @@ struct launcher {
      * --store-journal (NULL: from FCCL_STORE_SERVER_*, or none) */
     const char *st_cert, *st_key, *st_ca, *st_token, *st_journal;
     fccl_store_t *kv;         /* launcher's store connection (nnodes > 1) */
+    fccl_store_t *lease;      /* etcd: the handle keeping this node's
+                                 lease alive (its ranks write under it) */
     int remote_fail;          /* a rank on another node failed */
     int launch_pending;       /* node 0: launch key still to remove */
     int stale_fail;           /* a failure key predates this launch */
@@ -437,14 +440,33 @@ static int start_store(struct launcher *L, char *host, size_t hostlen,
 {
     fccl_server_opts_t o;
     fccl_server_opts_init(&o);
+    if (etcd_is_addr(L->store_addr)) {
+        if (L->host_store) {
+            fprintf(stderr, "fccl-run: --host-store serves a TCPStore, not "
+                    "etcd (%s)\n", L->store_addr);
+            return -1;
+        }
+        snprintf(host, hostlen, "%s", L->store_addr);
+        *port = 0;
+        return 0;
+    }
     if (L->store_addr) {
-        if (fccl_addr_parse(L->store_addr, host, hostlen, port) < 0) {
+        /* "H:P,H:P": front-ends of one store; MASTER_ADDR names the first */
+        char first[FCCL_HOST_MAX + 16];
+        snprintf(first, sizeof(first), "%.*s",
+                 (int)strcspn(L->store_addr, ","), L->store_addr);
+        if (strchr(L->store_addr, ',') && L->host_store) {
+            fprintf(stderr, "fccl-run: --host-store serves one address, "
+                    "not the list %s\n", L->store_addr);
+            return -1;
+        }
+        if (fccl_addr_parse(first, host, hostlen, port) < 0) {
             fprintf(stderr, "fccl-run: --store: %s\n", fccl_last_error());
             return -1;
         }
         if (!L->host_store)
             return 0;
-        snprintf(o.host, sizeof(o.host), "%s", host);
+        snprintf(o.host, sizeof(o.host), "%.*s", (int)sizeof(o.host) - 1, host);
         o.port = *port;
     } else {
         snprintf(o.host, sizeof(o.host), "127.0.0.1");
@@ -469,6 +491,33 @@ static int start_store(struct launcher *L, char *host, size_t hostlen,
     return 0;
 }
 
+/* etcd: grant this node's lease (FCCL_STORE_LEASE_TTL, default 60 s),
+ * keep it alive while we run and hand it to the ranks (FCCL_STORE_LEASE):
+ * if this launcher dies, its job's keys go away after the TTL; at the end
+ * closing the handle revokes the lease. */
+static int open_lease(struct launcher *L)
+{
+    if (!etcd_is_addr(L->store_addr))
+        return 0;
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = L->store_addr;
+    fccl_store_opts_env(&o, "FCCL_STORE");
+    o.lease_id = 0;
+    if (o.lease_ttl_s <= 0)
+        o.lease_ttl_s = 60;
+    o.lease_revoke = 1;
+    if (fccl_store_connect(&o, &L->lease) < 0) {
+        fprintf(stderr, "fccl-run: cannot open a lease on %s: %s\n",
+                L->store_addr, fccl_last_error());
+        return -1;
+    }
+    char id[32];
+    snprintf(id, sizeof(id), "%lld", (long long)fccl_store_lease_id(L->lease));
+    setenv("FCCL_STORE_LEASE", id, 1);
+    return 0;
+}
+
 /* ---- nodes meeting through the store (nnodes > 1) ---- */
 
 static void ns_key(const char *ns, char *out, size_t len, const char *what)
@@ -485,8 +534,11 @@ static void job_key(const struct launcher *L, char *out, size_t len,
 
 static int connect_kv(struct launcher *L, const char *host, int port)
 {
-    char addr[FCCL_HOST_MAX + 16];
-    fccl_addr_format(addr, sizeof(addr), host, port);
+    char addr[FCCL_HOST_MAX * 4];
+    if (etcd_is_addr(L->store_addr) || strchr(L->store_addr, ','))
+        snprintf(addr, sizeof(addr), "%s", L->store_addr);
+    else
+        fccl_addr_format(addr, sizeof(addr), host, port);
     fccl_store_opts_t o;
     fccl_store_opts_init(&o);
     o.addr = addr;
@@ -1073,8 +1125,20 @@ static void preload_kallsyms_shim(void)
 /* The variables every rank of this node shares. */
 static void set_job_env(struct launcher *L, const char *host, int port)
 {
-    setenv("MASTER_ADDR", host, 1);
-    set_env_int("MASTER_PORT", port);
+    if (etcd_is_addr(L->store_addr)) {
+        /* etcd: fccl_init reads FCCL_STORE_ADDRS; MASTER_ADDR stays one
+         * TCPStore host, which etcd is not. */
+        setenv("FCCL_STORE_ADDRS", L->store_addr, 1);
+        unsetenv("MASTER_ADDR");
+        unsetenv("MASTER_PORT");
+    } else {
+        setenv("MASTER_ADDR", host, 1);
+        set_env_int("MASTER_PORT", port);
+        /* A list of front-ends: fccl ranks move to the next on failure;
+         * torch's MASTER_ADDR stays the first. */
+        if (L->store_addr && strchr(L->store_addr, ','))
+            setenv("FCCL_STORE_ADDRS", L->store_addr, 1);
+    }
     set_env_int("WORLD_SIZE", L->nnodes * L->n);
     set_env_int("LOCAL_WORLD_SIZE", L->n);
     set_env_int("GROUP_RANK", L->node_rank);
@@ -1090,8 +1154,10 @@ static void set_job_env(struct launcher *L, const char *host, int port)
      * are (env:// reads torchrun's first; both say the same). */
     set_env_int("MS_WORKER_NUM", L->nnodes * L->n);
     set_env_int("RANK_SIZE", L->nnodes * L->n);
-    setenv("MS_SCHED_HOST", host, 1);
-    set_env_int("MS_SCHED_PORT", port);
+    if (!etcd_is_addr(L->store_addr)) {
+        setenv("MS_SCHED_HOST", host, 1);
+        set_env_int("MS_SCHED_PORT", port);
+    }
     if (L->provider)
         setenv("FCCL_PROVIDER", L->provider, 1);
     /* One node: every rank is on this machine, so keep network providers
@@ -1505,6 +1571,8 @@ static void free_launcher(struct launcher *L)
     }
     free(L->ranks);
     fccl_store_close(L->kv);
+    fccl_store_close(L->lease); /* revokes the lease: the job's keys go */
+    L->lease = NULL;
     fccl_server_free(L->server); /* stops it first */
 }
 
@@ -1521,9 +1589,10 @@ int main(int argc, char **argv)
     }
     install_signals();
     preload_kallsyms_shim();
-    char host[FCCL_HOST_MAX];
+    char host[FCCL_HOST_MAX * 4];
     int port;
-    if (start_store(&L, host, sizeof(host), &port) < 0)
+    if (start_store(&L, host, sizeof(host), &port) < 0 ||
+        open_lease(&L) < 0)
         return 1;
     L.ranks = calloc((size_t)L.n, sizeof(*L.ranks));
     for (int r = 0; L.ranks && r < L.n; r++)

@@ -33,8 +33,9 @@
 #include "fccl/store.h"
 #include "net.h"
 
-enum op { B_SET, B_GET, B_ADD, B_CHECK, B_NOPS };
-static const char *const op_names[B_NOPS] = {"set", "get", "add", "check"};
+enum op { B_SET, B_GET, B_ADD, B_CHECK, B_WAIT, B_NOPS };
+static const char *const op_names[B_NOPS] = {"set", "get", "add", "check",
+                                             "wait"};
 
 struct cfg {
     const char *addr;
@@ -103,6 +104,10 @@ static int one_op(struct client *c, const char *key, const char *val)
     }
     case B_ADD:
         return fccl_store_add(c->s, key, 1, NULL);
+    case B_WAIT: { /* of a present key: the cost of the wait itself */
+        const char *keys[1] = {key};
+        return fccl_store_wait(c->s, keys, 1, -1);
+    }
     default: {
         int all;
         const char *keys[1] = {key};
@@ -658,7 +663,7 @@ static void usage(FILE *f)
         "  --dialect D        modern (default) or legacy (PyTorch <= 2.0 "
         "servers)\n"
         "  -c K               clients, one connection each (default 1)\n"
-        "  -t OPS             comma list of set,get,add,check (default "
+        "  -t OPS             comma list of set,get,add,check,wait (default "
         "set,get)\n"
         "  -d BYTES           value size (default 100)\n"
         "  -n N               requests per op over all clients (default "

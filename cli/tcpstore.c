@@ -37,7 +37,8 @@ struct cli {
     int legacy;
     int raw_keys;
     char sep; /* ends each item of mget and keys: '\n', or '\0' with -0 */
-    fccl_store_opts_t tls; /* only the TLS, token and reconnect fields */
+    fccl_store_opts_t tls; /* only the TLS, token, reconnect and etcd
+                              fields */
     const char *verb;
     int argc;    /* the verb's arguments */
     char **argv;
@@ -57,7 +58,9 @@ static void usage(FILE *f)
         "usage: tcpstore [OPTIONS] VERB ARGS\n"
         "\n"
         "Options (only before the verb):\n"
-        "  --addr HOST:PORT     store address ([IPv6]:PORT for IPv6)\n"
+        "  --addr HOST:PORT     store address ([IPv6]:PORT for IPv6); a list\n"
+        "                       H:P,H:P of front-ends taken in turn; or\n"
+        "                       etcd://H:P[,H:P...][/PREFIX] (etcds:// TLS)\n"
         "  --timeout SEC        timeout of the connect and of every wait "
         "(default 300)\n"
         "  --dialect DIALECT    modern (PyTorch >= 2.1, tcpstore-server; "
@@ -671,6 +674,10 @@ int main(int argc, char **argv)
     o.tls_server_name = c.tls.tls_server_name;
     o.token_file = c.tls.token_file;
     o.reconnect = c.tls.reconnect;
+    o.etcd_user = c.tls.etcd_user; /* TCPSTORE_ETCD_* (etcd:// only) */
+    o.etcd_password_file = c.tls.etcd_password_file;
+    o.lease_ttl_s = c.tls.lease_ttl_s;
+    o.lease_id = c.tls.lease_id;
     fccl_store_t *s;
     rc = fccl_store_connect(&o, &s);
     if (rc < 0)

@@ -120,6 +120,15 @@ typedef struct fccl_server_opts {
                            127.0.0.1); "" (default): none.  A host beyond
                            loopback needs http_public */
     int http_public;    /**< let http listen beyond loopback */
+    /** --backend etcd://HOST:PORT[,HOST:PORT...][/PREFIX] (or etcds://):
+     * every key lives in etcd, this server is a front-end; "" (default):
+     * in this process.  Not with journal or wait_for_workers. */
+    char backend[1024];
+    char backend_user[256];          /**< etcd user (with its password) */
+    char backend_password_file[512]; /**< its password, mode & 077 = 0 */
+    char backend_tls_ca[512];   /**< CA that verifies the etcd members */
+    char backend_tls_cert[512]; /**< client certificate for etcd */
+    char backend_tls_key[512];  /**< its key */
     int log_level;      /**< 0 error .. 4 trace, applied to the whole
                            process by fccl_server_create(); -1 (default):
                            leave it as it is */

@@ -1,6 +1,6 @@
 /** @file fccl/store.h
  *
- * fccl store: the TCPStore client.
+ * fccl store: the TCPStore client (and the etcd client).
  *
  * A TCPStore is a key-value server that the ranks of a job meet at: one
  * rank (or tcpstore-server) serves it, every process connects, and they
@@ -43,6 +43,27 @@
  *
  * Memory.  Keys and values passed in are copied before the call returns;
  * values handed out are malloc'd and the caller frees them.
+ *
+ * Stores on etcd.  An address etcd://HOST:PORT[,HOST:PORT...][/PREFIX]
+ * (etcds:// for TLS) gives a handle with the same calls over etcd v3's
+ * JSON gateway (etcd >= 3.4).  Store key K is the etcd key PREFIX "/" K
+ * (PREFIX K with raw_keys), the same key a TCPStore client's K is at
+ * behind tcpstore-server --backend with that address.  Calls go to the
+ * first member that answers; one that fails or stops answering is left
+ * for the next within the call's timeout, and a write whose reply was
+ * lost is repeated only where that cannot count twice (ADD, APPEND,
+ * COMPARE_SET and the queue calls keep a receipt in their transaction
+ * and read it back instead).  GET, WAIT, MULTI_GET, BARRIER and a
+ * blocking QUEUE_POP watch for the key from the revision they read (no
+ * polling).  Differences from a TCPStore: ADD of a value that is not a
+ * decimal integer returns FCCL_ERR_INVALID and the handle stays usable;
+ * a value (or a MULTI_SET) over the cluster's request limit
+ * (--max-request-bytes, 1.5 MiB by default) returns FCCL_ERR_LIMIT
+ * naming it; MULTI_SET and MULTI_GET are one transaction up to 128 keys
+ * (--max-txn-ops) and a MiB of values, and beyond that one transaction
+ * per chunk, so not atomic; FCCL_ERR_AUTH names a bad user or password,
+ * a refused token or an untrusted certificate; STATS gives the member's
+ * figures and the client's request counts.
  */
 #ifndef FCCL_STORE_H
 #define FCCL_STORE_H
@@ -108,6 +129,28 @@ typedef struct fccl_store_opts {
                                (FCCL_ERR_CLOSED/IO) and the handle stays
                                usable.  0 (default): the first CLOSED/IO
                                error makes the handle unusable. */
+    /** @name etcd (etcd:// and etcds:// addresses; see "Stores on etcd")
+     * The TLS fields above apply to etcds:// too (the CA, the client
+     * certificate and key, the name to verify); token_file, dialect and
+     * reconnect do not.  @{ */
+    const char *etcd_user;  /**< etcd user to authenticate as
+                               (PREFIX_ETCD_USER); NULL: none */
+    const char *etcd_password_file; /**< its password, one line, in a file
+                               of mode 0600 or stricter
+                               (PREFIX_ETCD_PASSWORD_FILE) */
+    int64_t lease_ttl_s;    /**< > 0: write every key under a lease of
+                               this TTL in seconds, kept alive while the
+                               handle is open, so a dead job's keys go
+                               away by themselves (PREFIX_LEASE_TTL); the
+                               handles of one prefix share one lease (the
+                               job's) unless lease_revoke.  0: no lease */
+    int64_t lease_id;       /**< > 0: write under this lease, granted and
+                               kept alive by someone else (PREFIX_LEASE;
+                               fccl-run gives its ranks its own) */
+    int lease_revoke;       /**< with lease_ttl_s: grant a lease of this
+                               handle's own and revoke it at the close of
+                               the last handle (a launcher) */
+    /** @} */
 } fccl_store_opts_t;
 
 /**
@@ -121,11 +164,12 @@ typedef struct fccl_store_opts {
 FCCL_API void fccl_store_opts_init(fccl_store_opts_t *opts);
 
 /**
- * Fill the TLS, token and reconnect fields of opts from the environment
- * variables PREFIX_TLS_CA, PREFIX_TLS_CERT, PREFIX_TLS_KEY,
- * PREFIX_TLS_SERVER_NAME, PREFIX_TOKEN_FILE and PREFIX_RECONNECT ("1"
- * sets reconnect, "0" clears it).  Unset or empty variables leave the
- * field as it is.
+ * Fill the TLS, token, reconnect and etcd fields of opts from the
+ * environment variables PREFIX_TLS_CA, PREFIX_TLS_CERT, PREFIX_TLS_KEY,
+ * PREFIX_TLS_SERVER_NAME, PREFIX_TOKEN_FILE, PREFIX_RECONNECT ("1" sets
+ * reconnect, "0" clears it), PREFIX_ETCD_USER,
+ * PREFIX_ETCD_PASSWORD_FILE, PREFIX_LEASE_TTL (seconds) and PREFIX_LEASE
+ * (a lease id).  Unset or empty variables leave the field as it is.
  *
  * Never blocks.  Not thread-safe against setenv.
  *
@@ -183,6 +227,17 @@ FCCL_API int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,
  * @param store a handle or view; NULL is a no-op.
  */
 FCCL_API void fccl_store_close(fccl_store_t *store);
+
+/**
+ * The lease an etcd handle writes under (see fccl_store_opts_t), for a
+ * launcher to pass to its ranks (FCCL_STORE_LEASE).
+ *
+ * Never blocks.  Thread-safe.
+ *
+ * @return the lease id; 0 for a handle without a lease or of another
+ *     kind (a TCPStore has none), or a NULL handle.
+ */
+FCCL_API int64_t fccl_store_lease_id(const fccl_store_t *store);
 
 /** @name Handle queries
  * The server address ("HOST:PORT", owned by the handle) and the handle's

@@ -98,6 +98,13 @@ static int conn_open_once(struct store_client_conn *c, uint64_t deadline)
         }
         if (fd != FCCL_ERR_CONNECT && fd != FCCL_ERR_TIMEOUT)
             return fd;
+        if (c->nalt > 1) { /* the next server of the list */
+            c->alt = (c->alt + 1) % c->nalt;
+            snprintf(c->host, sizeof(c->host), "%s", c->alts[c->alt].host);
+            c->port = c->alts[c->alt].port;
+            LOG_DEBUG("STORE", "store %s: trying %s:%d", c->addr, c->host,
+                      c->port);
+        }
         if (fd == FCCL_ERR_TIMEOUT || fccl_ms_left(deadline) == 0)
             return fccl_err_wrap(FCCL_ERR_CONNECT,
                                  "store %s: cannot connect (gave up after "
@@ -183,12 +190,48 @@ static int64_t default_timeout(int64_t opt_ms)
     return ms > 0 ? ms : FCCL_DEFAULT_TIMEOUT_MS;
 }
 
+/* "H:P" or a list "H:P,H:P,..." of servers of one store. */
+static int parse_addrs(struct store_client_conn *c, const char *addr)
+{
+    if (strlen(addr) >= SC_ADDR_MAX)
+        return fccl_err(FCCL_ERR_INVALID, "address list '%.60s...' is over "
+                        "%d bytes", addr, SC_ADDR_MAX - 1);
+    const char *p = addr;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        char one[FCCL_HOST_MAX + 16];
+        if (c->nalt >= SC_ALT_MAX || n == 0 || n >= sizeof(one))
+            return fccl_err(FCCL_ERR_INVALID, "address list '%s': %s", addr,
+                            n == 0 ? "an empty entry"
+                                   : c->nalt >= SC_ALT_MAX
+                                         ? "more than 16 addresses"
+                                         : "an entry too long");
+        memcpy(one, p, n);
+        one[n] = '\0';
+        struct sc_alt *a = &c->alts[c->nalt];
+        int rc = fccl_addr_parse(one, a->host, sizeof(a->host), &a->port);
+        if (rc < 0)
+            return rc;
+        c->nalt++;
+        p = comma ? comma + 1 : p + n;
+        if (comma && !*p)
+            return fccl_err(FCCL_ERR_INVALID, "address list '%s': an empty "
+                            "entry", addr);
+    }
+    if (c->nalt == 0)
+        return fccl_err(FCCL_ERR_INVALID, "empty address");
+    snprintf(c->host, sizeof(c->host), "%s", c->alts[0].host);
+    c->port = c->alts[0].port;
+    return FCCL_OK;
+}
+
 static int conn_new(const fccl_store_opts_t *o, struct store_client_conn **out)
 {
     struct store_client_conn *c = calloc(1, sizeof(*c));
     if (!c)
         return fccl_err(FCCL_ERR_NOMEM, "store %s: out of memory", o->addr);
-    int rc = fccl_addr_parse(o->addr, c->host, sizeof(c->host), &c->port);
+    int rc = parse_addrs(c, o->addr);
     if (rc < 0) {
         free(c);
         return fccl_err_wrap(rc, "store");
@@ -200,7 +243,8 @@ static int conn_new(const fccl_store_opts_t *o, struct store_client_conn **out)
     c->dialect = o->dialect == FCCL_DIALECT_LEGACY ? DIALECT_LEGACY
                                                    : DIALECT_MODERN;
     c->timeout_ms = default_timeout(o->timeout_ms);
-    c->reconnect = o->reconnect != 0;
+    /* Several servers: moving to the next one is the point. */
+    c->reconnect = o->reconnect != 0 || c->nalt > 1;
     c->nonce = (uint32_t)fccl_now_ns() | 1u;
     codec_buf_init(&c->out);
     if ((rc = sc_tls_config(c, o)) < 0 || (rc = sc_auth_config(c, o)) < 0) {

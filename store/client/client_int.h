@@ -30,7 +30,8 @@
 #include "fccl/store.h"
 #include "store_vt.h"
 
-#define SC_ADDR_MAX (FCCL_HOST_MAX + 16)
+#define SC_ADDR_MAX ((FCCL_HOST_MAX + 16) * 4)
+#define SC_ALT_MAX 16 /* addresses in one "H:P,H:P" list */
 #define SC_RBUF 16384
 /* Reply lengths past this are a protocol error (1 GiB is the largest value
  * a server may be configured to hold). */
@@ -47,6 +48,14 @@ struct store_client_conn {
     char addr[SC_ADDR_MAX];    /* as given, for messages */
     char host[FCCL_HOST_MAX];
     int port;
+    /* "H:P,H:P,...": the servers in turn (front-ends of one store, see
+     * tcpstore-server --backend); a connect that fails moves to the next
+     * (client.c).  nalt 1 for a single address. */
+    int nalt, alt;
+    struct sc_alt {
+        char host[FCCL_HOST_MAX];
+        int port;
+    } alts[SC_ALT_MAX];
     int64_t timeout_ms;        /* handle default, > 0 */
     int broken;                /* sticky first error, 0 while healthy */
     int reconnect;             /* opts.reconnect: CLOSED/IO not sticky */

@@ -53,6 +53,15 @@ void fccl_store_opts_env(fccl_store_opts_t *o, const char *prefix)
     env_field(&rc, prefix, "RECONNECT");
     if (rc)
         o->reconnect = atoi(rc) != 0;
+    env_field(&o->etcd_user, prefix, "ETCD_USER");
+    env_field(&o->etcd_password_file, prefix, "ETCD_PASSWORD_FILE");
+    const char *ttl = NULL, *lease = NULL;
+    env_field(&ttl, prefix, "LEASE_TTL");
+    if (ttl)
+        o->lease_ttl_s = strtoll(ttl, NULL, 10);
+    env_field(&lease, prefix, "LEASE");
+    if (lease)
+        o->lease_id = strtoll(lease, NULL, 10);
 }
 
 static const char *ssl_reason(unsigned long e)

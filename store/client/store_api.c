@@ -9,6 +9,8 @@
 
 #include "clock.h"
 #include "err.h"
+#include "etcd_addr.h"
+#include "etcd_int.h"
 #include "store_vt.h"
 
 #define CHECK_PROBE_MS 1 /* how long an emulated check waits for a key */
@@ -79,7 +81,14 @@ char *store_full_key(const fccl_store_t *s, const char *key)
 
 int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out)
 {
+    if (opts && out && etcd_is_addr(opts->addr))
+        return etcd_store_connect(opts, out);
     return tcp_store_connect(opts, out);
+}
+
+int64_t fccl_store_lease_id(const fccl_store_t *s)
+{
+    return s && s->vt == &etcd_store_vt ? etcd_handle_lease(s) : 0;
 }
 
 int fccl_store_prefixed(fccl_store_t *parent, const char *prefix,

@@ -22,6 +22,7 @@
 #include "err.h"
 #include "log.h"
 #include "net.h"
+#include "backend_etcd.h"
 #include "server_int.h"
 
 #define ACCEPT_PAUSE_MS 100 /* out of fds: pause accepting this long */
@@ -264,6 +265,7 @@ int fccl_server_create(const struct store_server_config *cfg,
     CHECK_GOTO(store_slots_init(s), rc, fail);
     CHECK_GOTO(store_tls_setup(s), rc, fail);
     CHECK_GOTO(store_auth_setup(s), rc, fail);
+    CHECK_GOTO(store_be_open(s), rc, fail);
     CHECK_GOTO(open_listeners(s), rc, fail);
     CHECK_GOTO(store_http_open(s), rc, fail);
     CHECK_GOTO(add_events(s), rc, fail);
@@ -464,6 +466,7 @@ void fccl_server_free(struct store_server *s)
             close(s->stop_pipe[i]);
     for (int i = 0; i < s->nlis; i++)
         evconnlistener_free(s->lis[i]);
+    store_be_close(s);
     store_tls_teardown(s);
     store_auth_teardown(s);
     store_slots_free(s);

@@ -157,6 +157,13 @@ static const struct opt OPTS[] = {
      3600000},
     {"http", NULL, K_HTTP, FIELD(http), 0, 0},
     {"http-public", NULL, K_BOOL, FIELD(http_public), 0, 0},
+    {"backend", NULL, K_PATH, FIELD(backend), 0, 0},
+    {"backend-user", NULL, K_PATH, FIELD(backend_user), 0, 0},
+    {"backend-password-file", NULL, K_PATH, FIELD(backend_password_file), 0,
+     0},
+    {"backend-tls-ca", NULL, K_PATH, FIELD(backend_tls_ca), 0, 0},
+    {"backend-tls-cert", NULL, K_PATH, FIELD(backend_tls_cert), 0, 0},
+    {"backend-tls-key", NULL, K_PATH, FIELD(backend_tls_key), 0, 0},
     {"log-level", NULL, K_LOGLEVEL, FIELD(log_level), 0, 0},
 };
 
@@ -347,6 +354,18 @@ int fccl_server_opts_check(const fccl_server_opts_t *c)
                         (unsigned long long)c->max_keys_per_req);
     if (c->max_conns < 1)
         return fccl_err(FCCL_ERR_INVALID, "max-connections must be >= 1");
+    if (c->backend[0] && strncmp(c->backend, "etcd://", 7) != 0 &&
+        strncmp(c->backend, "etcds://", 8) != 0)
+        return fccl_err(FCCL_ERR_INVALID, "backend '%s': expected "
+                        "etcd://HOST:PORT[,HOST:PORT...][/PREFIX] or "
+                        "etcds://...", c->backend);
+    if (c->backend[0] && (c->journal[0] || c->wait_for_workers))
+        return fccl_err(FCCL_ERR_INVALID, "--backend keeps the state in "
+                        "etcd: --%s does not apply",
+                        c->journal[0] ? "journal" : "wait-for-workers");
+    if (c->backend_user[0] && !c->backend_password_file[0])
+        return fccl_err(FCCL_ERR_INVALID, "--backend-user needs "
+                        "--backend-password-file");
     if (c->world_size < 0)
         return fccl_err(FCCL_ERR_INVALID, "world-size must be >= 0");
     if (c->wait_for_workers && c->world_size <= 0)

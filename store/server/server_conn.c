@@ -43,6 +43,7 @@
 #include "conn_type.h"
 #include "err.h"
 #include "log.h"
+#include "backend_etcd.h"
 #include "server_int.h"
 
 #define OUT_HIGH (4u << 20)         /* stop reading a client above this */
@@ -550,6 +551,7 @@ static void conn_linger(struct store_conn *c)
     struct timeval tv = {CLOSE_FLUSH_SEC, 0};
     waiters_cancel(&c->s->ws, &c->wait);
     store_barrier_drop(c->s, c);
+    store_be_conn_gone(c);
     big_free(c);
     store_list_free(c);
     release_held(c);
@@ -685,6 +687,7 @@ void store_conn_free(struct store_conn *c)
     LOG_DEBUG("STORE", "client %s disconnected", c->addr);
     waiters_cancel(&s->ws, &c->wait);
     store_barrier_drop(s, c);
+    store_be_conn_gone(c);
     big_free(c);
     store_list_free(c);
     release_held(c);

@@ -20,10 +20,7 @@
 #include "kv.h"
 #include "waiters.h"
 
-/* Inside store/server/ the public handle and options (fccl/server.h)
- * keep their short internal names. */
-#define store_server fccl_server
-#define store_server_config fccl_server_opts
+#include "server_names.h" /* struct store_server = struct fccl_server */
 
 struct bufferevent;
 struct evbuffer;
@@ -34,6 +31,8 @@ struct evbuffer;
 #define STORE_LEND_MIN (64u << 10)  /* default lend_min */
 
 struct addr_slot; /* server_slots.c: the connections of one client address */
+struct be_state;  /* backend_etcd.c: --backend etcd:// */
+struct be_op;
 
 /* A SET / APPEND / QUEUE_PUSH whose value is large: the value is read
  * straight into its own buffer, a slice per loop turn, and a SET hands the
@@ -94,6 +93,9 @@ struct store_conn {
     uint8_t nonce_set; /* an AUTH_HELLO challenge is outstanding */
     uint8_t nonce[AUTH_NONCE_LEN];
     char addr[64];   /* "HOST:PORT" of the client, for log lines */
+    struct be_op *be_head, *be_tail; /* --backend: requests in flight, in
+                                        arrival order (backend_etcd.c) */
+    uint32_t be_n;
 };
 
 /* Why a write was refused (the status page's and /metrics' split of
@@ -175,6 +177,7 @@ struct store_server {
     atomic_int running;
     int thread_started;
     pthread_t thread;
+    struct be_state *be; /* --backend etcd://, or NULL */
 };
 
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "backend_etcd.h"
 #include "log.h"
 #include "server_int.h"
 
@@ -534,6 +535,8 @@ int store_dispatch_owned(struct store_server *s, struct store_conn *c,
                          const struct codec_req *r, uint8_t **owned)
 {
     int rc = store_auth_gate(s, c, r);
+    if (rc == FCCL_OK && s->be) /* --backend: the request runs on etcd */
+        return store_be_dispatch(s, c, r);
     if (rc == FCCL_OK)
         rc = run_op(s, c, r, owned);
     else if (rc == 1)
