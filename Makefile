@@ -327,6 +327,20 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 CONF_SED = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
   -e 's|@UNITDIR@|$(UNITDIR)|g'
 
+# The README's performance plots: `make plots` draws docs/img/*.png from
+# the data in bench/data/ (matplotlib installed if missing); `make
+# plot-data` first measures that data again (slow; a quiet machine, the
+# MPIs of FCCL_BENCH_DEPS=1 scripts/install-deps.sh).
+.PHONY: plots plot-data
+plots:
+	FCCL_PLOT_DEPS=1 scripts/install-deps.sh
+	/usr/bin/python3 bench/plot.py bench/data docs/img
+
+plot-data: all
+	FCCL_BENCH_DEPS=1 scripts/install-deps.sh
+	bench/plot_data.sh $(BUILD)
+	$(MAKE) plots
+
 # The manual pages are made again from their sources, for this PREFIX
 # (the paths they name), into share/man/manSECTION.
 install: all

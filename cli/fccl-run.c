@@ -142,8 +142,17 @@ struct launcher {
 static int sig_pipe[2] = {-1, -1};
 static pid_t launcher_pid;
 
+static pid_t launcher_pid;
+
 static void on_signal(int sig)
 {
+    /* A rank between fork and exec still has this handler and shares the
+     * pipe: a SIGTERM meant for it would read as the launcher's own. */
+    if (getpid() != launcher_pid) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
     unsigned char b = (unsigned char)sig;
     int saved = errno;
     ssize_t w = write(sig_pipe[1], &b, 1);
@@ -1077,6 +1086,7 @@ static void install_signals(void)
         perror("fccl-run: pipe");
         exit(1);
     }
+    launcher_pid = getpid();
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;

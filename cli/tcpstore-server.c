@@ -38,9 +38,14 @@ static void usage(FILE *f)
 "                              unfinished requests and unsent MULTI_GET /\n"
 "                              key-list replies (default 4GiB)\n"
 "  --max-connections-per-addr N  connections from one client IP (default\n"
-"                              1024, 0 = no cap); when all connections are\n"
-"                              taken, the longest-idle one of the address\n"
-"                              holding the most is closed for a newcomer\n"
+"                              auto: half of --max-connections, at least\n"
+"                              1024; 0 = no cap); at a cap, connections\n"
+"                              that made no request are closed first for a\n"
+"                              newcomer, of its own address too\n"
+"  --handshake-timeout SEC     close a connection that has not sent\n"
+"                              VALIDATE (legacy: a first request; with\n"
+"                              --auth-required: a proof) this long after\n"
+"                              connecting (default 10, 0 = never)\n"
 "  --request-timeout SEC       close a connection whose unfinished request\n"
 "                              or TLS handshake makes no progress this long\n"
 "                              (default 30; idle connections stay open)\n"
@@ -66,6 +71,10 @@ static void usage(FILE *f)
 "                              / (a page for people); with tokens all but\n"
 "                              /healthz need 'Authorization: Bearer TOKEN'\n"
 "  --http-public               let --http listen beyond loopback\n"
+"  --journal-recover           start on a journal damaged in the middle:\n"
+"                              keep a copy (FILE.damaged-DATE), skip the\n"
+"                              damage, replay every intact record (without\n"
+"                              it the server refuses to start)\n"
 "  --backend etcd://HOST:PORT[,HOST:PORT...][/PREFIX]\n"
 "                              keep all state in etcd (etcds:// for TLS),\n"
 "                              so several servers can serve one store\n"
@@ -120,6 +129,7 @@ static int is_flag(const char *arg)
 {
     static const char *const flags[] = {"wait-for-workers", "tls-required",
                                         "auth-required", "http-public",
+                                        "journal-recover",
                                         "help", "version"};
     const char *a = arg + 2;
     size_t n = strcspn(a, "=");

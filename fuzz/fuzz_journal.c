@@ -6,6 +6,8 @@
  *  - the good prefix lies within the input and replaying it alone again
  *    reports no tear and the same length;
  *  - the table's byte count matches its values and queued items;
+ *  - resynchronising past the first bad record (what --journal-recover
+ *    does) lands within the input, on a record that replays;
  *  - nothing reads outside the buffer (ASan) or overflows (UBSan).
  */
 #include <stdint.h>
@@ -85,6 +87,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t recs2 = 0;
     ASSERT(journal_replay(&kv, b, good, "fuzz", &why, &recs2) == good);
     ASSERT(why == NULL && recs2 == recs);
+    if (good < n) {
+        uint64_t next = journal_resync(b, n, good + 1);
+        ASSERT(next > good && next <= n);
+        if (next < n)
+            ASSERT(journal_replay(&kv, b + next, n - next, "fuzz", &why,
+                                  &recs2) > 0);
+    }
     kv_free(&kv);
     free(b);
     return 0;

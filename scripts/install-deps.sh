@@ -10,9 +10,11 @@ TEST_PKGS="etcd-server etcd-client python3-torch libtorch-dev pybind11-dev g++ p
 BENCH_PKGS="${FCCL_BENCH_DEPS:+openmpi-bin libopenmpi-dev mpich libmpich-dev redis-server redis-tools sockperf hyperfine}"
 # clang and its libFuzzer runtime, only for `make fuzz` (FCCL_FUZZ_DEPS=1)
 FUZZ_PKGS="${FCCL_FUZZ_DEPS:+clang libclang-rt-dev}"
+# matplotlib, only for `make plots` (FCCL_PLOT_DEPS=1)
+PLOT_PKGS="${FCCL_PLOT_DEPS:+python3-matplotlib}"
 
 missing=()
-for p in $BUILD_PKGS $TEST_PKGS $BENCH_PKGS $FUZZ_PKGS; do
+for p in $BUILD_PKGS $TEST_PKGS $BENCH_PKGS $FUZZ_PKGS $PLOT_PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
         missing+=("$p")
 done

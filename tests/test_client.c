@@ -763,19 +763,21 @@ static void *nosync_run(void *arg)
 {
     struct nosync *f = arg;
     uint8_t b[64];
-    /* 1: VALIDATE, then SYNC: close, as PyTorch does. */
+    /* 1: VALIDATE and the hello PING: echoed, as PyTorch >= 2.1 echoes
+     * any PING; then SYNC: close, as PyTorch does. */
     int fd = accept(f->lfd, NULL, NULL);
-    if (read_n(fd, b, 5) || read_n(fd, b, 1) || b[0] != 0x81) {
-        snprintf(f->error, sizeof(f->error), "no SYNC probe");
+    if (read_n(fd, b, 10) || b[5] != 13 || write(fd, b + 6, 4) != 4 ||
+        read_n(fd, b, 1) || b[0] != 0x81) {
+        snprintf(f->error, sizeof(f->error), "no hello + SYNC probe");
         close(fd);
         return NULL;
     }
     close(fd);
-    /* 2: VALIDATE, SET "/k"="v" (20 bytes), PING: echo; then SET, PING:
-     * close without a reply (a refused write). */
+    /* 2: VALIDATE + hello (echoed), SET "/k"="v" (20 bytes), PING: echo;
+     * then SET, PING: close without a reply (a refused write). */
     fd = accept(f->lfd, NULL, NULL);
-    if (read_n(fd, b, 5) || read_n(fd, b, 20) || b[0] != 1 ||
-        read_n(fd, b, 5) || b[0] != 13) {
+    if (read_n(fd, b, 10) || write(fd, b + 6, 4) != 4 ||
+        read_n(fd, b, 20) || b[0] != 1 || read_n(fd, b, 5) || b[0] != 13) {
         snprintf(f->error, sizeof(f->error), "no SET + PING");
         close(fd);
         return NULL;

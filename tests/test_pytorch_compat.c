@@ -267,17 +267,18 @@ Test(compat, wire_modern_client_sends_protocol_bytes)
     struct fake f;
     fake_listen(&f);
     struct step *s;
-    /* VALIDATE: 00 CE F7 85 3C, no reply */
+    /* VALIDATE: 00 CE F7 85 3C, no reply; in the same send the fccl
+     * hello, PING 0D with nonce FCC10000, which tcpstore-server
+     * acknowledges with FCC18000 (docs/PROTOCOL-fccl.md) */
     s = fake_step(&f);
-    const uint8_t validate[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C};
-    memcpy(s->req.b, validate, 5);
-    s->req.n = 5;
-    /* The first reply-less write of a connection: a lone SYNC (0x81)
-     * learns that the server has it (reply 00 = OK) */
-    s = fake_step(&f);
-    bb_u8(&s->req, 0x81);
-    bb_u8(&s->rep, 0);
-    /* SET "/k" = "v": 01, 02 00.. "/k", 01 00.. "v", then SYNC -> 00 */
+    const uint8_t validate[] = {0x00, 0xCE, 0xF7, 0x85, 0x3C,
+                                0x0D, 0x00, 0x00, 0xC1, 0xFC};
+    memcpy(s->req.b, validate, sizeof(validate));
+    s->req.n = sizeof(validate);
+    bb_le(&s->rep, 0xFCC18000u, 4);
+    /* The first reply-less write of a connection: the acknowledged hello
+     * said the server has SYNC, so no lone SYNC probes it.
+     * SET "/k" = "v": 01, 02 00.. "/k", 01 00.. "v", then SYNC -> 00 */
     s = fake_step(&f);
     const uint8_t set[] = {0x01, 2, 0, 0, 0, 0, 0, 0, 0, '/', 'k',
                            1,    0, 0, 0, 0, 0, 0, 0, 'v'};
@@ -646,6 +647,23 @@ static void cli_expect(struct th_result r, int status, const char *out,
         cr_assert(r.outlen == outlen && memcmp(r.out, out, outlen) == 0,
                   "tcpstore printed '%s'", r.out);
     th_result_free(&r);
+}
+
+/* A PyTorch 1.13 store keeps a second connection that never sends a
+ * byte; --handshake-timeout closes it (issue 25), and the client does not
+ * notice: its main connection, which joined with ADD, goes on. */
+Test(compat, pytorch_client_survives_its_silent_connection_being_closed)
+{
+    NEED_TORCH();
+    srv_start_local(&srv, (const char *[]){"--handshake-timeout", "1",
+                                           NULL});
+    struct th_result r = py(srv.addr, "idle", "3", NULL);
+    cr_assert_eq(r.status, 0, "torch client: %s%s", r.out, r.err);
+    cr_assert(strstr(r.out, "OK"), "%s", r.out);
+    th_result_free(&r);
+    cr_assert(srv_log_wait(&srv, "(handshake-timeout)", 1000),
+              "the silent connection was not closed");
+    srv_finish(&srv);
 }
 
 Test(compat, pytorch_torch_client_against_our_server)

@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,9 +98,11 @@ Test(auth, tokens_give_their_rights)
     expect_cli(s.port, "", "--token-file ro set k v2", 4, "read-only");
     cr_assert(srv_log_wait(&s, "SET refused: the client holds the read-only",
                            TH_IO_MS));
-    expect_cli(s.port, "", "--token-file ro add n 1", 4, NULL);
-    cr_assert(srv_log_wait(&s, "ADD refused: the client holds the read-only",
-                           TH_IO_MS));
+    /* ADD has a reply: the server could only close on it, so the client,
+     * told its rights by the proof, refuses it itself (issue 25). */
+    expect_cli(s.port, "", "--token-file ro add n 1", 4,
+               "ADD needs the read-write token; the client holds the "
+               "read-only token");
     /* Nothing changed; an unauthenticated client has full access here. */
     expect_cli(s.port, "", "get k", 0, "v1");
     expect_cli(s.port, "", "add n 0", 0, "5");
@@ -366,5 +369,123 @@ Test(auth, add_reaching_target_releases_barrier)
     close(fd);
     close(b3);
     close(b5);
+    srv_finish(&s);
+}
+
+/* ---- failed proofs are limited (issue 25) ---- */
+
+/* A wrong proof (HELLO, then a PROOF whose MAC is garbage) into b. */
+static void put_wrong_proof(struct codec_buf *b)
+{
+    uint8_t msg[1 + AUTH_NONCE_LEN + AUTH_MAC_LEN];
+    codec_put_u8(b, STORE_EXT_AUTH_HELLO);
+    msg[0] = STORE_EXT_AUTH_PROOF;
+    memset(msg + 1, 0x11, sizeof(msg) - 1);
+    codec_put_bytes(b, msg, sizeof(msg));
+}
+
+/* Read HELLO + PROOF replies until the server closes: how many proofs it
+ * refused. */
+static int refusals_until_closed(int fd)
+{
+    int n = 0;
+    for (;;) {
+        uint8_t r[1 + AUTH_NONCE_LEN + 1];
+        size_t got = 0;
+        while (got < sizeof(r)) {
+            struct pollfd p = {.fd = fd, .events = POLLIN};
+            cr_assert_gt(poll(&p, 1, TH_IO_MS), 0, "after %d refusals the "
+                         "server neither answers nor closes", n);
+            ssize_t k = read(fd, r + got, sizeof(r) - got);
+            if (k <= 0)
+                return n; /* closed (mid-reply or between replies) */
+            got += (size_t)k;
+        }
+        cr_assert_eq(r[0], AUTH_MODE_CHALLENGE);
+        cr_assert_eq(r[sizeof(r) - 1], AUTH_REFUSED);
+        n++;
+    }
+}
+
+/* 12,294 wrong proofs on one connection used to be answered and logged
+ * one by one.  Now the third closes the connection, and the warnings of
+ * an address are summarised. */
+Test(auth, failed_proofs_close_the_connection_and_are_summarised,
+     .timeout = 60)
+{
+    struct srv s;
+    start(&s, 0, 0);
+    int fd = cli_modern(s.port);
+    struct codec_buf b;
+    codec_buf_init(&b);
+    for (int i = 0; i < 50; i++)
+        put_wrong_proof(&b);
+    cli_send(fd, &b);
+    cr_assert_eq(refusals_until_closed(fd), 3,
+                 "the third refused proof must close the connection");
+    close(fd);
+    cr_assert(srv_log_wait(&s, "after 3 refused token proofs", TH_IO_MS));
+    cr_assert_eq(srv_log_count(&s, "token refused"), 1,
+                 "one warning per refused proof");
+    cr_assert(srv_log_wait(&s, "2 more refused proofs from 127.0.0.1 in "
+                              "the last 10 s", 13000), "no summary");
+    codec_buf_free(&b);
+    srv_finish(&s);
+}
+
+/* After 10 refused proofs in a minute an address is slowed to one proof
+ * a second, right ones included; the others stay fast. */
+Test(auth, an_address_that_keeps_failing_is_slowed, .timeout = 60)
+{
+    struct srv s;
+    start(&s, 0, 0);
+    struct codec_buf b;
+    codec_buf_init(&b);
+    for (int c = 0; c < 4; c++) { /* 4 x 3 = 12 refused proofs */
+        int fd = cli_modern(s.port);
+        for (int i = 0; i < 3; i++)
+            put_wrong_proof(&b);
+        cli_send(fd, &b);
+        cr_assert_eq(refusals_until_closed(fd), 3);
+        close(fd);
+    }
+    /* Three more at once, one per connection: taken a second apart. */
+    int fds[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = cli_modern(s.port);
+        put_wrong_proof(&b);
+        cli_send(fds[i], &b);
+    }
+    double t0 = th_now(), t[3];
+    for (int i = 0; i < 3; i++) {
+        uint8_t r[1 + AUTH_NONCE_LEN + 1];
+        cli_read(fds[i], r, sizeof(r));
+        cr_assert_eq(r[sizeof(r) - 1], AUTH_REFUSED);
+        t[i] = th_now() - t0;
+    }
+    cr_log_info("slowed proofs answered after %.2f, %.2f, %.2f s", t[0],
+                t[1], t[2]);
+    cr_assert_gt(t[2], 1.7, "third proof after %.2f s: not slowed", t[2]);
+    for (int i = 0; i < 3; i++)
+        close(fds[i]);
+    /* The right token from that address waits its turn, then works. */
+    char *out = NULL;
+    double t1 = th_now();
+    int ex = srv_tcpstore(s.port, dir, "", "--token-file rw set k v", &out);
+    cr_assert_eq(ex, 0, "%s", out);
+    free(out);
+    cr_assert_gt(th_now() - t1, 0.5, "not slowed");
+    int fd = cli_modern(s.port);
+    uint8_t t_ = STORE_EXT_STATS, h[8];
+    cli_send_raw(fd, &t_, 1);
+    cli_read(fd, h, 8);
+    char *text = calloc(1, codec_get_u64(h) + 1);
+    cli_read(fd, text, codec_get_u64(h));
+    cr_assert(strstr(text, "auth_proofs_refused 15\n"), "%s", text);
+    const char *d = strstr(text, "auth_proofs_delayed ");
+    cr_assert(d && atoi(d + 20) >= 3, "%s", text);
+    free(text);
+    close(fd);
+    codec_buf_free(&b);
     srv_finish(&s);
 }

@@ -324,8 +324,9 @@ Test(tls, unfinished_handshake_times_out_idle_tls_stays)
 }
 
 /* Issue 9: a plaintext fccl client of a TLS-only server used to be told
- * "if the server is PyTorch <= 2.0, use the legacy dialect".  Its write is
- * now reported as refused, and the hint names TLS among the causes. */
+ * "if the server is PyTorch <= 2.0, use the legacy dialect".  Issue 25:
+ * the server now says why in its reply to the client's hello, and the
+ * client reports that (FCCL_ERR_AUTH, as every TLS failure). */
 Test(tls, plaintext_client_of_tls_only_server_is_told_why)
 {
     struct srv s;
@@ -337,8 +338,10 @@ Test(tls, plaintext_client_of_tls_only_server_is_told_why)
     cr_assert_eq(fccl_store_connect(&o, &st), FCCL_OK, "%s",
                  fccl_last_error());
     int rc = fccl_store_set(st, "k", "v", 1);
-    cr_assert_eq(rc, FCCL_ERR_CLOSED, "rc %d: %s", rc, fccl_last_error());
+    cr_assert_eq(rc, FCCL_ERR_AUTH, "rc %d: %s", rc, fccl_last_error());
     cr_assert(strstr(fccl_last_error(), "--tls-required"), "%s",
+              fccl_last_error());
+    cr_assert(!strstr(fccl_last_error(), "PyTorch"), "%s",
               fccl_last_error());
     fccl_store_close(st);
     srv_finish(&s);

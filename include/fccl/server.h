@@ -70,6 +70,10 @@ typedef struct fccl_server fccl_server_t;
 /** The longest key a server may be configured for (max_key). */
 #define FCCL_SERVER_MAX_KEY_CAP (1ull << 20)
 
+/** max_conns_per_addr's default ("auto"): half of max_conns (once capped
+ * to the file limit), at least 1024, or max_conns when that is smaller. */
+#define FCCL_SERVER_PER_ADDR_AUTO UINT64_MAX
+
 /** fsync_mode values. */
 enum fccl_server_fsync {
     FCCL_SERVER_FSYNC_ALWAYS = 0,   /**< records on disk before any reply */
@@ -97,11 +101,16 @@ typedef struct fccl_server_opts {
     uint64_t max_total_bytes;  /**< stored keys + values, plus bytes held
                                   for unfinished requests and unsent
                                   MULTI_GET / key-list replies; 4 GiB */
-    uint64_t max_conns_per_addr; /**< connections of one client IP,
-                                    default 1024; 0: no cap */
+    uint64_t max_conns_per_addr; /**< connections of one client IP;
+                                    default FCCL_SERVER_PER_ADDR_AUTO;
+                                    0: no cap */
     int64_t request_timeout_ms;  /**< an unfinished request or TLS
                                     handshake without progress this long
                                     is closed; default 30 s, 0: never */
+    int64_t handshake_timeout_ms; /**< a connection that has not finished
+                                     VALIDATE (and, with auth_required,
+                                     its proof) this long after accept is
+                                     closed; default 10 s, 0: never */
     char tls_cert[512]; /**< PEM certificate (chain): TLS on the same port */
     char tls_key[512];  /**< PEM private key of tls_cert (mode & 077 = 0) */
     char tls_ca[512];   /**< PEM CA: clients must present a certificate it
@@ -113,6 +122,10 @@ typedef struct fccl_server_opts {
     int auth_required;  /**< nothing but VALIDATE, PING and AUTH before a
                            proof (locks out PyTorch clients) */
     char journal[512];  /**< journal file; "" (default): none */
+    int journal_recover; /**< start on a journal damaged in the middle:
+                            keep a copy, skip the damage, replay every
+                            intact record (without it such a journal is
+                            refused: FCCL_ERR_IO) */
     int fsync_mode;     /**< an fccl_server_fsync; default ALWAYS */
     int64_t fsync_interval_ms; /**< FCCL_SERVER_FSYNC_INTERVAL's period,
                                   default 100 */

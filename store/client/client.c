@@ -40,6 +40,7 @@ static void conn_drop_fd(struct store_client_conn *c)
         close(c->fd);
     c->fd = -1;
     c->rpos = c->rlen = 0;
+    c->hello_due = 0;
     codec_buf_reset(&c->out);
     c->out.oom = 0;
 }
@@ -58,18 +59,76 @@ static void backoff_sleep(uint64_t us, unsigned *seed, uint64_t deadline)
         ;
 }
 
+/* VALIDATE, and in the same send the fccl hello (codec.h): a PING whose
+ * nonce says "fccl client" (and whether a token follows).  Its reply is
+ * read with the first reply the connection needs (sc_hello_reply), so
+ * connecting costs no round trip; tcpstore-server answers it with why it
+ * refuses the connection, if it does. */
 static int send_validate(struct store_client_conn *c, uint64_t deadline)
 {
-    uint8_t msg[5];
+    uint8_t msg[10];
     msg[0] = (uint8_t)codec_op_to_wire(DIALECT_MODERN, OP_VALIDATE);
-    uint32_t magic = STORE_VALIDATE_MAGIC;
-    for (int i = 0; i < 4; i++)
-        msg[1 + i] = (uint8_t)(magic >> (8 * i));
+    codec_set_u32(msg + 1, STORE_VALIDATE_MAGIC);
+    msg[5] = (uint8_t)codec_op_to_wire(DIALECT_MODERN, OP_PING);
+    c->hello_nonce = STORE_HELLO_BASE | (c->token ? STORE_HELLO_TOKEN : 0);
+    codec_set_u32(msg + 6, c->hello_nonce);
     int rc = sc_send(c, msg, sizeof(msg), deadline);
     if (rc < 0)
         return fccl_err_wrap(FCCL_ERR_CONNECT, "store %s: VALIDATE",
                              c->addr);
+    c->hello_due = 1;
     return FCCL_OK;
+}
+
+static int read_raw(struct store_client_conn *c, void *p, size_t n,
+                    uint64_t deadline);
+
+/* A refusal after the hello: u8 code (SYNC_* numbers), the reason. */
+static int hello_refused(struct store_client_conn *c, uint64_t deadline)
+{
+    uint8_t h[9];
+    char msg[SYNC_MSG_MAX + 1];
+    int rc = read_raw(c, h, sizeof(h), deadline);
+    uint64_t n = rc == FCCL_OK ? codec_get_u64(h + 1) : 0;
+    if (rc == FCCL_OK && n > SYNC_MSG_MAX)
+        return fccl_err(FCCL_ERR_PROTOCOL, "a refusal of %llu bytes",
+                        (unsigned long long)n);
+    if (rc == FCCL_OK)
+        rc = read_raw(c, msg, (size_t)n, deadline);
+    if (rc < 0)
+        return rc;
+    msg[n] = '\0';
+    int err = h[0] == SYNC_LIMIT    ? FCCL_ERR_LIMIT
+              : h[0] == SYNC_NOMEM  ? FCCL_ERR_NOMEM
+              : h[0] == SYNC_DENIED ? FCCL_ERR_AUTH
+                                    : FCCL_ERR_PROTOCOL;
+    return fccl_err(err, "%s", msg);
+}
+
+int sc_hello_reply(struct store_client_conn *c, uint64_t deadline)
+{
+    if (!c->hello_due)
+        return FCCL_OK;
+    c->hello_due = 0;
+    uint8_t b[4];
+    int rc = read_raw(c, b, sizeof(b), deadline);
+    if (rc < 0)
+        return rc;
+    uint32_t v = codec_get_u32(b), n = c->hello_nonce;
+    if ((v & ~STORE_HELLO_NEEDS_TOKEN) == (n | STORE_HELLO_ACK)) {
+        c->peer = SC_PEER_FCCL;
+        c->needs_token = (v & STORE_HELLO_NEEDS_TOKEN) != 0;
+        return FCCL_OK;
+    }
+    if (v == n) {
+        c->peer = SC_PEER_OTHER; /* a PyTorch server echoes a PING */
+        return FCCL_OK;
+    }
+    if (v == (uint32_t)~n) {
+        c->peer = SC_PEER_FCCL;
+        return hello_refused(c, deadline);
+    }
+    return fccl_err(FCCL_ERR_PROTOCOL, "reply %08x to the hello %08x", v, n);
 }
 
 /* Connect, retrying refused (and unanswered) connects with exponential
@@ -472,33 +531,65 @@ void sc_end(struct sc_call *k)
     pthread_mutex_unlock(&k->c->mu);
 }
 
-/* A failure before the first reply on a connection: say the likely cause.
- * A PyTorch <= 2.0 server reads VALIDATE as the start of a SET with a huge
- * key and never answers (or resets); tcpstore-server closes at once when it
- * is full, requires TLS, or the request is over a limit; a PyTorch server
- * closes on request types it lacks. */
+/* The likely cause of a closed or silent connection, from what the
+ * client knows: whether this connection or an earlier one was answered,
+ * whether the server said it is tcpstore-server (the hello), the dialect
+ * and TLS.  tcpstore-server tells an fccl client why it refuses a
+ * connection, so a close without a reason before any reply points away
+ * from it; only then is a PyTorch <= 2.0 server the likely cause (it
+ * reads VALIDATE as the start of a SET with a huge key: it never answers,
+ * or resets). */
+#define NEEDS_TOKEN_MSG                                                        \
+    "tcpstore-server requires a token (--auth-required; its hello said "   \
+    "so) for anything but PING: give the client the token file "           \
+    "(--token-file, TCPSTORE_TOKEN_FILE)"
+
+static const char *hint(const struct store_client_conn *c, int rc)
+{
+    if (rc != FCCL_ERR_CLOSED && rc != FCCL_ERR_TIMEOUT)
+        return NULL;
+    if (c->needs_token && rc == FCCL_ERR_CLOSED)
+        return NEEDS_TOKEN_MSG;
+    if (c->answered)
+        return rc == FCCL_ERR_CLOSED && c->peer == SC_PEER_FCCL
+                   ? "tcpstore-server closed the connection: it was "
+                     "stopped, or it refused this request (a size or "
+                     "store limit, a right the token lacks); its log says "
+                     "which"
+                   : NULL;
+    if (c->ever_answered)
+        return rc == FCCL_ERR_CLOSED
+                   ? "the server closed the connection before any reply, "
+                     "though it answered before: it was restarted or "
+                     "stopped, or it refuses us now (its log says why)"
+                   : "no reply on this connection, though the server "
+                     "answered before (stopped? overloaded?)";
+    if (c->dialect == DIALECT_LEGACY)
+        return rc == FCCL_ERR_CLOSED
+                   ? "the server closed the connection before any reply: "
+                     "tcpstore-server does so on the legacy dialect, "
+                     "without saying why, when it requires TLS or a token, "
+                     "is at a connection limit or a request is over a "
+                     "limit (its log says which)"
+                   : NULL;
+    if (c->ssl)
+        return rc == FCCL_ERR_CLOSED
+                   ? "the server closed the TLS connection before any "
+                     "reply (its log says why)"
+                   : "no reply inside the TLS connection";
+    return rc == FCCL_ERR_TIMEOUT
+               ? "no reply to VALIDATE and the hello that followed it: a "
+                 "PyTorch <= 2.0 server never answers the modern dialect "
+                 "(use the legacy dialect: --dialect legacy)"
+               : "the server closed the connection before any reply and "
+                 "without a reason, which tcpstore-server would have "
+                 "given: a PyTorch <= 2.0 server does so on the modern "
+                 "dialect (use the legacy dialect: --dialect legacy)";
+}
+
 static void hint_first_reply(const struct store_client_conn *c, int rc)
 {
-    if (c->answered || c->fd < 0)
-        return;
-    const char *why = NULL;
-    if (rc == FCCL_ERR_TIMEOUT && c->dialect == DIALECT_MODERN)
-        why = "no reply has come on this connection: a PyTorch <= 2.0 "
-              "server never answers the modern dialect (use the legacy "
-              "dialect: --dialect legacy)";
-    else if (rc == FCCL_ERR_CLOSED && c->dialect == DIALECT_MODERN)
-        why = "the server closed the connection before any reply: a "
-              "PyTorch <= 2.0 server does so on the modern dialect (use the "
-              "legacy dialect: --dialect legacy); tcpstore-server does so "
-              "when it requires TLS (--tls-required) or a token (--auth-required: "
-              "use --token-file), is at a connection "
-              "limit, or a request is over a size limit (its log says "
-              "which)";
-    else if (rc == FCCL_ERR_CLOSED)
-        why = "the server closed the connection before any reply: "
-              "tcpstore-server does so when it requires TLS or a token "
-              "(--tls-required, --auth-required), is at a connection limit, or a request is "
-              "over a size limit (its log says which)";
+    const char *why = c->fd >= 0 ? hint(c, rc) : NULL;
     if (!why)
         return;
     char msg[600];
@@ -510,6 +601,8 @@ int sc_fail(struct sc_call *k, int rc)
 {
     struct store_client_conn *c = k->c;
     hint_first_reply(c, rc);
+    if (rc == FCCL_ERR_CLOSED && c->needs_token)
+        rc = FCCL_ERR_AUTH; /* the hello said why */
     fccl_err_wrap(rc, "store %s: %s%s%s", c->addr, k->op,
                   k->what[0] ? " " : "", k->what);
     int transient = c->reconnect && (rc == FCCL_ERR_CLOSED ||
@@ -552,9 +645,29 @@ static int legacy_has(enum store_op op)
     }
 }
 
+/* What a read-only token does not allow and the server could only
+ * answer by closing the connection: refused here, like SYNC reports a
+ * refused SET (the connection stays usable). */
+static int needs_write_right(enum store_op op)
+{
+    switch (op) {
+    case OP_COMPARE_SET: case OP_ADD: case OP_DELETE_KEY:
+    case OP_QUEUE_POP: case OP_BARRIER:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int sc_put_op(struct sc_call *k, enum store_op op)
 {
     struct store_client_conn *c = k->c;
+    if (c->needs_token && op != OP_PING)
+        return sc_soft(k, FCCL_ERR_AUTH, "refused: %s", NEEDS_TOKEN_MSG);
+    if (c->read_only && needs_write_right(op))
+        return sc_soft(k, FCCL_ERR_AUTH, "refused: %s needs the read-write "
+                       "token; the client holds the read-only token",
+                       codec_op_name(op));
     int wire = codec_op_to_wire(c->dialect, op);
     if (wire < 0 || (c->dialect == DIALECT_LEGACY && !legacy_has(op)))
         return sc_soft(k, FCCL_ERR_UNSUPPORTED,
@@ -625,14 +738,14 @@ static ssize_t recv_some(struct store_client_conn *c, void *buf, size_t cap,
     if (c->ssl) {
         ssize_t n = sc_tls_recv(c, buf, cap, deadline);
         if (n > 0)
-            c->answered = 1;
+            c->answered = c->ever_answered = 1;
         return n;
     }
     for (;;) {
         int block = fccl_ms_left(deadline) > RECV_SLICE_MS;
         ssize_t n = recv(c->fd, buf, cap, block ? 0 : MSG_DONTWAIT);
         if (n > 0) {
-            c->answered = 1;
+            c->answered = c->ever_answered = 1;
             return n;
         }
         if (n == 0)
@@ -659,6 +772,11 @@ static int read_raw(struct store_client_conn *c, void *p, size_t n,
                     uint64_t deadline)
 {
     uint8_t *dst = p;
+    if (c->hello_due) { /* its reply comes before any other */
+        int rc = sc_hello_reply(c, deadline);
+        if (rc < 0)
+            return rc;
+    }
     while (n > 0) {
         size_t have = c->rlen - c->rpos;
         if (have > 0) {
@@ -820,7 +938,16 @@ static int probe_sync(struct sc_call *k)
 {
     struct store_client_conn *c = k->c;
     uint8_t msg = STORE_EXT_SYNC, code = 0;
-    int rc = sc_send(c, &msg, 1, k->io_deadline);
+    /* The hello's reply is on its way already: a tcpstore-server that
+     * acknowledged it has SYNC, no probe needed. */
+    int rc = sc_hello_reply(c, k->io_deadline);
+    if (rc < 0)
+        return sc_fail(k, rc);
+    if (c->peer == SC_PEER_FCCL) {
+        c->sync = SC_SYNC_YES;
+        return FCCL_OK;
+    }
+    rc = sc_send(c, &msg, 1, k->io_deadline);
     if (rc == FCCL_OK)
         rc = read_raw(c, &code, 1, k->io_deadline);
     if (rc == FCCL_OK) {

@@ -50,6 +50,11 @@ static int auth_read(struct store_client_conn *c, void *p, size_t n,
                      uint64_t deadline, const char *step)
 {
     int rc = sc_conn_read(c, p, n, deadline);
+    if (rc == FCCL_ERR_CLOSED && c->peer == SC_PEER_FCCL)
+        return fccl_err(FCCL_ERR_AUTH, "store %s: tcpstore-server closed "
+                        "the connection on %s (too many refused proofs "
+                        "from this address? its log says why)", c->addr,
+                        step);
     if (rc == FCCL_ERR_CLOSED)
         return fccl_err(FCCL_ERR_AUTH, "store %s: the server closed the "
                         "connection on %s: it does not know token "
@@ -63,7 +68,12 @@ int sc_auth(struct store_client_conn *c, uint64_t deadline)
         return FCCL_OK;
     uint8_t op = STORE_EXT_AUTH_HELLO, mode = 0;
     uint8_t snonce[AUTH_NONCE_LEN];
-    int rc = sc_send(c, &op, 1, deadline);
+    /* The fccl hello went out with VALIDATE: its answer (a refusal,
+     * perhaps) comes first. */
+    int rc = sc_hello_reply(c, deadline);
+    if (rc < 0)
+        return rc;
+    rc = sc_send(c, &op, 1, deadline);
     if (rc == FCCL_OK)
         rc = auth_read(c, &mode, 1, deadline, "AUTH_HELLO");
     if (rc < 0)
@@ -95,6 +105,7 @@ int sc_auth(struct store_client_conn *c, uint64_t deadline)
         return fccl_err(FCCL_ERR_AUTH, "store %s: the server refused our "
                         "token (not the token of its --token-file or "
                         "--read-token-file)", c->addr);
+    c->read_only = res == AUTH_READ_ONLY;
     return res == AUTH_READ_WRITE || res == AUTH_READ_ONLY
                ? FCCL_OK
                : fccl_err(FCCL_ERR_PROTOCOL, "store %s: AUTH_PROOF reply %u",

@@ -63,6 +63,12 @@ struct store_client_conn {
     char broken_msg[512];
     uint32_t nonce;            /* next PING nonce */
     int answered;              /* a reply byte arrived on this socket */
+    int ever_answered;         /* ... on any socket of this handle */
+    int hello_due;             /* the fccl hello's reply is still unread */
+    uint32_t hello_nonce;
+    int peer;                  /* SC_PEER_*: who answered the hello */
+    int read_only;             /* the server granted read-only rights */
+    int needs_token;           /* its hello: only PING without a token */
     int sync;                  /* SC_SYNC_*: does the server know SYNC? */
     void *tls_ctx;             /* SSL_CTX when TLS is on (client_tls.c) */
     void *ssl;                 /* SSL of the current socket, or NULL */
@@ -78,6 +84,15 @@ struct store_client_conn {
 /* Whether the server answers SYNC (0x81), learnt at the first reply-less
  * write and kept across reconnects (same address, same server kind). */
 enum { SC_SYNC_UNKNOWN, SC_SYNC_YES, SC_SYNC_NO };
+
+/* Who answered the fccl hello (codec.h): nobody yet, tcpstore-server
+ * (it acknowledged), or another server (it echoed, as PyTorch's do). */
+enum { SC_PEER_UNKNOWN, SC_PEER_FCCL, SC_PEER_OTHER };
+
+/* The hello's reply, if it is still due: read it now.  FCCL_OK, the
+ * refusal the server gave (FCCL_ERR_LIMIT, FCCL_ERR_AUTH, ... with its
+ * reason), or the read's error. */
+int sc_hello_reply(struct store_client_conn *c, uint64_t deadline);
 
 
 /* One library call in progress, for encoding and error messages. */

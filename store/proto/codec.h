@@ -75,6 +75,21 @@ enum store_dialect { DIALECT_UNKNOWN, DIALECT_MODERN, DIALECT_LEGACY };
 #define SYNC_OTHER 4
 #define SYNC_MSG_MAX 1024
 
+/* The fccl hello (docs/PROTOCOL-fccl.md, "The fccl hello"): right after
+ * VALIDATE an fccl client sends PING with a nonce of STORE_HELLO_BASE |
+ * flags, a value no PyTorch client sends (its nonce is its process id,
+ * below 2^22).  A PyTorch server echoes it.  tcpstore-server replies
+ * nonce | STORE_HELLO_ACK when it serves the connection (with
+ * STORE_HELLO_NEEDS_TOKEN when nothing but PING is served without a
+ * token), or ~nonce, a u8 code (SYNC_* numbers) and a string saying why
+ * it refuses the connection, and then closes it. */
+#define STORE_HELLO_MASK 0xFFFF0000u
+#define STORE_HELLO_BASE 0xFCC10000u
+#define STORE_HELLO_TOKEN 0x0001u /* an AUTH exchange follows */
+#define STORE_HELLO_ACK 0x8000u
+#define STORE_HELLO_NEEDS_TOKEN 0x4000u
+#define STORE_IS_HELLO(n) (((n) & STORE_HELLO_MASK) == STORE_HELLO_BASE)
+
 /* Reply bytes of CHECK / WAIT / CANCEL_WAIT. */
 #define REPLY_READY 0
 #define REPLY_NOT_READY 1

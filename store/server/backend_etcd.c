@@ -414,31 +414,50 @@ static void sync_reply(struct be_op *op)
     op->done = 1;
 }
 
+/* Pop the finished ops at the head, sending their replies, then start
+ * the new head.  Ops run one at a time, in arrival order, as the server's
+ * own table runs them: a WAIT and the GET behind it (the fccl client
+ * pipelines them), or a SET and a DELETE, must reach etcd in that order.
+ * Reentrant calls (an op finishing inside be_run) only ask for one more
+ * round, so the stack stays flat. */
 void be_flush(struct store_conn *c)
 {
-    struct be_op *h;
-    while ((h = c->be_head)) {
-        if (h->kind == OP_SYNC && !h->done)
-            sync_reply(h);
-        if (!h->done)
-            return;
-        c->be_head = h->next;
-        if (!c->be_head)
-            c->be_tail = NULL;
-        c->be_n--;
-        if (h->fatal) {
-            char why[300];
-            snprintf(why, sizeof(why), "%s", h->out.len ? (char *)h->out.p
-                                                        : "etcd failed");
-            op_free(h);
-            store_be_conn_gone(c);
-            store_conn_abort(c, why);
-            return;
-        }
-        if (h->out.len)
-            store_conn_reply(c, h->out.p, h->out.len);
-        op_free(h);
+    if (c->be_flushing) {
+        c->be_again = 1;
+        return;
     }
+    c->be_flushing = 1;
+    do {
+        c->be_again = 0;
+        struct be_op *h;
+        while ((h = c->be_head)) {
+            if (h->kind == OP_SYNC && !h->done)
+                sync_reply(h);
+            if (!h->done)
+                break;
+            c->be_head = h->next;
+            if (!c->be_head)
+                c->be_tail = NULL;
+            c->be_n--;
+            if (h->fatal) {
+                char why[300];
+                snprintf(why, sizeof(why), "%s",
+                         h->out.len ? (char *)h->out.p : "etcd failed");
+                op_free(h);
+                store_be_conn_gone(c);
+                store_conn_abort(c, why); /* may free c */
+                return;
+            }
+            if (h->out.len)
+                store_conn_reply(c, h->out.p, h->out.len);
+            op_free(h);
+        }
+        if (h && !h->started) {
+            h->started = 1;
+            be_run(h);
+        }
+    } while (c->be_again);
+    c->be_flushing = 0;
 }
 
 void be_op_done(struct be_op *op)
@@ -575,7 +594,12 @@ int store_be_dispatch(struct store_server *s, struct store_conn *c,
         c->be_head = op;
     c->be_tail = op;
     c->be_n++;
-    be_run(op);
+    if (op->kind == OP_CANCEL_WAIT) { /* acts on the WAIT in flight */
+        op->started = 1;
+        be_run(op);
+    } else {
+        be_flush(c);
+    }
     return FCCL_OK;
 }
 

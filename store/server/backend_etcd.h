@@ -73,6 +73,8 @@ struct be_op {
     struct be_op *next;     /* the connection's queue */
     enum store_op kind;
     int done, fatal;        /* fatal: close c when it reaches the head */
+    int started;            /* be_run called: it is the head, or a
+                               CANCEL_WAIT (which acts on the head) */
     int quiet;              /* a write without a reply (SYNC reports) */
     struct codec_buf out;   /* the reply */
     struct ek_key key;      /* PREFIX + the wire key */

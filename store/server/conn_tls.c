@@ -176,10 +176,18 @@ int conn_tls_sniff(struct store_conn *c)
         return 1;
     }
     if (c->s->cfg.tls_required) {
-        LOG_WARN("STORE", "closing client %s: plaintext connection refused "
-                 "(tls-required)", c->addr);
-        store_conn_free(c);
-        return 1;
+        char ip[48];
+        store_ip_of(c->addr, ip, sizeof(ip));
+        store_quiet_warn(c->s, QUIET_REFUSED, ip, "closing client %s: "
+                         "plaintext connection refused (tls-required)",
+                         c->addr);
+        /* An fccl client is told why when it says its hello. */
+        if (!store_slots_refuse(c->s, c, SYNC_DENIED, "tcpstore-server "
+                                "requires TLS (--tls-required): connect "
+                                "with TLS (--tls-ca CA, or --tls)")) {
+            store_conn_free(c);
+            return 1;
+        }
     }
     c->state = CONN_OPEN;
     return 0;

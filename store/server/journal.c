@@ -23,13 +23,15 @@
 #include "kv.h"
 #include "log.h"
 
-#define PAYLOAD_FIXED 13 /* u8 type + u32 klen + u64 vlen */
-#define REC_MAX ((2ull << 30) + (2ull << 20)) /* larger than any value */
+#define PAYLOAD_FIXED JOURNAL_PAYLOAD_FIXED
 #define BUF_FLUSH (1u << 20) /* compaction writes in chunks this large */
 
-/* ---- CRC-32 (reflected, polynomial 0xEDB88320), table built once ---- */
+/* ---- CRC-32 (reflected, polynomial 0xEDB88320), tables built once ----
+ * Slicing by 8 (eight tables, eight bytes per step): a replay checks every
+ * byte of the file, and this is about four times as fast as a byte at a
+ * time. */
 
-static uint32_t crc_table[256];
+static uint32_t crc_table[8][256];
 
 static void crc_init(void)
 {
@@ -37,17 +39,29 @@ static void crc_init(void)
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
             c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
+        crc_table[0][i] = c;
     }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
+                              crc_table[0][crc_table[t - 1][i] & 0xff];
 }
 
 uint32_t journal_crc32(uint32_t crc, const uint8_t *p, size_t n)
 {
-    if (!crc_table[1])
+    if (!crc_table[0][1])
         crc_init();
     crc = ~crc;
-    for (size_t i = 0; i < n; i++)
-        crc = crc_table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+    for (; n >= 8; n -= 8, p += 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                             (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        crc = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+              crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+              crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^
+              crc_table[0][p[7]];
+    }
+    for (; n; n--)
+        crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
     return ~crc;
 }
 
@@ -178,155 +192,53 @@ int journal_sync(struct journal *j)
     return fccl_err_sys(FCCL_ERR_IO, e, "journal %s: fdatasync", j->path);
 }
 
-/* ---- replay ---- */
+/* ---- opening ---- */
 
-int journal_apply(struct kv *kv, const uint8_t *p, uint64_t n)
+/* A FILE.tmp left by a compaction that was killed (a SIGKILL of the
+ * server, whose child then dies too) is removed: nobody will finish it.
+ * We hold the journal's lock, so no live server writes it; a live child
+ * would hold its lock, and it is then left alone. */
+static void drop_stale_tmp(const struct journal *j)
 {
-    if (n < PAYLOAD_FIXED)
-        return fccl_err(FCCL_ERR_PROTOCOL, "journal record too short");
-    uint8_t type = p[0];
-    uint64_t klen = codec_get_u32(p + 1), vlen = codec_get_u64(p + 5);
-    if (klen > n - PAYLOAD_FIXED || vlen != n - PAYLOAD_FIXED - klen)
-        return fccl_err(FCCL_ERR_PROTOCOL, "journal record lengths");
-    const uint8_t *key = p + PAYLOAD_FIXED, *val = key + klen;
-    if (type == JREC_DEL || type == JREC_POP) {
-        struct kv_entry *e = kv_find(kv, key, klen);
-        if (!e)
-            return FCCL_OK;
-        if (type == JREC_DEL)
-            kv_del_value(kv, e);
-        else
-            kv_item_free(kv_queue_pop(kv, e));
-        kv_release(kv, e);
-        return FCCL_OK;
-    }
-    struct kv_entry *e = kv_lookup_or_add(kv, key, klen);
-    if (!e)
-        return fccl_err(FCCL_ERR_NOMEM, "journal replay");
-    int rc;
-    int64_t out;
-    switch (type) {
-    case JREC_SET: rc = kv_set(kv, e, val, vlen); break;
-    case JREC_APPEND: rc = kv_append(kv, e, val, vlen); break;
-    case JREC_PUSH: rc = kv_queue_push(kv, e, val, vlen); break;
-    case JREC_ADD:
-        rc = vlen == 8 ? kv_add(kv, e, (int64_t)codec_get_u64(val), &out)
-                       : fccl_err(FCCL_ERR_PROTOCOL, "journal ADD length");
-        break;
-    default:
-        rc = fccl_err(FCCL_ERR_PROTOCOL, "journal record type %u", type);
-    }
-    if (rc < 0)
-        kv_release(kv, e);
-    return rc;
+    char tmp[600];
+    struct stat sb;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", j->path);
+    int fd = open(tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &sb) == 0 &&
+        S_ISREG(sb.st_mode) && unlink(tmp) == 0)
+        LOG_INFO("STORE", "journal %s: removed %s (%lld bytes) left by an "
+                 "interrupted compaction", j->path, tmp,
+                 (long long)sb.st_size);
+    close(fd);
 }
 
-/* Read the whole file (journals are compacted, so they stay near the live
- * data's size). */
-static int read_file(int fd, const char *path, uint8_t **out, uint64_t *n)
+/* Check the magic (write it into an empty file) and replay the rest. */
+static int load(struct journal *j, struct kv *kv, int recover)
 {
-    struct stat st;
-    *out = NULL;
-    *n = 0;
-    if (fstat(fd, &st) < 0)
-        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: stat", path);
-    uint64_t size = (uint64_t)st.st_size;
-    uint8_t *b = malloc(size ? size : 1);
-    if (!b)
-        return fccl_err(FCCL_ERR_NOMEM, "journal %s: %llu bytes", path,
-                        (unsigned long long)size);
-    uint64_t got = 0;
-    while (got < size) {
-        ssize_t k = pread(fd, b + got, size - got, (off_t)got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        got += (uint64_t)k;
-    }
-    *out = b;
-    *n = got;
-    return FCCL_OK;
-}
-
-uint64_t journal_replay(struct kv *kv, const uint8_t *b, uint64_t n,
-                        const char *name, const char **why, uint64_t *records)
-{
-    uint64_t off = 0;
-    *why = NULL;
-    while (off < n) {
-        if (n - off < JOURNAL_HDR) {
-            *why = "torn record header";
-            return off;
-        }
-        uint64_t len = codec_get_u32(b + off);
-        uint32_t crc = codec_get_u32(b + off + 4);
-        if (len < PAYLOAD_FIXED || len > REC_MAX) {
-            *why = "bad record length";
-            return off;
-        }
-        if (n - off - JOURNAL_HDR < len) {
-            *why = "torn record";
-            return off;
-        }
-        const uint8_t *p = b + off + JOURNAL_HDR;
-        if (journal_crc32(0, p, len) != crc) {
-            *why = "checksum mismatch";
-            return off;
-        }
-        if (journal_apply(kv, p, len) < 0)
-            LOG_WARN("STORE", "journal %s: record at %llu not applied: %s",
-                     name, (unsigned long long)off, fccl_last_error());
-        (*records)++;
-        off += JOURNAL_HDR + len;
-    }
-    return off;
-}
-
-static int load(struct journal *j, struct kv *kv)
-{
-    uint8_t *b;
-    uint64_t n;
     const size_t mlen = sizeof(JOURNAL_MAGIC) - 1;
-    int rc = read_file(j->fd, j->path, &b, &n);
-    if (rc < 0)
-        return rc;
-    if (n < mlen || memcmp(b, JOURNAL_MAGIC, mlen) != 0) {
-        int empty = n == 0;
-        free(b);
-        if (!empty)
-            return fccl_err(FCCL_ERR_IO, "journal %s: not an fccl journal "
-                            "(bad magic); refusing to overwrite it", j->path);
+    char magic[sizeof(JOURNAL_MAGIC) - 1];
+    struct stat st;
+    if (fstat(j->fd, &st) < 0)
+        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: stat", j->path);
+    uint64_t n = (uint64_t)st.st_size;
+    if (n == 0) {
         if (write_all(j->fd, (const uint8_t *)JOURNAL_MAGIC, mlen) < 0 ||
             fdatasync(j->fd) < 0)
             return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s", j->path);
         j->size = mlen;
         return FCCL_OK;
     }
-    uint64_t saved = kv->max_bytes;
-    const char *why;
-    kv->max_bytes = 0; /* what was stored before is stored again */
-    uint64_t good = mlen + journal_replay(kv, b + mlen, n - mlen, j->path,
-                                          &why, &j->records_replayed);
-    kv->max_bytes = saved;
-    free(b);
-    if (good < n) {
-        LOG_WARN("STORE", "journal %s: %s at offset %llu; dropping the last "
-                 "%llu bytes", j->path, why, (unsigned long long)good,
-                 (unsigned long long)(n - good));
-        if (ftruncate(j->fd, (off_t)good) < 0 || fdatasync(j->fd) < 0)
-            return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: truncate",
-                                j->path);
-    }
-    j->size = good;
-    LOG_INFO("STORE", "journal %s: replayed %llu records (%llu bytes), "
-             "%llu keys", j->path, (unsigned long long)j->records_replayed,
-             (unsigned long long)good, (unsigned long long)kv->nkeys);
-    return FCCL_OK;
+    if (n < mlen || pread(j->fd, magic, mlen, 0) != (ssize_t)mlen ||
+        memcmp(magic, JOURNAL_MAGIC, mlen) != 0)
+        return fccl_err(FCCL_ERR_IO, "journal %s: not an fccl journal "
+                        "(bad magic); refusing to overwrite it", j->path);
+    return journal_replay_file(j, kv, n, recover);
 }
 
 int journal_open(struct journal *j, const char *path, enum journal_fsync mode,
-                 struct kv *kv)
+                 int recover, struct kv *kv)
 {
     memset(j, 0, sizeof(*j));
     j->fd = -1;
@@ -348,7 +260,8 @@ int journal_open(struct journal *j, const char *path, enum journal_fsync mode,
                               "server", path)
                    : fccl_err_sys(FCCL_ERR_IO, e, "journal %s: lock", path);
     }
-    int rc = load(j, kv);
+    drop_stale_tmp(j);
+    int rc = load(j, kv, recover);
     if (rc < 0) {
         close(j->fd);
         j->fd = -1;
@@ -421,7 +334,7 @@ static void sync_dir(const char *path)
     close(fd);
 }
 
-static int compact(struct journal *j, struct kv *kv)
+int journal_rewrite(struct journal *j, struct kv *kv)
 {
     bg_abort(j); /* its FILE.tmp is the one written here */
     char tmp[600];
@@ -467,7 +380,7 @@ int journal_writable(struct journal *j, struct kv *kv)
                         "in %llu ms)", j->path,
                         (unsigned long long)((j->retry_ns - now) / 1000000));
     j->retry_ns = now + JOURNAL_RETRY_NS;
-    if (compact(j, kv) < 0)
+    if (journal_rewrite(j, kv) < 0)
         return fccl_err_wrap(FCCL_ERR_IO, "refusing writes since a failed "
                              "write or fdatasync");
     j->failed = 0;
@@ -630,7 +543,7 @@ void journal_maybe_compact(struct journal *j, struct kv *kv)
     LOG_WARN("STORE", "%s; compacting in the loop instead", fccl_last_error());
     /* After a failure (disk full, say) wait for the file to double rather
      * than rewrite everything at every mutation. */
-    if (compact(j, kv) < 0) {
+    if (journal_rewrite(j, kv) < 0) {
         LOG_WARN("STORE", "%s", fccl_last_error());
         j->retry_at = 2 * j->size;
         return;

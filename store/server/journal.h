@@ -7,9 +7,16 @@
  * File: an 8-byte magic "FCCLJNL1", then records
  *     u32 len | u32 crc32(payload) | payload (len bytes)
  *     payload = u8 type | u32 klen | key | u64 vlen | value
- * (little-endian; ADD carries its delta as the 8-byte value).  A record that
- * is cut short or whose CRC does not match ends the replay: the file is
- * truncated there, with a log line.
+ * (little-endian; ADD carries its delta as the 8-byte value).
+ *
+ * Replay (journal_replay.c) streams the file through a 1 MiB window.  A
+ * record that is cut short or fails its CRC with no valid record behind
+ * it is a torn tail: the file is truncated there, with a log line.  One
+ * with valid records behind it is damage: the server refuses to start
+ * (naming the offset and what follows), or with recover keeps a copy of
+ * the file (FILE.damaged-DATE), skips to the next valid record and
+ * rewrites the journal from what was replayed.  A FILE.tmp left by an
+ * interrupted compaction is removed at open.
  *
  * Durability (fsync mode): ALWAYS: appended records are fdatasync'ed
  * before the server sends any reply (journal_sync_pending is called by the
@@ -54,6 +61,8 @@ enum journal_rec {
 
 #define JOURNAL_MAGIC "FCCLJNL1"
 #define JOURNAL_HDR 8 /* u32 len + u32 crc */
+#define JOURNAL_PAYLOAD_FIXED 13 /* u8 type + u32 klen + u64 vlen */
+#define JOURNAL_REC_MAX ((2ull << 30) + (2ull << 20)) /* > any value */
 #define JOURNAL_COMPACT_MIN (1ull << 20)
 #define JOURNAL_COMPACT_RATIO 4
 #define JOURNAL_RETRY_NS 500000000ull /* rewrite attempts while failed */
@@ -81,11 +90,15 @@ struct journal {
  * start). */
 uint32_t journal_crc32(uint32_t crc, const uint8_t *p, size_t n);
 
-/* Open (create with mode 0600) path, replay its records into kv (whose
- * byte limit is lifted during the replay), drop a torn or corrupt tail.
+/* Open (create with mode 0600) path, remove a stale path.tmp, replay its
+ * records into kv (whose byte limit is lifted during the replay), drop a
+ * torn or corrupt tail.  Damage with valid records behind it: without
+ * recover FCCL_ERR_IO naming the offset and the intact records that
+ * follow (the file untouched); with recover the damaged file is kept
+ * beside it, every valid record replayed and the file rewritten.
  * FCCL_OK, FCCL_ERR_IO (open/read/write, naming the file), FCCL_ERR_NOMEM. */
 int journal_open(struct journal *j, const char *path, enum journal_fsync mode,
-                 struct kv *kv);
+                 int recover, struct kv *kv);
 void journal_close(struct journal *j);
 
 /* Append one record (before the mutation it describes is applied).
@@ -124,6 +137,21 @@ void journal_compact_poll(struct journal *j);
 /* Apply one record's payload to kv (replay; also the fuzz target's entry).
  * FCCL_OK, FCCL_ERR_PROTOCOL (malformed payload) or kv's error. */
 int journal_apply(struct kv *kv, const uint8_t *p, uint64_t n);
+
+/* Rewrite the file from kv's live state now, in the caller's thread
+ * (FILE.tmp, fdatasync, rename).  FCCL_OK or FCCL_ERR_IO; the old file
+ * stays on failure. */
+int journal_rewrite(struct journal *j, struct kv *kv);
+
+/* journal_replay.c: replay j's open file of n bytes (magic checked) into
+ * kv, as journal_open says; sets j->size and j->records_replayed. */
+int journal_replay_file(struct journal *j, struct kv *kv, uint64_t n,
+                        int recover);
+
+/* The offset of the first valid record (header, CRC and payload fields)
+ * in b[from..n), or n if there is none (what a recovering replay skips
+ * to). */
+uint64_t journal_resync(const uint8_t *b, uint64_t n, uint64_t from);
 
 /* Replay the records in b[0..n) (the file after its magic) into kv,
  * stopping at the first torn or corrupt one; returns the length of the good

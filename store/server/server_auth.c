@@ -12,22 +12,56 @@
  * VALIDATE, PING and the AUTH pair before a successful proof closes the
  * connection.  The gate also closes a connection on a second VALIDATE, as
  * PyTorch's servers do.
+ *
+ * Failed proofs (issue 25: 12,294 wrong proofs in 2 s on one connection
+ * used to be answered and logged one by one):
+ *  - the AUTH_CONN_FAILS-th refused proof on a connection is answered and
+ *    the connection closed;
+ *  - an address with AUTH_ADDR_FAILS refused proofs within
+ *    AUTH_ADDR_WINDOW_MS is slowed: its proofs are taken one per
+ *    AUTH_SLOW_MS (the connection is not read until its turn), and a proof
+ *    whose turn is more than AUTH_SLOW_QUEUE_MS away closes its
+ *    connection.  It ends when the window passes without a refusal;
+ *  - the warnings are summarised per address (server_quiet.c).
+ * The fccl hello (codec.h) is answered here too: it is where the server
+ * tells an fccl client why it refuses the connection.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "server_int.h"
 #include "token_file.h"
 
+#define AUTH_CONN_FAILS 3
+#define AUTH_ADDR_FAILS 10
+#define AUTH_ADDR_WINDOW_MS 60000
+#define AUTH_SLOW_MS 1000
+#define AUTH_SLOW_QUEUE_MS 10000
+#define AUTH_ADDRS 256 /* addresses remembered (the least recent goes) */
+
+/* Refused proofs of one client address. */
+struct fail_addr {
+    char ip[48];
+    uint32_t fails;     /* in the window that began at first_ms */
+    uint64_t first_ms, last_ms;
+    uint64_t next_ms;   /* slowed: when its next proof may run */
+};
+
 struct store_auth {
     unsigned char rw[TOKEN_MAX], ro[TOKEN_MAX];
     size_t rwlen, rolen; /* rolen 0: no read-only token */
+    struct fail_addr fa[AUTH_ADDRS];
 };
+
+static uint64_t now_ms(void) { return fccl_now_ns() / 1000000u; }
 
 int store_auth_setup(struct store_server *s)
 {
@@ -94,6 +128,115 @@ static int proves(const unsigned char *t, size_t tlen,
     return CRYPTO_memcmp(want, mac, AUTH_MAC_LEN) == 0;
 }
 
+/* ---- addresses that keep failing ---- */
+
+static struct fail_addr *fail_find(struct store_auth *a, const char *ip,
+                                   int add)
+{
+    struct fail_addr *lru = NULL;
+    for (int i = 0; i < AUTH_ADDRS; i++) {
+        struct fail_addr *f = &a->fa[i];
+        if (f->ip[0] && !strcmp(f->ip, ip))
+            return f;
+        if (!lru || f->last_ms < lru->last_ms)
+            lru = f;
+    }
+    if (!add)
+        return NULL;
+    memset(lru, 0, sizeof(*lru));
+    snprintf(lru->ip, sizeof(lru->ip), "%s", ip);
+    return lru;
+}
+
+static int slowed(const struct fail_addr *f, uint64_t now)
+{
+    return f && f->fails >= AUTH_ADDR_FAILS &&
+           now - f->last_ms <= AUTH_ADDR_WINDOW_MS;
+}
+
+static void note_failure(struct store_auth *a, const char *ip, uint64_t now)
+{
+    struct fail_addr *f = fail_find(a, ip, 1);
+    if (now - f->first_ms > AUTH_ADDR_WINDOW_MS && !slowed(f, now)) {
+        f->fails = 0;
+        f->first_ms = now;
+    }
+    f->fails++;
+    f->last_ms = now;
+}
+
+static void on_defer(evutil_socket_t fd, short what, void *arg)
+{
+    struct store_conn *c = arg;
+    struct store_server *s = c->s;
+    uint64_t t0 = store_turn_begin();
+    (void)fd;
+    (void)what;
+    c->deferred = 0;
+    store_conn_resume(c); /* runs the proof now; may free c */
+    store_turn_end(s, t0);
+}
+
+/* A slowed address: the proof waits for its turn.  FCCL_OK when it may
+ * run now, STORE_DEFER (c's timer armed), or an error closing c. */
+static int wait_turn(struct store_server *s, struct store_conn *c,
+                     const char *ip)
+{
+    uint64_t now = now_ms();
+    struct fail_addr *f = fail_find(s->auth, ip, 0);
+    if (!c->proof_at_ms) {
+        if (!slowed(f, now))
+            return FCCL_OK;
+        uint64_t at = f->next_ms > now ? f->next_ms : now;
+        if (at - now > AUTH_SLOW_QUEUE_MS)
+            return fccl_err(FCCL_ERR_AUTH, "AUTH_PROOF refused untried: %s "
+                            "keeps failing token proofs and %llu s of them "
+                            "are queued (%d a second are taken)", ip,
+                            (unsigned long long)((at - now) / 1000),
+                            1000 / AUTH_SLOW_MS);
+        f->next_ms = at + AUTH_SLOW_MS;
+        c->proof_at_ms = at;
+    }
+    if (now >= c->proof_at_ms) {
+        c->proof_at_ms = 0;
+        return FCCL_OK;
+    }
+    if (!c->defer_ev && !(c->defer_ev = evtimer_new(s->base, on_defer, c)))
+        return fccl_err(FCCL_ERR_NOMEM, "AUTH_PROOF: timer");
+    uint64_t ms = c->proof_at_ms - now;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    if (evtimer_add(c->defer_ev, &tv) < 0)
+        return fccl_err(FCCL_ERR_NOMEM, "AUTH_PROOF: timer");
+    c->deferred = 1;
+    s->st.auth_deferred++;
+    return STORE_DEFER;
+}
+
+void store_auth_conn_free(struct store_conn *c)
+{
+    if (c->defer_ev)
+        event_free(c->defer_ev);
+    c->defer_ev = NULL;
+}
+
+static void refused_proof(struct store_server *s, struct store_conn *c,
+                          const char *ip)
+{
+    s->st.auth_refused++;
+    c->auth_fails++;
+    note_failure(s->auth, ip, now_ms());
+    store_quiet_warn(s, QUIET_PROOF, ip, "client %s: token refused (not "
+                     "the server's token); %d refused proofs close a "
+                     "connection, %d from one address in %d s slow it to "
+                     "one proof a second", c->addr, AUTH_CONN_FAILS,
+                     AUTH_ADDR_FAILS, AUTH_ADDR_WINDOW_MS / 1000);
+    if (c->auth_fails < AUTH_CONN_FAILS)
+        return;
+    store_quiet_warn(s, QUIET_AUTH_CLOSED, ip, "closing client %s after %d "
+                     "refused token proofs", c->addr, (int)c->auth_fails);
+    c->close_after = 1; /* once the refusal is sent */
+}
+
 static int proof(struct store_server *s, struct store_conn *c,
                  const struct codec_req *r)
 {
@@ -102,6 +245,11 @@ static int proof(struct store_server *s, struct store_conn *c,
                         "has no tokens");
     if (!c->nonce_set)
         return fccl_err(FCCL_ERR_PROTOCOL, "AUTH_PROOF without AUTH_HELLO");
+    char ip[48];
+    store_ip_of(c->addr, ip, sizeof(ip));
+    int rc = wait_turn(s, c, ip);
+    if (rc != FCCL_OK)
+        return rc;
     const uint8_t *cnonce = r->val.p, *mac = r->val.p + AUTH_NONCE_LEN;
     const struct store_auth *a = s->auth;
     uint8_t res = proves(a->rw, a->rwlen, c, cnonce, mac)   ? AUTH_READ_WRITE
@@ -109,14 +257,51 @@ static int proof(struct store_server *s, struct store_conn *c,
                                                             : AUTH_REFUSED;
     c->nonce_set = 0; /* one proof per challenge */
     if (res == AUTH_REFUSED)
-        LOG_WARN("STORE", "client %s: token refused (not the server's "
-                 "token)", c->addr);
+        refused_proof(s, c, ip);
     else
         LOG_DEBUG("STORE", "client %s authenticated (%s)", c->addr,
                   res == AUTH_READ_WRITE ? "read-write" : "read-only");
     if (res != AUTH_REFUSED)
         c->auth = res;
     store_conn_reply(c, &res, 1);
+    return 1;
+}
+
+/* ---- the fccl hello ---- */
+
+/* Tell c why it is refused (~nonce, code, reason), then close it. */
+static int tell(struct store_conn *c, uint32_t nonce, uint8_t code,
+                const char *msg)
+{
+    uint8_t h[4 + 1 + 8];
+    size_t n = strnlen(msg, SYNC_MSG_MAX);
+    codec_set_u32(h, ~nonce);
+    h[4] = code;
+    codec_set_u64(h + 5, n);
+    store_conn_reply(c, h, sizeof(h));
+    store_conn_reply(c, msg, n);
+    c->close_after = 1;
+    return 1;
+}
+
+static int fccl_hello(struct store_server *s, struct store_conn *c,
+                      uint32_t n)
+{
+    if (c->refused)
+        return tell(c, n, c->refuse_code, c->refuse_msg);
+    uint32_t ack = n | STORE_HELLO_ACK;
+    /* Without a token only PING is served: say so (the client then
+     * explains a close, and refuses the rest itself). */
+    if (s->auth && s->cfg.auth_required && !c->auth &&
+        !(n & STORE_HELLO_TOKEN))
+        ack |= STORE_HELLO_NEEDS_TOKEN;
+    /* An fccl client fences its writes with SYNC once it has this ack,
+     * even its first: it reports refused writes, as after a SYNC. */
+    c->fccl = 1;
+    c->sync_aware = 1;
+    uint8_t b[4];
+    codec_set_u32(b, ack);
+    store_conn_reply(c, b, sizeof(b));
     return 1;
 }
 
@@ -136,6 +321,11 @@ static int read_only_op(enum store_op op)
 int store_auth_gate(struct store_server *s, struct store_conn *c,
                     const struct codec_req *r)
 {
+    int is_hello = r->op == OP_PING && c->dialect == DIALECT_MODERN &&
+                   STORE_IS_HELLO(r->u32);
+    if (c->refused && r->op != OP_VALIDATE && !is_hello)
+        return fccl_err(FCCL_ERR_AUTH, "%s on a refused connection (%s)",
+                        codec_op_name(r->op), c->refuse_msg);
     switch (r->op) {
     case OP_VALIDATE:
         if (c->validated)
@@ -143,7 +333,7 @@ int store_auth_gate(struct store_server *s, struct store_conn *c,
         c->validated = 1;
         return FCCL_OK;
     case OP_PING:
-        return FCCL_OK;
+        return is_hello ? fccl_hello(s, c, r->u32) : FCCL_OK;
     case OP_AUTH_HELLO:
         return hello(s, c);
     case OP_AUTH_PROOF:

@@ -33,8 +33,9 @@ void fccl_server_opts_init(fccl_server_opts_t *c)
     c->max_keys_per_req = 131072;
     c->max_conns = 65536;
     c->max_total_bytes = 4ull << 30;
-    c->max_conns_per_addr = 1024;
+    c->max_conns_per_addr = FCCL_SERVER_PER_ADDR_AUTO;
     c->request_timeout_ms = 30000;
+    c->handshake_timeout_ms = 10000;
     c->log_level = -1;
     c->fsync_interval_ms = 100;
 }
@@ -117,6 +118,7 @@ enum opt_kind {
     K_FSYNC,    /* always | interval | never */
     K_LOGLEVEL, /* error .. trace */
     K_HTTP,     /* the status port: PORT or HOST:PORT */
+    K_PER_ADDR, /* a size, or "auto" (FCCL_SERVER_PER_ADDR_AUTO) */
 };
 
 struct opt {
@@ -141,9 +143,12 @@ static const struct opt OPTS[] = {
      0, 0},
     {"max-connections", "max-conns", K_SIZE, FIELD(max_conns), 0, 0},
     {"max-total-bytes", NULL, K_SIZE, FIELD(max_total_bytes), 0, 0},
-    {"max-connections-per-addr", NULL, K_SIZE, FIELD(max_conns_per_addr),
-     0, 0},
+    {"max-connections-per-addr", NULL, K_PER_ADDR,
+     FIELD(max_conns_per_addr), 0, 0},
     {"request-timeout", NULL, K_SECONDS, FIELD(request_timeout_ms), 0, 0},
+    {"handshake-timeout", NULL, K_SECONDS, FIELD(handshake_timeout_ms), 0,
+     0},
+    {"journal-recover", NULL, K_BOOL, FIELD(journal_recover), 0, 0},
     {"tls-cert", NULL, K_PATH, FIELD(tls_cert), 0, 0},
     {"tls-key", NULL, K_PATH, FIELD(tls_key), 0, 0},
     {"tls-ca", NULL, K_PATH, FIELD(tls_ca), 0, 0},
@@ -299,6 +304,15 @@ static int apply(const struct opt *o, void *field, const char *key,
         return FCCL_OK;
     case K_HTTP:
         return set_http(field, o->size, key, value);
+    case K_PER_ADDR:
+        if (strcasecmp(value, "auto") == 0) {
+            *(uint64_t *)field = FCCL_SERVER_PER_ADDR_AUTO;
+            return FCCL_OK;
+        }
+        if (parse_size(value, &sz) < 0)
+            return bad(key, value, "expected auto or a count");
+        *(uint64_t *)field = sz;
+        return FCCL_OK;
     }
     return fccl_err(FCCL_ERR_INVALID, "option %s: unhandled kind", key);
 }
@@ -371,7 +385,8 @@ int fccl_server_opts_check(const fccl_server_opts_t *c)
     if (c->wait_for_workers && c->world_size <= 0)
         return fccl_err(FCCL_ERR_INVALID,
                         "wait-for-workers needs world-size > 0");
-    if (c->timeout_ms < 0 || c->request_timeout_ms < 0)
+    if (c->timeout_ms < 0 || c->request_timeout_ms < 0 ||
+        c->handshake_timeout_ms < 0)
         return fccl_err(FCCL_ERR_INVALID, "timeouts must be >= 0");
     if (c->fsync_mode < FCCL_SERVER_FSYNC_ALWAYS ||
         c->fsync_mode > FCCL_SERVER_FSYNC_NEVER)

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -55,8 +56,10 @@
 #define CLOSE_FLUSH_SEC 10     /* EOF'd client: time to take its replies */
 
 /* What stopped a connection's requests: more bytes needed, replies piled
- * up, a listing in progress (server_list.c), or the connection must go. */
-enum drive { D_NEED, D_FULL, D_LIST, D_CLOSE };
+ * up, a listing in progress (server_list.c), the connection must go, a
+ * request that must wait (STORE_DEFER), or the connection must go once its
+ * replies are sent (close_after: a refusal told in-band). */
+enum drive { D_NEED, D_FULL, D_LIST, D_CLOSE, D_DEFER, D_AFTER };
 
 static struct evbuffer *conn_out(const struct store_conn *c)
 {
@@ -289,7 +292,10 @@ void store_turn_end(struct store_server *s, uint64_t t0)
 
 static void log_close(const struct store_conn *c, const char *why)
 {
-    LOG_WARN("STORE", "closing client %s: %s", c->addr, why);
+    if (c->refused) /* its refusal was logged when it was decided */
+        LOG_DEBUG("STORE", "closing refused client %s: %s", c->addr, why);
+    else
+        LOG_WARN("STORE", "closing client %s: %s", c->addr, why);
 }
 
 /* Decide the dialect from the first bytes; a TLS hello is refused (with
@@ -413,6 +419,10 @@ static enum drive run_region(struct store_server *s, struct store_conn *c,
             break;
         }
         rc = store_dispatch(s, c, &req);
+        if (rc == STORE_DEFER) {
+            d = D_DEFER; /* the request stays unread */
+            break;
+        }
         s->st.reqs[req.op]++;
         s->st.bytes[req.op] += n;
         off += n;
@@ -420,6 +430,10 @@ static enum drive run_region(struct store_server *s, struct store_conn *c,
         if (rc < 0) {
             log_close(c, fccl_last_error());
             d = D_CLOSE;
+            break;
+        }
+        if (c->close_after) {
+            d = D_AFTER;
             break;
         }
         if (c->list) {
@@ -477,6 +491,33 @@ static enum drive run_buffered(struct store_server *s, struct store_conn *c)
     }
 }
 
+static void conn_linger(struct store_conn *c);
+
+/* A refusal was queued (close_after): send it, then half-close and wait
+ * for the peer's EOF (the sweep gives up after STORE_REFUSED_LINGER_MS)
+ * rather than close at once: closing a socket with unread input resets
+ * the connection, and the reset may destroy the reply before the client
+ * has read it. */
+static void conn_close_after(struct store_conn *c)
+{
+    c->closing_ms = fccl_now_ns() / 1000000u;
+    c->draining = 1;
+    conn_linger(c);
+    if (c->state != CONN_CLOSING)
+        return; /* withheld by the journal: c is broken */
+    reads_on(c); /* what it still sends is read and dropped; EOF frees it */
+    if (evbuffer_get_length(conn_out(c)) == 0)
+        shutdown(c->fd, SHUT_WR);
+}
+
+void store_conn_resume(struct store_conn *c)
+{
+    if (c->state == CONN_BROKEN || c->state == CONN_CLOSING)
+        return;
+    reads_on(c);
+    conn_drive(c, NULL, 0);
+}
+
 static void conn_pause(struct store_conn *c)
 {
     c->paused = 1;
@@ -512,14 +553,30 @@ static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n)
             log_close(c, fccl_last_error());
             d = D_CLOSE;
         }
+        if (d == D_CLOSE && c->fccl && c->state == CONN_OPEN &&
+            (s->out.len || evbuffer_get_length(conn_out(c)))) {
+            /* An fccl client gets the replies of the requests before the
+             * one that closes it: its hello's ack may explain the close
+             * (a token is needed). */
+            batch_flush(s, c);
+            if (c->state != CONN_BROKEN) {
+                conn_close_after(c);
+                return;
+            }
+        }
         if (d == D_CLOSE) {
             codec_buf_reset(&s->out);
             store_conn_free(c);
             return;
         }
         batch_flush(s, c);
-        if (d == D_LIST) {
-            reads_off(c); /* until the listing's reply is queued */
+        if (d == D_LIST || d == D_DEFER) {
+            reads_off(c); /* until the listing's reply is queued, or the
+                             deferred request's time has come */
+            return;
+        }
+        if (d == D_AFTER) {
+            conn_close_after(c);
             return;
         }
         if (d == D_FULL && evbuffer_get_length(conn_out(c)) > OUT_HIGH) {
@@ -592,12 +649,17 @@ static void out_unwatch(struct store_conn *c)
 
 void store_conn_input(struct store_conn *c, const uint8_t *fresh, size_t n)
 {
+    if (c->state == CONN_CLOSING) {
+        evbuffer_drain(c->in, evbuffer_get_length(c->in));
+        return; /* told why and closing: what it sends is dropped */
+    }
     conn_drive(c, fresh, n);
 }
 
 void store_conn_eof(struct store_conn *c)
 {
-    if (c->state != CONN_BROKEN && evbuffer_get_length(conn_out(c)))
+    if (c->state != CONN_BROKEN && evbuffer_get_length(conn_out(c)) &&
+        !c->draining)
         conn_linger(c);
     else
         store_conn_free(c);
@@ -622,6 +684,11 @@ void store_conn_set_transport(struct store_conn *c,
 static void writable(struct bufferevent *bev, struct store_conn *c)
 {
     size_t left = evbuffer_get_length(bufferevent_get_output(bev));
+    if (c->state == CONN_CLOSING && left == 0 && c->draining) {
+        bufferevent_disable(bev, EV_WRITE);
+        shutdown(c->fd, SHUT_WR); /* then its EOF frees it */
+        return;
+    }
     if (c->state == CONN_CLOSING && left == 0) {
         store_conn_free(c);
         return;
@@ -694,7 +761,9 @@ void store_conn_free(struct store_conn *c)
     store_jrn_forget(c);
     out_unwatch(c);
     store_slots_detach(s, c);
+    store_auth_conn_free(c);
     free(c->sync_msg);
+    free(c->refuse_msg);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -706,26 +775,53 @@ void store_conn_free(struct store_conn *c)
     free(c);
 }
 
+/* The connection being accepted was refused by store_slots_admit: it is
+ * kept (outside the slots) only to be told why. */
+static int take_refusal(struct store_server *s, struct store_conn *c)
+{
+    if (!s->admit.pending)
+        return 0;
+    s->admit.pending = 0;
+    c->refuse_msg = strdup(s->admit.msg);
+    if (!c->refuse_msg)
+        return -1;
+    c->refuse_code = s->admit.code;
+    c->refused = 1;
+    s->nrefused++;
+    return 1;
+}
+
 int store_conn_new(struct store_server *s, int fd, const char *addr)
 {
     struct store_conn *c = calloc(1, sizeof(*c));
-    if (!c)
+    if (!c) {
+        s->admit.pending = 0;
+        close(fd); /* as promised: the caller does not close it */
         return fccl_err(FCCL_ERR_NOMEM, "connection");
+    }
     c->s = s;
     if (conn_plain_open(c, fd) < 0) {
+        s->admit.pending = 0;
         free(c);
         return FCCL_ERR_NOMEM;
     }
     c->state = s->tls ? CONN_SNIFF : CONN_OPEN;
     c->need = 1;
-    c->last_ms = fccl_now_ns() / 1000000u;
+    c->born_ms = c->last_ms = fccl_now_ns() / 1000000u;
     snprintf(c->addr, sizeof(c->addr), "%s", addr);
-    if (out_watch(c) < 0 || store_slots_attach(s, c, addr) < 0) {
+    int refused = take_refusal(s, c);
+    if (refused < 0 || out_watch(c) < 0 ||
+        (!refused && store_slots_attach(s, c, addr) < 0)) {
+        if (c->refused)
+            s->nrefused--;
+        free(c->refuse_msg);
         out_unwatch(c);
         c->ct->release(c, 0);
         free(c);
         return fccl_err(FCCL_ERR_NOMEM, "connection");
     }
+    if (refused)
+        s->st.conns_told++;
     s->st.conns_total++;
     c->next = s->conns;
     if (s->conns)

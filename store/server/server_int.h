@@ -21,6 +21,7 @@
 #include "waiters.h"
 
 #include "server_names.h" /* struct store_server = struct fccl_server */
+#define STORE_SERVER_PER_ADDR_AUTO FCCL_SERVER_PER_ADDR_AUTO
 
 struct bufferevent;
 struct evbuffer;
@@ -57,6 +58,16 @@ enum conn_state {
 };
 
 struct conn_type; /* conn_type.h: the byte transport, plain or TLS */
+
+/* What a connection has shown of itself (server_slots.c): who is closed
+ * first when a cap is reached, and who the handshake timeout closes. */
+enum conn_tier {
+    CONN_TIER_NEW,     /* no VALIDATE yet (a legacy one: no request yet),
+                          or with --auth-required not authenticated */
+    CONN_TIER_GREETED, /* VALIDATE and nothing else */
+    CONN_TIER_ACTIVE,  /* made a request: never closed for a newcomer of
+                          its own address, nor for being quiet */
+};
 
 struct store_conn {
     struct store_server *s;
@@ -96,6 +107,22 @@ struct store_conn {
     struct be_op *be_head, *be_tail; /* --backend: requests in flight, in
                                         arrival order (backend_etcd.c) */
     uint32_t be_n;
+    uint8_t be_flushing, be_again; /* be_flush running / asked again */
+    /* issue 25: handshakes, refusals told in-band, failed proofs */
+    uint64_t born_ms;  /* accepted (monotonic ms) */
+    uint8_t tier;      /* enum conn_tier */
+    struct store_conn *qprev, *qnext; /* its address's queue of its tier */
+    uint8_t fccl;      /* introduced itself with the fccl hello */
+    uint8_t refused;   /* kept only to tell it why it is refused */
+    uint8_t refuse_code; /* SYNC_* code of that refusal */
+    char *refuse_msg;    /* and its text (malloc'd) */
+    uint8_t close_after; /* close once its queued replies are sent */
+    uint8_t draining;  /* replies sent: half-closed, waiting for its EOF */
+    uint64_t closing_ms; /* when it began to close (close_after) */
+    uint8_t auth_fails;  /* refused proofs on this connection */
+    uint8_t deferred;    /* reads stopped until defer_ev (slowed proof) */
+    uint64_t proof_at_ms; /* a slowed AUTH_PROOF runs at this time, or 0 */
+    struct event *defer_ev;
 };
 
 /* Why a write was refused (the status page's and /metrics' split of
@@ -113,11 +140,45 @@ enum store_refuse {
 #define STORE_JSYNC_BUCKETS 10
 extern const uint64_t store_jsync_bounds_us[STORE_JSYNC_BUCKETS];
 
+/* Repeated warnings, summarised (server_quiet.c). */
+enum store_quiet_kind {
+    QUIET_REFUSED,
+    QUIET_EVICTED,
+    QUIET_HANDSHAKE,
+    QUIET_PROOF,
+    QUIET_AUTH_CLOSED,
+    QUIET__COUNT
+};
+#define QUIET_SLOTS 64
+#define QUIET_WINDOW_MS 10000
+struct quiet_entry {
+    uint8_t used, kind;
+    uint64_t since_ms; /* the window's first (logged) warning */
+    uint64_t more;     /* warnings counted since */
+    char ip[48];
+};
+
+/* A refusal for the connection being accepted, set by store_slots_admit
+ * (STORE_ADMIT_TELL) and taken by store_conn_new. */
+struct admit_refusal {
+    int pending;
+    uint8_t code; /* SYNC_* */
+    char msg[256];
+};
+#define STORE_ADMIT_TELL 2 /* store_slots_admit: serve it to be told why */
+#define STORE_REFUSED_MAX 32 /* such connections at once (they take fds
+                                beyond max-connections: FD_RESERVE is 64) */
+#define STORE_REFUSED_LINGER_MS 2000 /* time they get to say hello */
+
 struct store_stats {
     uint64_t conns_total;     /* accepted since start */
     uint64_t conns_refused;   /* refused at accept (limits) */
     uint64_t conns_evicted;   /* idle ones closed to make room */
     uint64_t conns_timed_out; /* stalled requests / TLS handshakes */
+    uint64_t conns_no_handshake; /* closed by --handshake-timeout */
+    uint64_t conns_told;      /* refused with the reason in-band */
+    uint64_t auth_refused;    /* refused token proofs */
+    uint64_t auth_deferred;   /* proofs delayed (a slowed address) */
     uint64_t refused_writes;  /* writes refused and reported by SYNC */
     uint64_t refused_replies; /* MULTI_GET / LIST over the reply budget */
     uint64_t turn_max_us;     /* longest callback (one loop turn's work) */
@@ -164,6 +225,10 @@ struct store_server {
     struct event *fsync_timer; /* --fsync interval */
     struct event *commit_ev;   /* --fsync always: sync, release held replies */
     struct store_conn *jheld;  /* connections whose replies wait for it */
+    uint64_t per_addr_cap;  /* max_conns_per_addr resolved; 0 = none */
+    uint64_t nrefused;      /* connections kept to be told why */
+    struct admit_refusal admit;
+    struct quiet_entry quiet[QUIET_SLOTS];
     _Atomic int64_t joined; /* read by fccl_server_joined from any thread */
     int join_armed;
     pthread_mutex_t join_mu; /* fccl_server_wait_workers sleeps on join_cv */
@@ -209,6 +274,10 @@ void store_conn_list_done(struct store_conn *c);
  * connection's request runs). */
 void store_conn_abort(struct store_conn *c, const char *why);
 
+/* c's reads were stopped for a deferred request (STORE_DEFER): read and
+ * run again.  May free c. */
+void store_conn_resume(struct store_conn *c);
+
 /* Keep c's queued output off the socket (the journal's group commit):
  * 1 if it stays there until store_conn_release, 0 if c's transport
  * cannot hold it back. */
@@ -229,17 +298,44 @@ void store_turn_end(struct store_server *s, uint64_t t0);
  * max_conns to it (with a log line) happens in store_slots_init. */
 int store_slots_init(struct store_server *s);
 void store_slots_free(struct store_server *s);
-/* May a client from `ip` connect now?  Under pressure this closes the
- * longest-idle connection of the address holding the most.  Returns 1 if
- * yes, 0 if it must be refused (a log line says why). */
-int store_slots_admit(struct store_server *s, const char *ip);
+/* May a client from `addr` connect now?  At a cap this closes a
+ * connection that has not made a request (NEW before GREETED, oldest
+ * first) of its own address (per-address cap) or of the address holding
+ * the most such (max-connections), else the longest-idle one of the
+ * address holding the most.  Returns 1 if yes; STORE_ADMIT_TELL if it is
+ * refused but may be served to be told why (s->admit, for
+ * store_conn_new); 0 if it must be closed now.  Log lines say why. */
+int store_slots_admit(struct store_server *s, const char *addr);
+/* c completed a request of type op: move it up its tiers. */
+void store_slots_progress(struct store_server *s, struct store_conn *c,
+                          enum store_op op);
+/* Make c a connection that is only told why it is refused (code SYNC_*,
+ * msg) when it says the fccl hello, and closed otherwise: 1, or 0 when
+ * too many such are open (close c then). */
+int store_slots_refuse(struct store_server *s, struct store_conn *c,
+                       uint8_t code, const char *msg);
 /* Link c into its address's slot / unlink it.  attach: FCCL_ERR_NOMEM. */
 int store_slots_attach(struct store_server *s, struct store_conn *c,
                        const char *ip);
 void store_slots_detach(struct store_server *s, struct store_conn *c);
 /* Periodic sweep: close connections whose unfinished request or TLS
- * handshake made no progress within request_timeout. */
+ * handshake made no progress within request_timeout, that have not
+ * finished their handshake within handshake_timeout, and refused ones
+ * whose time is up; log the summaries of repeated warnings. */
 void store_slots_sweep(struct store_server *s);
+
+/* ---- server_quiet.c ---- */
+
+/* Log a warning (kind k, client IP ip) unless one of the same kind and
+ * IP was logged in the last QUIET_WINDOW_MS: then count it; the count is
+ * logged as "N more ... from IP in the last 10 s" when the window ends. */
+void store_quiet_warn(struct store_server *s, enum store_quiet_kind k,
+                      const char *ip, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Log the counts of windows that are over (all: every one). */
+void store_quiet_flush(struct store_server *s, int all);
+/* The IP part of "IP:PORT" / "[IP6]:PORT". */
+void store_ip_of(const char *addr, char *ip, size_t n);
 
 /* ---- server_list.c ---- */
 
@@ -272,19 +368,22 @@ void store_format_peer(const struct sockaddr *sa, char *out, size_t outlen);
 /* Build the SSL_CTX from tls-cert/tls-key (and tls-ca) if configured.
  * FCCL_OK or FCCL_ERR_AUTH naming the file and OpenSSL's reason. */
 int store_tls_setup(struct store_server *s);
-/* A fresh SSL_CTX from the configured files into *out (for a reload):
- * FCCL_OK, or FCCL_ERR_AUTH / FCCL_ERR_NOMEM with nothing made. */
+/* A fresh SSL_CTX from the configured files into *out (at start and for
+ * a reload; it warns about the certificate's dates,
+ * store_tls_warn_validity): FCCL_OK, or FCCL_ERR_AUTH / FCCL_ERR_NOMEM
+ * with nothing made. */
 int store_tls_load(const struct store_server_config *c,
                    struct ssl_ctx_st **out);
-/* One warning when the certificate of ctx (loaded from path) is not yet
- * valid, expired, or expires within STORE_CERT_WARN_DAYS: clients that
- * verify it refuse the connection.  1 when it warned, else 0.  Called at
- * start and after each reload. */
-#define STORE_CERT_WARN_DAYS 7
-int store_tls_warn_validity(struct ssl_ctx_st *ctx, const char *path);
 void store_tls_teardown(struct store_server *s);
 /* OpenSSL's text for error e, or `fallback` when e is 0. */
 const char *store_tls_reason(unsigned long e, const char *fallback);
+/* One warning when the certificate of ctx (loaded from path, named in the
+ * line) is not yet valid, expired, or expires within
+ * STORE_CERT_WARN_DAYS: clients that verify it refuse the connection.
+ * 1 when it warned, else 0.  Called at start; call it after loading a
+ * new certificate too (a reload). */
+#define STORE_CERT_WARN_DAYS 7
+int store_tls_warn_validity(struct ssl_ctx_st *ctx, const char *path);
 
 /* ---- server_journal.c ---- */
 
@@ -400,6 +499,11 @@ int store_auth_token_match(const struct store_server *s, const void *tok,
                            size_t n);
 int store_auth_gate(struct store_server *s, struct store_conn *c,
                     const struct codec_req *r);
+/* store_auth_gate's "not now": r must stay unread and c not be read until
+ * c->defer_ev fires (a proof from an address that keeps failing). */
+#define STORE_DEFER 2
+/* c is freed: drop its timer. */
+void store_auth_conn_free(struct store_conn *c);
 
 /* PyTorch's BARRIER (server_barrier.c): count the arrival, reply
  * STOP_WAITING now or when the counter reaches world_size.  FCCL_OK,

@@ -53,7 +53,8 @@ int store_jrn_open(struct store_server *s)
     if (!c->journal[0])
         return FCCL_OK;
     int rc = journal_open(&s->jrn, c->journal,
-                          (enum journal_fsync)c->fsync_mode, &s->kv);
+                          (enum journal_fsync)c->fsync_mode,
+                          c->journal_recover, &s->kv);
     if (rc < 0)
         return rc;
     s->has_journal = 1;

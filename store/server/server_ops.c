@@ -535,14 +535,22 @@ int store_dispatch_owned(struct store_server *s, struct store_conn *c,
                          const struct codec_req *r, uint8_t **owned)
 {
     int rc = store_auth_gate(s, c, r);
-    if (rc == FCCL_OK && s->be) /* --backend: the request runs on etcd */
-        return store_be_dispatch(s, c, r);
+    if (rc == STORE_DEFER)
+        return rc; /* not now: the request stays unread */
+    if (rc == FCCL_OK && s->be) { /* --backend: the request runs on etcd */
+        rc = store_be_dispatch(s, c, r);
+        if (rc >= 0)
+            store_slots_progress(s, c, r->op);
+        return rc;
+    }
     if (rc == FCCL_OK)
         rc = run_op(s, c, r, owned);
     else if (rc == 1)
         rc = FCCL_OK; /* answered by the gate */
     if (rc == FCCL_ERR_IO && s->has_journal && s->jrn.failed)
         s->st.refused[STORE_REFUSE_JOURNAL]++; /* closes c */
+    if (rc >= 0)
+        store_slots_progress(s, c, r->op);
     if (rc >= 0 || !c->sync_aware || !quiet_write(r->op) ||
         (rc != FCCL_ERR_LIMIT && rc != FCCL_ERR_NOMEM && rc != FCCL_ERR_AUTH))
         return rc;

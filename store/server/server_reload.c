@@ -31,7 +31,6 @@ static int reload_tls(struct store_server *s)
                  "loaded before", fccl_last_error());
         return -1;
     }
-    store_tls_warn_validity(fresh, c->tls_cert);
     SSL_CTX_free(s->tls); /* open sessions hold their own reference */
     s->tls = fresh;
     LOG_INFO("STORE", "reload: TLS certificate %s, key %s%s%s loaded for new "

@@ -1,21 +1,41 @@
 /*
- * Connection slots of the store server: who may hold a connection, and for
- * how long a connection may hold an unfinished request.
+ * Connection slots of the store server: who may hold a connection, for how
+ * long a new connection may take to introduce itself, and for how long a
+ * connection may hold an unfinished request.
  *
- * Idle connections are legitimate (a PyTorch 1.13 client keeps an idle
- * callback connection, jobs leave store connections idle for hours), so
- * nothing here times out a connection that is merely quiet.  What is
- * bounded instead:
- *  - connections per client IP (max_conns_per_addr);
- *  - when every slot is taken (max_conns), a newcomer takes the slot of the
- *    longest-idle connection of the address that holds the most, provided
- *    that address holds more than the newcomer's own (no churn between
- *    equals), and that connection has no request or WAIT in progress;
+ * Idle connections of real clients are legitimate (ranks wait minutes
+ * between barriers, jobs leave store connections idle for hours), so a
+ * connection that has made a request is never timed out for being quiet.
+ * A connection that has not is another matter: a flood of silent
+ * connections used to lock its own address out.  Each connection has a
+ * tier (server_int.h): NEW until it has sent VALIDATE (a legacy one: its
+ * first request; with --auth-required: until it has proven a token),
+ * GREETED after a lone VALIDATE, ACTIVE once it has made a request.  What
+ * is bounded:
+ *  - a NEW connection is closed handshake_timeout (10 s) after accept;
+ *  - connections per client IP (max_conns_per_addr, default half of
+ *    max_conns but at least 1024: a 16,384-rank job behind one NAT
+ *    address fits in the default 65536 even with two connections per
+ *    rank, and one address still cannot take every slot).  At the cap a newcomer takes the slot of that address's
+ *    oldest NEW connection, else its oldest GREETED one, else it is
+ *    refused;
+ *  - when every slot is taken (max_conns), a newcomer takes the slot of
+ *    the oldest NEW (else GREETED) connection of the address holding the
+ *    most of them; failing that, of the longest-idle ACTIVE connection of
+ *    the address that holds the most, provided that address holds more
+ *    than the newcomer's own (no churn between equals) and that
+ *    connection has no request or WAIT in progress;
+ *  - a refused newcomer is kept for STORE_REFUSED_LINGER_MS (at most
+ *    STORE_REFUSED_MAX of them) so that an fccl client, which says the
+ *    fccl hello after VALIDATE, is told why before the close;
  *  - an unfinished request (or TLS handshake) that gets no byte for
  *    request_timeout, or that after request_timeout advances slower than
  *    SLOW_BYTES_PER_S, is closed (slowloris);
  *  - max_conns itself is capped to what RLIMIT_NOFILE allows, after raising
  *    the soft limit to the hard one.
+ * Each address keeps a FIFO of its NEW and one of its GREETED
+ * connections, so finding whom to close is O(1) for the own address and
+ * O(addresses) for the busiest.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,12 +53,20 @@
 #define FD_RESERVE 64            /* fds kept for listeners, logs, pipes */
 #define SLOW_BYTES_PER_S 1024    /* least average rate past the timeout */
 #define SLOTS_MIN_BUCKETS 256
+#define PER_ADDR_FLOOR 1024      /* auto per-address cap, at least */
+
+/* Connections of one tier of an address, oldest first. */
+struct tier_queue {
+    struct store_conn *head, *tail;
+    uint64_t n;
+};
 
 struct addr_slot {
     struct addr_slot *next; /* hash chain */
     struct store_conn *conns;
     uint64_t n;
     uint64_t hash;
+    struct tier_queue q[2]; /* CONN_TIER_NEW, CONN_TIER_GREETED */
     char ip[48];
 };
 
@@ -109,9 +137,23 @@ static void slots_grow(struct slot_table *t)
     t->mask = nb - 1;
 }
 
+/* The per-address cap.  auto: half of max-connections (after capping it
+ * to the file limit), but at least 1024 (all of them when fewer): a small
+ * server keeps the old cap rather than one address filling half of it. */
+static void resolve_per_addr(struct store_server *s)
+{
+    uint64_t v = s->cfg.max_conns_per_addr, m = s->cfg.max_conns;
+    if (v == STORE_SERVER_PER_ADDR_AUTO) {
+        uint64_t floor = m < PER_ADDR_FLOOR ? m : PER_ADDR_FLOOR;
+        v = m / 2 > floor ? m / 2 : floor;
+    }
+    s->per_addr_cap = v;
+}
+
 int store_slots_init(struct store_server *s)
 {
     raise_nofile(s);
+    resolve_per_addr(s);
     s->slots = calloc(1, sizeof(*s->slots));
     if (!s->slots)
         return fccl_err(FCCL_ERR_NOMEM, "slot table");
@@ -124,6 +166,7 @@ int store_slots_init(struct store_server *s)
 
 void store_slots_free(struct store_server *s)
 {
+    store_quiet_flush(s, 1);
     if (!s->slots)
         return;
     for (uint64_t i = 0; s->slots->b && i <= s->slots->mask; i++) {
@@ -138,22 +181,64 @@ void store_slots_free(struct store_server *s)
     s->slots = NULL;
 }
 
-/* "1.2.3.4:5678" / "[::1]:5678" -> the IP part. */
-static void ip_of(const char *addr, char *ip, size_t n)
+/* ---- tier queues ---- */
+
+static void q_push(struct tier_queue *q, struct store_conn *c)
 {
-    const char *colon = strrchr(addr, ':');
-    size_t len = colon ? (size_t)(colon - addr) : strlen(addr);
-    if (len >= n)
-        len = n - 1;
-    memcpy(ip, addr, len);
-    ip[len] = '\0';
+    c->qnext = NULL;
+    c->qprev = q->tail;
+    if (q->tail)
+        q->tail->qnext = c;
+    else
+        q->head = c;
+    q->tail = c;
+    q->n++;
+}
+
+static void q_unlink(struct tier_queue *q, struct store_conn *c)
+{
+    if (c->qprev)
+        c->qprev->qnext = c->qnext;
+    else
+        q->head = c->qnext;
+    if (c->qnext)
+        c->qnext->qprev = c->qprev;
+    else
+        q->tail = c->qprev;
+    c->qprev = c->qnext = NULL;
+    q->n--;
+}
+
+/* Move c to tier t (only ever up). */
+static void set_tier(struct store_conn *c, enum conn_tier t)
+{
+    struct addr_slot *a = c->slot;
+    if (t <= c->tier)
+        return;
+    if (a && c->tier < CONN_TIER_ACTIVE)
+        q_unlink(&a->q[c->tier], c);
+    c->tier = (uint8_t)t;
+    if (a && t < CONN_TIER_ACTIVE)
+        q_push(&a->q[t], c);
+}
+
+void store_slots_progress(struct store_server *s, struct store_conn *c,
+                          enum store_op op)
+{
+    /* With --auth-required only a proof introduces a connection. */
+    if (s->auth && s->cfg.auth_required && !c->auth)
+        return;
+    if (op == OP_VALIDATE)
+        set_tier(c, CONN_TIER_GREETED);
+    else
+        set_tier(c, CONN_TIER_ACTIVE);
 }
 
 int store_slots_attach(struct store_server *s, struct store_conn *c,
                        const char *addr)
 {
     char ip[48];
-    ip_of(addr, ip, sizeof(ip));
+    store_ip_of(addr, ip, sizeof(ip));
     uint64_t h = ip_hash(s, ip);
     struct addr_slot *a = slot_find(s, ip, h);
     if (!a) {
@@ -175,14 +260,22 @@ int store_slots_attach(struct store_server *s, struct store_conn *c,
         a->conns->sprev = c;
     a->conns = c;
     a->n++;
+    if (c->tier < CONN_TIER_ACTIVE)
+        q_push(&a->q[c->tier], c);
     return FCCL_OK;
 }
 
 void store_slots_detach(struct store_server *s, struct store_conn *c)
 {
     struct addr_slot *a = c->slot;
+    if (c->refused) {
+        s->nrefused--;
+        c->refused = 0;
+    }
     if (!a)
         return;
+    if (c->tier < CONN_TIER_ACTIVE)
+        q_unlink(&a->q[c->tier], c);
     if (c->sprev)
         c->sprev->snext = c->snext;
     else
@@ -212,14 +305,39 @@ static struct addr_slot *busiest(const struct store_server *s)
     return best;
 }
 
-/* The longest-idle connection of a that is doing nothing: no unfinished
- * request, no WAIT, no replies queued. */
+/* The address holding the most connections that made no request. */
+static struct addr_slot *most_unproven(const struct store_server *s)
+{
+    struct addr_slot *best = NULL;
+    uint64_t most = 0;
+    for (uint64_t i = 0; i <= s->slots->mask; i++)
+        for (struct addr_slot *a = s->slots->b[i]; a; a = a->next) {
+            uint64_t n = a->q[0].n + a->q[1].n;
+            if (n > most) {
+                most = n;
+                best = a;
+            }
+        }
+    return best;
+}
+
+/* a's oldest connection that made no request (NEW before GREETED). */
+static struct store_conn *oldest_unproven(const struct addr_slot *a)
+{
+    if (!a)
+        return NULL;
+    return a->q[CONN_TIER_NEW].head ? a->q[CONN_TIER_NEW].head
+                                    : a->q[CONN_TIER_GREETED].head;
+}
+
+/* The longest-idle ACTIVE connection of a that is doing nothing: no
+ * unfinished request, no WAIT, no replies queued. */
 static struct store_conn *idlest(const struct addr_slot *a)
 {
     struct store_conn *best = NULL;
     for (struct store_conn *c = a->conns; c; c = c->snext) {
-        if (c->part_ms || c->wait || c->state == CONN_CLOSING ||
-            c->state == CONN_HANDSHAKE ||
+        if (c->part_ms || c->wait || c->bar || c->state == CONN_CLOSING ||
+            c->state == CONN_HANDSHAKE || c->close_after ||
             evbuffer_get_length(bufferevent_get_output(c->bev)))
             continue;
         if (!best || c->last_ms < best->last_ms)
@@ -228,35 +346,106 @@ static struct store_conn *idlest(const struct addr_slot *a)
     return best;
 }
 
-int store_slots_admit(struct store_server *s, const char *addr)
+static const char *tier_name(const struct store_conn *c)
+{
+    return c->tier == CONN_TIER_NEW ? "no VALIDATE (or proof) yet"
+           : c->tier == CONN_TIER_GREETED ? "VALIDATE only"
+                                          : "idle";
+}
+
+static void evict(struct store_server *s, struct store_conn *v,
+                  const char *addr, const char *cap)
 {
     char ip[48];
-    ip_of(addr, ip, sizeof(ip));
-    struct addr_slot *mine = slot_find(s, ip, ip_hash(s, ip));
-    uint64_t have = mine ? mine->n : 0;
-    uint64_t cap = s->cfg.max_conns_per_addr;
-    if (cap && have >= cap) {
-        LOG_WARN("STORE", "refusing client %s: %llu connections from %s "
-                 "(max-connections-per-addr)", addr,
-                 (unsigned long long)have, ip);
-        return 0;
-    }
-    if (s->nconns < s->cfg.max_conns)
-        return 1;
-    struct addr_slot *top = busiest(s);
-    struct store_conn *victim = top && top->n > have + 1 ? idlest(top) : NULL;
-    if (!victim) {
-        LOG_WARN("STORE", "refusing client %s: %llu connections open "
-                 "(max-connections) and none idle to close", addr,
-                 (unsigned long long)s->nconns);
-        return 0;
-    }
-    LOG_WARN("STORE", "closing idle client %s (idle %.1f s; %s holds %llu "
-             "connections) to admit %s (max-connections)", victim->addr,
-             (double)(now_ms() - victim->last_ms) / 1000.0, top->ip,
-             (unsigned long long)top->n, addr);
+    store_ip_of(v->addr, ip, sizeof(ip));
+    if (v->tier == CONN_TIER_ACTIVE)
+        store_quiet_warn(s, QUIET_EVICTED, ip, "closing idle client %s "
+                         "(idle %.1f s; %s holds the most connections) to "
+                         "admit %s (%s)", v->addr,
+                         (double)(now_ms() - v->last_ms) / 1000.0, ip, addr,
+                         cap);
+    else
+        store_quiet_warn(s, QUIET_EVICTED, ip, "closing client %s (%s, "
+                         "%.1f s old) to admit %s (%s)", v->addr,
+                         tier_name(v),
+                         (double)(now_ms() - v->born_ms) / 1000.0, addr,
+                         cap);
     s->st.conns_evicted++;
-    store_conn_free(victim);
+    store_conn_free(v);
+}
+
+/* Refuse the newcomer: told why when there is room for that. */
+static int refuse(struct store_server *s, const char *addr, const char *ip,
+                  const char *why)
+{
+    store_quiet_warn(s, QUIET_REFUSED, ip, "refusing client %s: %s", addr,
+                     why);
+    if (s->nrefused >= STORE_REFUSED_MAX)
+        return 0;
+    s->admit.pending = 1;
+    s->admit.code = SYNC_LIMIT;
+    snprintf(s->admit.msg, sizeof(s->admit.msg), "tcpstore-server refused "
+             "the connection: %s", why);
+    s->st.conns_refused++;
+    return STORE_ADMIT_TELL;
+}
+
+static uint64_t active_conns(const struct store_server *s)
+{
+    return s->nconns - s->nrefused;
+}
+
+int store_slots_admit(struct store_server *s, const char *addr)
+{
+    char ip[48], why[200];
+    store_ip_of(addr, ip, sizeof(ip));
+    struct addr_slot *mine = slot_find(s, ip, ip_hash(s, ip));
+    uint64_t have = mine ? mine->n : 0, cap = s->per_addr_cap;
+    s->admit.pending = 0;
+    /* (a cap of max-connections or more is max-connections' business) */
+    if (cap && cap < s->cfg.max_conns && have >= cap) {
+        struct store_conn *v = oldest_unproven(mine);
+        if (!v) {
+            snprintf(why, sizeof(why), "%llu connections from %s, the "
+                     "most one address may hold, each of which has made "
+                     "requests (max-connections-per-addr)",
+                     (unsigned long long)have, ip);
+            return refuse(s, addr, ip, why);
+        }
+        evict(s, v, addr, "max-connections-per-addr");
+        have--;
+    }
+    if (active_conns(s) < s->cfg.max_conns)
+        return 1;
+    struct store_conn *v = oldest_unproven(most_unproven(s));
+    if (!v) {
+        struct addr_slot *top = busiest(s);
+        v = top && top->n > have + 1 ? idlest(top) : NULL;
+    }
+    if (!v) {
+        snprintf(why, sizeof(why), "%llu connections open (max-connections) "
+                 "and none idle to close", (unsigned long long)s->nconns);
+        return refuse(s, addr, ip, why);
+    }
+    evict(s, v, addr, "max-connections");
+    return 1;
+}
+
+int store_slots_refuse(struct store_server *s, struct store_conn *c,
+                       uint8_t code, const char *msg)
+{
+    if (s->nrefused >= STORE_REFUSED_MAX)
+        return 0;
+    char *m = strdup(msg);
+    if (!m)
+        return 0;
+    store_slots_detach(s, c); /* it holds no slot any more */
+    free(c->refuse_msg);
+    c->refuse_msg = m;
+    c->refuse_code = code;
+    c->refused = 1;
+    s->nrefused++;
+    s->st.conns_refused++;
     return 1;
 }
 
@@ -268,7 +457,8 @@ static const char *stalled(const struct store_server *s,
     uint64_t t = (uint64_t)s->cfg.request_timeout_ms;
     /* Paused (its replies are not read) or listing: we stopped reading,
      * so its silence is not its fault. */
-    if (!c->part_ms || c->state == CONN_CLOSING || c->paused || c->list)
+    if (!c->part_ms || c->state == CONN_CLOSING || c->paused || c->list ||
+        c->deferred)
         return NULL;
     if (c->state == CONN_HANDSHAKE)
         return now - c->part_ms > t ? "TLS handshake not finished" : NULL;
@@ -280,23 +470,53 @@ static const char *stalled(const struct store_server *s,
     return NULL;
 }
 
+/* Is c's time up?  1 (c freed), else 0. */
+static int overdue(struct store_server *s, struct store_conn *c, uint64_t now)
+{
+    char ip[48];
+    uint64_t hs = (uint64_t)s->cfg.handshake_timeout_ms;
+    if (c->refused || c->draining) {
+        uint64_t t0 = c->draining ? c->closing_ms : c->born_ms;
+        if (now - t0 <= STORE_REFUSED_LINGER_MS)
+            return 0;
+        LOG_DEBUG("STORE", "client %s: closing (refused, or told why)",
+                  c->addr);
+        store_conn_free(c);
+        return 1;
+    }
+    if (s->cfg.handshake_timeout_ms > 0 && c->tier == CONN_TIER_NEW &&
+        c->state != CONN_CLOSING && now - c->born_ms > hs) {
+        store_ip_of(c->addr, ip, sizeof(ip));
+        store_quiet_warn(s, QUIET_HANDSHAKE, ip, "closing client %s: no "
+                         "%s within %.1f s of connecting "
+                         "(handshake-timeout)", c->addr,
+                         s->auth && s->cfg.auth_required && c->validated
+                             ? "token proof (auth-required)"
+                             : "VALIDATE or first request",
+                         (double)hs / 1000.0);
+        s->st.conns_no_handshake++;
+        store_conn_free(c);
+        return 1;
+    }
+    const char *why = s->cfg.request_timeout_ms > 0 ? stalled(s, c, now)
+                                                    : NULL;
+    if (!why)
+        return 0;
+    uint64_t since = c->state == CONN_HANDSHAKE ? c->part_ms : c->last_ms;
+    LOG_WARN("STORE", "closing client %s: %s for %.1f s (request-timeout)",
+             c->addr, why, (double)(now - since) / 1000.0);
+    s->st.conns_timed_out++;
+    store_conn_free(c);
+    return 1;
+}
+
 void store_slots_sweep(struct store_server *s)
 {
-    if (s->cfg.request_timeout_ms <= 0)
-        return;
     uint64_t now = now_ms();
     struct store_conn *c = s->conns, *next;
     for (; c; c = next) {
         next = c->next;
-        const char *why = stalled(s, c, now);
-        if (!why)
-            continue;
-        uint64_t since =
-            c->state == CONN_HANDSHAKE ? c->part_ms : c->last_ms;
-        LOG_WARN("STORE", "closing client %s: %s for %.1f s "
-                 "(request-timeout)", c->addr, why,
-                 (double)(now - since) / 1000.0);
-        s->st.conns_timed_out++;
-        store_conn_free(c);
+        overdue(s, c, now);
     }
+    store_quiet_flush(s, 0);
 }

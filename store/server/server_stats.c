@@ -52,6 +52,11 @@ void store_stats_text(struct store_server *s, struct codec_buf *b)
     line(b, "connections_refused", s->st.conns_refused);
     line(b, "connections_evicted", s->st.conns_evicted);
     line(b, "connections_timed_out", s->st.conns_timed_out);
+    line(b, "connections_per_addr_max", s->per_addr_cap);
+    line(b, "connections_told_why", s->st.conns_told);
+    line(b, "connections_no_handshake", s->st.conns_no_handshake);
+    line(b, "auth_proofs_refused", s->st.auth_refused);
+    line(b, "auth_proofs_delayed", s->st.auth_deferred);
     line(b, "keys", s->kv.nkeys);
     line(b, "entries", s->kv.nentries);
     line(b, "bytes_stored", s->kv.bytes);

@@ -3,13 +3,15 @@
  * client; with tls-ca a client certificate signed by that CA is demanded
  * too (mutual TLS, the authentication of this store).  TLS 1.2 is the
  * minimum.  The connections themselves are conn_tls.c's.  A reload
- * (server_reload.c) builds a whole new context the same way; connections
+ * (server_reload.c) builds a whole new context the same way (with the
+ * same certificate-date warning); connections
  * made before keep the old one (each SSL holds a reference to its
  * context), so nothing open is disturbed.
  */
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <time.h>
 
 #include "err.h"
 #include "log.h"
@@ -23,6 +25,48 @@ const char *store_tls_reason(unsigned long e, const char *fallback)
         return fallback;
     ERR_error_string_n(e, buf, sizeof(buf));
     return buf;
+}
+
+/* "2026-03-01 12:00:00 UTC" of an ASN1 time. */
+static void when(const ASN1_TIME *t, char *out, size_t n)
+{
+    struct tm tm;
+    if (ASN1_TIME_to_tm(t, &tm) != 1 ||
+        !strftime(out, n, "%Y-%m-%d %H:%M:%S UTC", &tm))
+        snprintf(out, n, "(unreadable date)");
+}
+
+int store_tls_warn_validity(struct ssl_ctx_st *ctx, const char *path)
+{
+    X509 *x = SSL_CTX_get0_certificate(ctx);
+    if (!x)
+        return 0;
+    const ASN1_TIME *nb = X509_get0_notBefore(x), *na = X509_get0_notAfter(x);
+    char at[64];
+    int days = 0, secs = 0;
+    if (X509_cmp_current_time(nb) > 0) {
+        when(nb, at, sizeof(at));
+        LOG_WARN("STORE", "TLS certificate %s is not valid before %s: "
+                 "every client that verifies it refuses the connection "
+                 "until then (is this machine's clock right?)", path, at);
+        return 1;
+    }
+    when(na, at, sizeof(at));
+    if (X509_cmp_current_time(na) <= 0) {
+        LOG_WARN("STORE", "TLS certificate %s expired on %s: every client "
+                 "that verifies it refuses the connection; renew it", path,
+                 at);
+        return 1;
+    }
+    if (ASN1_TIME_diff(&days, &secs, NULL, na) == 1 &&
+        days < STORE_CERT_WARN_DAYS) {
+        LOG_WARN("STORE", "TLS certificate %s expires in %d day%s %d h (on "
+                 "%s): renew it, or clients that verify it will refuse the "
+                 "connection", path, days, days == 1 ? "" : "s",
+                 secs / 3600, at);
+        return 1;
+    }
+    return 0;
 }
 
 static int ctx_fail(SSL_CTX *ctx, const char *what, const char *path)
@@ -56,6 +100,7 @@ int store_tls_load(const struct store_server_config *c, SSL_CTX **out)
         return ctx_fail(ctx, "private key", c->tls_key);
     if (SSL_CTX_check_private_key(ctx) != 1)
         return ctx_fail(ctx, "key does not match certificate", c->tls_key);
+    store_tls_warn_validity(ctx, c->tls_cert);
     if (c->tls_ca[0]) {
         if (SSL_CTX_load_verify_locations(ctx, c->tls_ca, NULL) != 1)
             return ctx_fail(ctx, "CA file", c->tls_ca);
@@ -67,40 +112,14 @@ int store_tls_load(const struct store_server_config *c, SSL_CTX **out)
     return FCCL_OK;
 }
 
-int store_tls_warn_validity(SSL_CTX *ctx, const char *path)
-{
-    X509 *x = SSL_CTX_get0_certificate(ctx);
-    if (!x)
-        return 0;
-    int days = 0, secs = 0;
-    if (X509_cmp_current_time(X509_get0_notBefore(x)) > 0) {
-        LOG_WARN("STORE", "TLS certificate %s is not valid yet: verifying "
-                 "clients refuse it until then", path);
-        return 1;
-    }
-    if (!ASN1_TIME_diff(&days, &secs, NULL, X509_get0_notAfter(x)))
-        return 0;
-    if (days < 0 || secs < 0) {
-        LOG_WARN("STORE", "TLS certificate %s has expired: verifying "
-                 "clients refuse it", path);
-        return 1;
-    }
-    if (days >= STORE_CERT_WARN_DAYS)
-        return 0;
-    LOG_WARN("STORE", "TLS certificate %s expires in %d day%s", path, days,
-             days == 1 ? "" : "s");
-    return 1;
-}
-
 int store_tls_setup(struct store_server *s)
 {
     const struct store_server_config *c = &s->cfg;
     if (!c->tls_cert[0])
         return FCCL_OK;
-    int rc = store_tls_load(c, &s->tls);
+    int rc = store_tls_load(c, &s->tls); /* warns about its dates */
     if (rc < 0)
         return rc;
-    store_tls_warn_validity(s->tls, c->tls_cert);
     LOG_INFO("STORE", "TLS enabled (%s%s)",
              c->tls_ca[0] ? "client certificates required" : "server only",
              c->tls_required ? ", plaintext refused" : "");

@@ -6,9 +6,13 @@ given as HOST:PORT, for tests/test_pytorch_compat.c.
                              b"C\\x00side", leaves keys for the C side to read
   pt_client.py ADDR get KEY  print the value of KEY as hex
   pt_client.py ADDR set KEY HEX
+  pt_client.py ADDR idle SEC join with a world size of 2, stay idle SEC
+                             seconds (its callback connection never sends
+                             anything), then set and get
 Exit status 0 when every check held; a failed check prints why, exits 1."""
 import datetime
 import sys
+import time
 
 import torch.distributed as dist
 
@@ -73,6 +77,12 @@ def main():
         print(connect(addr).get(sys.argv[3]).hex(), flush=True)
     elif cmd == "set":
         connect(addr).set(sys.argv[3], bytes.fromhex(sys.argv[4]))
+    elif cmd == "idle":
+        s = connect(addr, world_size=2)
+        time.sleep(float(sys.argv[3]))
+        s.set("after_idle", "yes")
+        check(s.get("after_idle") == b"yes", "set/get after idling")
+        print("OK", flush=True)
     else:
         sys.exit("unknown command " + cmd)
 

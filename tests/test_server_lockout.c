@@ -1,0 +1,311 @@
+/*
+ * Silent connections must not lock their own address out (issue 25).
+ * With 1,100 silent connections from 127.0.0.1 and default limits, a
+ * legitimate 127.0.0.1 client used to be refused for as long as they
+ * stayed: the per-address cap (1024) counted them, and nothing closed a
+ * connection that never sent anything.  Now a connection that has not sent
+ * VALIDATE within --handshake-timeout is closed, connections that made no
+ * request are closed first when a cap is reached (from the same address
+ * too), idle connections that made requests are never touched, and the
+ * per-address cap defaults to half of --max-connections (at least 1024).
+ *
+ * Real server binary, raw sockets (wire.h) for the flood, the client
+ * library for the legitimate client.
+ */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fccl/core.h"
+#include "fccl/store.h"
+#include "lib/proc.h"
+#include "lib/srv.h"
+#include "lib/wire.h"
+
+#define M DIALECT_MODERN
+
+TestSuite(lockout, .timeout = 120);
+
+/* Room for a few thousand sockets of ours (the server raises its own). */
+static void raise_fd_limit(int want)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < (rlim_t)want) {
+        rl.rlim_cur = rl.rlim_max < (rlim_t)want ? rl.rlim_max : (rlim_t)want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < (rlim_t)want)
+        cr_skip_test("needs %d descriptors, the hard limit is %llu", want,
+                     (unsigned long long)rl.rlim_max);
+}
+
+/* A TCP connection from src (a 127.0.0.0/8 address) to the server;
+ * nothing is sent. */
+static int connect_from(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &me.sin_addr);
+    cr_assert(bind(fd, (struct sockaddr *)&me, sizeof(me)) == 0, "bind %s",
+              src);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    cr_assert(connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0,
+              "connect: %s", strerror(errno));
+    return fd;
+}
+
+static void send_validate(int fd)
+{
+    struct codec_buf b;
+    codec_buf_init(&b);
+    f_validate(&b);
+    cli_send(fd, &b);
+    codec_buf_free(&b);
+}
+
+/* VALIDATE, then half of a SET: the key is sent, the value is not. */
+static void send_half_request(int fd)
+{
+    struct codec_buf b;
+    codec_buf_init(&b);
+    f_validate(&b);
+    put_op(&b, M, OP_SET);
+    put_key(&b, "/half");
+    codec_put_u64(&b, 100); /* value length; no value follows */
+    cli_send(fd, &b);
+    codec_buf_free(&b);
+}
+
+static void ping_ok(int fd)
+{
+    struct codec_buf b;
+    codec_buf_init(&b);
+    put_op(&b, M, OP_PING);
+    codec_put_u32(&b, 0x1234u);
+    cli_send(fd, &b);
+    cli_expect_u32(fd, 0x1234u);
+    codec_buf_free(&b);
+}
+
+static long long stat_of(int port, const char *name)
+{
+    fccl_store_t *st = srv_store_open(port, 0);
+    char *text = NULL, pat[80];
+    cr_assert_eq(fccl_store_stats(st, &text, NULL), FCCL_OK);
+    snprintf(pat, sizeof(pat), "%s ", name);
+    const char *at = strstr(text, pat);
+    cr_assert(at, "no %s in STATS: %s", name, text);
+    long long v = atoll(at + strlen(pat));
+    free(text);
+    fccl_store_close(st);
+    return v;
+}
+
+/* A legitimate client of 127.0.0.1: connect, SET, GET.  The seconds it
+ * took; fails the test if it was refused. */
+static double legit_client(int port, const char *key)
+{
+    double t0 = th_now();
+    char addr[TH_ADDR_LEN];
+    fccl_store_opts_t o;
+    srv_client_opts(&o, addr, port, 20000);
+    fccl_store_t *st = NULL;
+    cr_assert_eq(fccl_store_connect(&o, &st), FCCL_OK, "%s",
+                 fccl_last_error());
+    int rc = fccl_store_set(st, key, "ok", 2);
+    cr_assert_eq(rc, FCCL_OK, "refused: %s", fccl_last_error());
+    srv_expect_cstr(st, key, "ok");
+    fccl_store_close(st);
+    return th_now() - t0;
+}
+
+/* 1 if the server has closed fd (EOF or reset) within ms. */
+static int closed_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) <= 0)
+        return 0;
+    char b;
+    return recv(fd, &b, 1, MSG_DONTWAIT) <= 0;
+}
+
+static void close_all(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+/* ---- the issue's case, default limits ---- */
+
+Test(lockout, silent_flood_of_one_address_with_default_limits)
+{
+    enum { SILENT = 1100 };
+    raise_fd_limit(SILENT + 200);
+    struct srv s;
+    srv_start_local(&s, NULL);
+    static int fds[SILENT];
+    for (int i = 0; i < SILENT; i++)
+        fds[i] = connect_from("127.0.0.1", s.port);
+    double took = legit_client(s.port, "legit");
+    cr_log_info("legitimate client served %.2f s after %d silent "
+                "connections from its address", took, SILENT);
+    cr_assert_lt(took, 15.0);
+    /* The silent ones are closed after the 10 s handshake timeout; the
+     * log says so once per address, then counts. */
+    int closed = 0;
+    for (int i = 0; i < SILENT; i++)
+        closed += closed_within(fds[i], i == 0 ? 14000 : 2000);
+    cr_assert_eq(closed, SILENT, "%d of %d silent connections closed",
+                 closed, SILENT);
+    cr_assert(srv_log_wait(&s, "(handshake-timeout)", 1000));
+    cr_assert_leq(srv_log_count(&s, "(handshake-timeout)"), 2,
+                  "one warning per silent connection");
+    cr_assert(srv_log_wait(&s, "more connections closed without a "
+                              "handshake from 127.0.0.1", 12000),
+              "no summary line");
+    close_all(fds, SILENT);
+    cr_assert_eq(stat_of(s.port, "connections_no_handshake"), SILENT);
+    srv_finish(&s);
+}
+
+/* ---- at the caps: connections that made no request go first ---- */
+
+/* 2,000 half requests (VALIDATE, then half a SET) used to refuse a
+ * legitimate client for the 30 s request timeout.  At a per-address cap
+ * of 200, the newcomer of the same address takes the oldest one's slot. */
+Test(lockout, half_requests_make_room_for_their_own_address)
+{
+    enum { HALF = 2000 };
+    raise_fd_limit(HALF + 200);
+    struct srv s;
+    srv_start_local(&s, (const char *[]){"--max-connections-per-addr", "200",
+                                         NULL});
+    static int fds[HALF];
+    for (int i = 0; i < HALF; i++) {
+        fds[i] = connect_from("127.0.0.1", s.port);
+        send_half_request(fds[i]);
+    }
+    double took = legit_client(s.port, "legit");
+    cr_assert_lt(took, 5.0, "served after %.1f s", took);
+    int open = 0;
+    for (int i = 0; i < HALF; i++)
+        open += !closed_within(fds[i], 0);
+    cr_assert_leq(open, 200, "%d half requests still open", open);
+    cr_assert_geq(stat_of(s.port, "connections_evicted"), HALF - 200);
+    close_all(fds, HALF);
+    srv_finish(&s);
+}
+
+/* At max-connections: a newcomer of any address takes the slot of the
+ * oldest connection that made no request (NEW before GREETED) of the
+ * address holding the most of them. */
+Test(lockout, validate_only_connections_make_room_at_max_connections)
+{
+    struct srv s;
+    srv_start_local(&s, (const char *[]){"--max-connections", "150",
+                                         "--max-connections-per-addr", "100",
+                                         NULL});
+    int a[100], b[50];
+    for (int i = 0; i < 100; i++) {
+        a[i] = connect_from("127.0.0.1", s.port);
+        send_validate(a[i]);
+    }
+    for (int i = 0; i < 50; i++) {
+        b[i] = connect_from("127.0.0.2", s.port);
+        send_validate(b[i]);
+    }
+    th_sleep_ms(200);
+    /* The server is full: a third address, then the first one again,
+     * both served at once, each in place of one of the address holding
+     * the most. */
+    int c = connect_from("127.0.0.3", s.port);
+    send_validate(c);
+    ping_ok(c);
+    double took = legit_client(s.port, "one");
+    cr_assert_lt(took, 5.0);
+    int gone_a = 0, gone_b = 0;
+    for (int i = 0; i < 100; i++)
+        gone_a += closed_within(a[i], 0);
+    for (int i = 0; i < 50; i++)
+        gone_b += closed_within(b[i], 0);
+    cr_assert_eq(gone_a, 2, "the address holding the most lost %d", gone_a);
+    cr_assert_eq(gone_b, 0, "127.0.0.2 lost %d", gone_b);
+    cr_assert(closed_within(a[0], 0), "the oldest went first");
+    close(c);
+    close_all(a, 100);
+    close_all(b, 50);
+    srv_finish(&s);
+}
+
+/* Real ranks are idle for minutes between barriers: 2,000 connections that
+ * made a request stay untouched through the handshake timeout and a flood
+ * of silent connections that fills the server. */
+Test(lockout, idle_connections_that_made_requests_are_untouched)
+{
+    enum { IDLE = 2000, SILENT = 400 };
+    raise_fd_limit(IDLE + SILENT + 200);
+    struct srv s;
+    srv_start_local(&s, (const char *[]){"--max-connections", "2200",
+                                         "--max-connections-per-addr", "0",
+                                         "--handshake-timeout", "1", NULL});
+    static int idle[IDLE], silent[SILENT];
+    for (int i = 0; i < IDLE; i++) {
+        idle[i] = connect_from("127.0.0.1", s.port);
+        send_validate(idle[i]);
+        ping_ok(idle[i]);
+    }
+    for (int i = 0; i < SILENT; i++)
+        silent[i] = connect_from(i % 2 ? "127.0.0.1" : "127.0.0.4", s.port);
+    double took = legit_client(s.port, "newcomer");
+    cr_assert_lt(took, 5.0);
+    th_sleep_ms(3000); /* > the handshake timeout, three sweeps */
+    int gone = 0;
+    for (int i = 0; i < SILENT; i++)
+        gone += closed_within(silent[i], 0);
+    cr_assert_eq(gone, SILENT, "%d of %d silent connections closed", gone,
+                 SILENT);
+    for (int i = 0; i < IDLE; i++) {
+        cr_assert(!closed_within(idle[i], 0), "idle connection %d closed",
+                  i);
+        cr_assert_eq(cli_numkeys(idle[i], M), 1);
+    }
+    close_all(idle, IDLE);
+    close_all(silent, SILENT);
+    srv_finish(&s);
+}
+
+/* The per-address cap defaults to half of --max-connections (as capped to
+ * the file limit), at least 1024: 32768 of the default 65536, so a
+ * 16,384-rank job behind one NAT address fits with two connections per
+ * rank. */
+Test(lockout, per_address_cap_defaults_to_half_of_max_connections)
+{
+    struct srv s;
+    srv_start_local(&s, NULL);
+    long long max = stat_of(s.port, "connections_max");
+    long long per = stat_of(s.port, "connections_per_addr_max");
+    long long want = max / 2 > 1024 ? max / 2 : (max < 1024 ? max : 1024);
+    cr_assert_eq(per, want, "per address %lld of %lld", per, max);
+    srv_finish(&s);
+    srv_start_local(&s, (const char *[]){"--max-connections", "5000", NULL});
+    cr_assert_eq(stat_of(s.port, "connections_per_addr_max"), 2500);
+    srv_finish(&s);
+    srv_start_local(&s, (const char *[]){"--max-connections", "300", NULL});
+    cr_assert_eq(stat_of(s.port, "connections_per_addr_max"), 300);
+    srv_finish(&s);
+}
