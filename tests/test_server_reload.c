@@ -123,7 +123,7 @@ Test(reload, next_client_gets_the_new_certificate_open_one_goes_on)
 
     copy_file("b.crt", "srv.crt");
     copy_file("b.key", "srv.key");
-    hup(&s, "reload: TLS certificate", 1);
+    hup(&s, "loaded for new connections", 1);
 
     cr_assert_eq(connect_ca(s.port, "b.crt", &st), FCCL_OK, "%s",
                  fccl_last_error());
@@ -173,7 +173,7 @@ Test(reload, a_corrupt_certificate_or_mismatched_key_keeps_the_old)
     hup(&s, "keeping the TLS certificate and key", 3);
     cr_assert_eq(connect_ca(s.port, "b.crt", &st), FCCL_ERR_AUTH);
     cr_assert_eq(chmod(k, 0600), 0);
-    hup(&s, "reload: TLS certificate", 1);
+    hup(&s, "loaded for new connections", 1);
     cr_assert_eq(connect_ca(s.port, "b.crt", &st), FCCL_OK, "%s",
                  fccl_last_error());
     fccl_store_close(st);
@@ -203,7 +203,7 @@ Test(reload, token_rotation)
     cr_assert_eq(connect_token(s.port, "t2", &st), FCCL_ERR_AUTH);
 
     copy_file("t2", "token");
-    hup(&s, "reload: token", 1);
+    hup(&s, "loaded for new proofs", 1);
     cr_assert_eq(connect_token(s.port, "t1", &st), FCCL_ERR_AUTH,
                  "the old token still works after the rotation");
     cr_assert_eq(connect_token(s.port, "t2", &st), FCCL_OK, "%s",
