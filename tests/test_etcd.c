@@ -642,11 +642,8 @@ Test(etcd_own, calls_go_on_when_the_leader_is_killed)
 
 static void write_file(const char *path, const char *text, int mode)
 {
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-    chmod(path, (mode_t)mode);
+    cr_assert_eq(th_write_file(path, text, mode), 0, "%s: %s", path,
+                 strerror(errno));
 }
 
 static int connect_as(const char *user, const char *pwfile, fccl_store_t **s)

@@ -36,11 +36,8 @@ static void path(char *out, size_t n, const char *name)
 
 static void write_file(const char *p, const char *text, int mode)
 {
-    FILE *f = fopen(p, "w");
-    cr_assert(f, "%s: %s", p, strerror(errno));
-    fputs(text, f);
-    fclose(f);
-    cr_assert_eq(chmod(p, (mode_t)mode), 0);
+    cr_assert_eq(th_write_file(p, text, mode), 0, "%s: %s", p,
+                 strerror(errno));
 }
 
 static void setup(void)

@@ -35,11 +35,8 @@ static const char *at(char *buf, const char *name)
 static void write_file(const char *name, const char *text, int mode)
 {
     char p[128];
-    FILE *f = fopen(at(p, name), "w");
-    cr_assert(f, "%s: %s", p, strerror(errno));
-    fputs(text, f);
-    fclose(f);
-    cr_assert_eq(chmod(p, (mode_t)mode), 0);
+    cr_assert_eq(th_write_file(at(p, name), text, mode), 0, "%s: %s", p,
+                 strerror(errno));
 }
 
 /* Replace `to`'s content with `from`'s, as an operator rotating files in
