@@ -368,6 +368,10 @@ install: all
 	  sec=$${page##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$sec && \
 	  $(MAN_SED) $$src > $(DESTDIR)$(PREFIX)/share/man/man$$sec/$$page && \
 	  chmod 0644 $(DESTDIR)$(PREFIX)/share/man/man$$sec/$$page || exit 1; done
+	# A real install (not a staging tree) refreshes the linker cache, or
+	# programs built against the new libfccl.so.0 would not find it.
+	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
+	  ldconfig; fi
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fccl $(DESTDIR)$(PREFIX)/share/fccl
