@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
