@@ -39,8 +39,8 @@ OPT := -O2 -g
 SANLD :=
 endif
 
-PKGS := libevent_core libevent_pthreads libevent_openssl libfabric openssl \
-  libcurl json-c
+PKGS := libevent_core libevent_extra libevent_pthreads libevent_openssl \
+  libfabric openssl libcurl json-c
 # A missing dependency is installed before anything else is computed, so
 # the flags below see it (scripts/install-deps.sh is a no-op when all is
 # present).
@@ -320,6 +320,13 @@ check-san:
 demo: all
 	$(BUILD)/bin/fccl-run -n 4 $(BUILD)/bin/fccl-demo
 
+# The systemd unit and tcpstore-server's config, with this PREFIX's paths
+# (conf/tcpstore-server.service.in); an existing config is kept.
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+CONF_SED = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+  -e 's|@UNITDIR@|$(UNITDIR)|g'
+
 # The README's performance plots: `make plots` draws docs/img/*.png from
 # the data in bench/data/ (matplotlib installed if missing); `make
 # plot-data` first measures that data again (slow; a quiet machine, the
@@ -348,18 +355,28 @@ install: all
 	install -m 0755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/fccl/
 	install -m 0644 $(PUB_HDRS) $(DESTDIR)$(PREFIX)/include/fccl/
 	install -m 0755 $(PROGS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 conf/tcpstore-server.conf conf/tcpstore-server.service \
-	  $(DESTDIR)$(PREFIX)/share/fccl/
+	install -m 0644 conf/tcpstore-server.conf $(DESTDIR)$(PREFIX)/share/fccl/
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/fccl
+	$(CONF_SED) conf/tcpstore-server.service.in > \
+	  $(DESTDIR)$(UNITDIR)/tcpstore-server.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/tcpstore-server.service
+	[ -e $(DESTDIR)$(SYSCONFDIR)/fccl/tcpstore-server.conf ] || install -m 0644 \
+	  conf/tcpstore-server.conf $(DESTDIR)$(SYSCONFDIR)/fccl/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	  conf/fccl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fccl.pc
 	for src in $(MAN_SRCS); do page=$${src#man/}; page=$${page%.in}; \
 	  sec=$${page##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$sec && \
 	  $(MAN_SED) $$src > $(DESTDIR)$(PREFIX)/share/man/man$$sec/$$page && \
 	  chmod 0644 $(DESTDIR)$(PREFIX)/share/man/man$$sec/$$page || exit 1; done
+	# A real install (not a staging tree) refreshes the linker cache, or
+	# programs built against the new libfccl.so.0 would not find it.
+	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then \
+	  ldconfig; fi
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fccl $(DESTDIR)$(PREFIX)/share/fccl
 	rm -rf $(DESTDIR)$(PREFIX)/lib/fccl
+	rm -f $(DESTDIR)$(UNITDIR)/tcpstore-server.service
 	rm -f $(DESTDIR)$(PREFIX)/lib/libfccl.* \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/fccl.pc \
 	  $(addprefix $(DESTDIR)$(PREFIX)/bin/,$(notdir $(PROGS)))

@@ -15,6 +15,7 @@
 #   startup.tsv  (tab-separated) launch to exit of an init + barrier job at N ranks (NS,
 #                default 2 8 32 64), fccl-run against mpirun (Open MPI,
 #                MPICH) and torch's Gloo spawned directly (RUNS, default 3)
+# SKIP_COLL=1 keeps coll.tsv as it is and measures the other two.
 # Needs FCCL_BENCH_DEPS=1 scripts/install-deps.sh (the MPIs).
 set -u
 BUILD=${1:-build}
@@ -36,19 +37,24 @@ trap cleanup EXIT
 ROOTFLAG=""
 [ "$(id -u)" -eq 0 ] && ROOTFLAG="--allow-run-as-root"
 
-echo "plot_data: collectives (bench/coll.sh)" >&2
-OUT=$tmp/coll SYSTEMS=${SYSTEMS:-fccl-shm ompi mpich gloo} \
-    REPEAT=${REPEAT:-3} COMPACT_ONLY=1 "$HERE/coll.sh" "$BUILD" >/dev/null
-cp "$tmp/coll/all.tsv" "$DATA/coll.tsv"
+if [ -z "${SKIP_COLL:-}" ]; then
+    echo "plot_data: collectives (bench/coll.sh)" >&2
+    OUT=$tmp/coll SYSTEMS=${SYSTEMS:-fccl-shm ompi mpich gloo} \
+        REPEAT=${REPEAT:-3} COMPACT_ONLY=1 "$HERE/coll.sh" "$BUILD" >/dev/null
+    cp "$tmp/coll/all.tsv" "$DATA/coll.tsv"
+fi
 
 echo "plot_data: store operations" >&2
 : >"$DATA/store.csv"
-start_server() { # label command... -> prints the port
+start_server() { # command... (in this shell, so its pid is ours to kill)
+    : >"$tmp/srv.out"
     "$@" >"$tmp/srv.out" 2>"$tmp/srv.err" &
-    pids+=($!)
+    srv_pid=$!
+    pids+=("$srv_pid")
+    port=""
     for _ in $(seq 100); do
         port=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$tmp/srv.out" | head -n 1)
-        [ -n "$port" ] && { echo "$port"; return; }
+        [ -n "$port" ] && return
         sleep 0.1
     done
     echo "plot_data: server did not start: $*" >&2
@@ -61,12 +67,12 @@ store_runs() { # label port dialect
             --label "$1" 2>/dev/null | grep '^csv,' >>"$DATA/store.csv"
     done
 }
-p=$(start_server ours "$BUILD/bin/tcpstore-server" --host 127.0.0.1 --port 0)
-store_runs "tcpstore-server" "$p" modern
-kill "${pids[-1]}"
-p=$(start_server pt $PY "$ROOT/tests/py/pt_server.py")
-store_runs "PyTorch TCPStore" "$p" legacy
-kill "${pids[-1]}"
+start_server "$BUILD/bin/tcpstore-server" --host 127.0.0.1 --port 0
+store_runs "tcpstore-server" "$port" modern
+kill "$srv_pid"
+start_server $PY "$ROOT/tests/py/pt_server.py"
+store_runs "PyTorch TCPStore" "$port" legacy
+kill "$srv_pid"
 
 echo "plot_data: start-up" >&2
 : >"$DATA/startup.tsv"

@@ -5,9 +5,9 @@
 #include "coll_group.h"
 #include "group.h"
 #include "fccl/pg.h"
+#include "fccl/server.h"
 #include "fccl/store.h"
 
-struct store_server;
 struct name_count;
 
 struct boot_state {
@@ -18,7 +18,7 @@ struct boot_state {
     char job[128];
     fccl_store_t *base;           /* connection we opened (NULL if given) */
     fccl_store_t *store;          /* view "fccl/<job>/" */
-    struct store_server *server;  /* in-process server (host_store) */
+    fccl_server_t *server;        /* in-process server (host_store) */
     struct fccl_tp *tp;
     struct fccl_group *world;
     int *node_of;                 /* world topology, by world rank */

@@ -20,10 +20,12 @@
  * exist and names the ranks that never published theirs (name_missing).
  */
 #include <inttypes.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,7 +36,6 @@
 #include "launcher_env.h"
 #include "log.h"
 #include "net.h"
-#include "server.h"
 #include "topology.h"
 #include "tp.h"
 
@@ -131,30 +132,66 @@ static int resolve_addr(const char *method, char *addr, size_t len)
                     method);
 }
 
-/* PyTorch's is_master: rank 0 serves the store in-process when asked.  A
- * bind failure means a server is already there, which is fine. */
-static void maybe_host_store(const char *addr)
+/* Can this process bind host:port?  No: the address is another host's,
+ * or a server listens there already (the caller connects to it then). */
+static int can_bind(const char *host, int port)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    if (getaddrinfo(host, ps, &hints, &res) != 0)
+        return 0;
+    int ok = 0, one = 1;
+    for (struct addrinfo *ai = res; ai && !ok; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        ok = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return ok;
+}
+
+/* PyTorch's is_master: rank 0 serves the store in-process when asked,
+ * with the security and durability a tcpstore-server would be given
+ * (fccl_server_opts_env: FCCL_STORE_SERVER_TLS_CERT/KEY/CA,
+ * FCCL_STORE_SERVER_JOURNAL, and FCCL_STORE_TOKEN_FILE, which this rank's
+ * own client proves too).  An address this process cannot bind means a
+ * server is already there (or on another host), which is fine; any other
+ * failure (a certificate that does not load, an unreadable token) fails
+ * init with its reason rather than waiting for a store that never comes. */
+static int maybe_host_store(const char *addr)
 {
     char host[FCCL_HOST_MAX];
-    int port;
+    int port, rc;
     if (fccl_addr_parse(addr, host, sizeof(host), &port) < 0)
-        return;
-    struct store_server_config cfg;
-    store_server_config_default(&cfg);
-    snprintf(cfg.host, sizeof(cfg.host), "%s", host);
-    cfg.port = port;
-    struct store_server *srv = NULL;
-    if (store_server_create(&cfg, &srv) < 0) {
-        LOG_INFO("BOOT", "not hosting the store on %s (%s); connecting to it",
-                 addr, fccl_last_error());
-        return;
+        return FCCL_OK; /* the connect names the bad address */
+    if (!can_bind(host, port)) {
+        LOG_INFO("BOOT", "not hosting the store on %s (taken, or not this "
+                 "host's address); connecting to it", addr);
+        return FCCL_OK;
     }
-    if (store_server_start_thread(srv) < 0) {
-        store_server_free(srv);
-        return;
+    fccl_server_opts_t o;
+    fccl_server_opts_init(&o);
+    if ((rc = fccl_server_opts_env(&o, "FCCL_STORE")) < 0)
+        return rc;
+    snprintf(o.host, sizeof(o.host), "%s", host);
+    o.port = port;
+    fccl_server_t *srv = NULL;
+    if ((rc = fccl_server_create(&o, &srv)) < 0)
+        return fccl_err_wrap(rc, "rank 0 cannot host the store on %s", addr);
+    if ((rc = fccl_server_start(srv)) < 0) {
+        fccl_server_free(srv);
+        return rc;
     }
     boot.server = srv;
     LOG_INFO("BOOT", "rank 0 hosts the store on %s", addr);
+    return FCCL_OK;
 }
 
 static void job_id(const fccl_init_opts_t *o, char *out, size_t len)
@@ -175,7 +212,7 @@ static int open_store(const fccl_init_opts_t *o)
     if (!parent) {
         CHECK_GOTO(resolve_addr(o->init_method, addr, sizeof(addr)), rc, out);
         if (o->host_store && boot.rank == 0)
-            maybe_host_store(addr);
+            CHECK_GOTO(maybe_host_store(addr), rc, out);
         fccl_store_opts_t so;
         fccl_store_opts_init(&so);
         so.addr = addr;
@@ -728,10 +765,7 @@ static void teardown(void)
         tp_close(boot.tp);
     fccl_store_close(boot.store);
     fccl_store_close(boot.base);
-    if (boot.server) {
-        store_server_stop(boot.server);
-        store_server_free(boot.server);
-    }
+    fccl_server_free(boot.server); /* stops it first */
     free(boot.node_of);
     free_records(); /* after tp_close: the transport's lookups read them */
     memset(&boot, 0, sizeof(boot));

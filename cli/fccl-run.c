@@ -79,9 +79,9 @@
 #include "etcd_addr.h"
 #include "fccl/core.h"
 #include "fccl/store.h"
+#include "fccl/server.h"
 #include "log.h"
 #include "net.h"
-#include "server.h"
 
 #define GRACE_MS 3000
 #define LINE_MAX_BYTES 65536
@@ -126,7 +126,10 @@ struct launcher {
     int start_failed;         /* this attempt's ranks could not start */
     int signalled;            /* signal the launcher got, 0 if none */
     uint64_t kill_at;         /* SIGKILL survivors at this time */
-    struct store_server *server;
+    fccl_server_t *server;
+    /* the hosted store's --store-tls-cert/-key/-ca, --store-token-file,
+     * --store-journal (NULL: from FCCL_STORE_SERVER_*, or none) */
+    const char *st_cert, *st_key, *st_ca, *st_token, *st_journal;
     fccl_store_t *kv;         /* launcher's store connection (nnodes > 1) */
     fccl_store_t *lease;      /* etcd: the handle keeping this node's
                                  lease alive (its ranks write under it) */
@@ -177,6 +180,23 @@ static void usage(FILE *f)
             "--store's\n"
             "                      HOST:PORT (on the node that has that "
             "address)\n"
+            "  --store-tls-cert FILE  the hosted store serves TLS only, with "
+            "this\n"
+            "                      certificate (else FCCL_STORE_SERVER_TLS_CERT);"
+            " ranks\n"
+            "                      verify it unless FCCL_STORE_TLS_CA says "
+            "otherwise\n"
+            "  --store-tls-key FILE   its key (else FCCL_STORE_SERVER_TLS_KEY)\n"
+            "  --store-tls-ca FILE    demand client certificates of this CA "
+            "(else\n"
+            "                      FCCL_STORE_SERVER_TLS_CA; ranks present\n"
+            "                      FCCL_STORE_TLS_CERT/KEY)\n"
+            "  --store-token-file FILE  the hosted store requires this token "
+            "and\n"
+            "                      the ranks prove it (else "
+            "FCCL_STORE_TOKEN_FILE)\n"
+            "  --store-journal FILE   the hosted store's journal (else\n"
+            "                      FCCL_STORE_SERVER_JOURNAL)\n"
             "  --job-id ID         store key namespace (else FCCL_JOB_ID, "
             "else\n"
             "                      TORCHELASTIC_RUN_ID, else a fresh one "
@@ -248,6 +268,14 @@ static int check_args(struct launcher *L)
                 L->nnodes, L->n);
         return -1;
     }
+    if (L->store_addr && !L->host_store &&
+        (L->st_cert || L->st_key || L->st_ca || L->st_token ||
+         L->st_journal)) {
+        fprintf(stderr, "fccl-run: the --store-* options set up the store "
+                        "fccl-run hosts: give --host-store too, or leave out "
+                        "--store\n");
+        return -1;
+    }
     if ((L->nnodes > 1 || L->host_store) && !L->store_addr) {
         fprintf(stderr, "fccl-run: %s needs --store HOST:PORT (the address "
                         "every node can reach)\n",
@@ -266,6 +294,11 @@ static int parse_args(struct launcher *L, int argc, char **argv)
         {"node_rank", required_argument, NULL, 'K'},
         {"store", required_argument, NULL, 's'},
         {"host-store", no_argument, NULL, 'H'},
+        {"store-tls-cert", required_argument, NULL, 1001},
+        {"store-tls-key", required_argument, NULL, 1002},
+        {"store-tls-ca", required_argument, NULL, 1003},
+        {"store-token-file", required_argument, NULL, 1004},
+        {"store-journal", required_argument, NULL, 1005},
         {"job-id", required_argument, NULL, 'j'},
         {"provider", required_argument, NULL, 'p'},
         {"fake-nodes", required_argument, NULL, 'k'},
@@ -286,6 +319,11 @@ static int parse_args(struct launcher *L, int argc, char **argv)
         case 'K': rc = parse_count("--node-rank", optarg, 0, 1 << 16, &L->node_rank); break;
         case 's': L->store_addr = optarg; break;
         case 'H': L->host_store = 1; break;
+        case 1001: L->st_cert = optarg; break;
+        case 1002: L->st_key = optarg; break;
+        case 1003: L->st_ca = optarg; break;
+        case 1004: L->st_token = optarg; break;
+        case 1005: L->st_journal = optarg; break;
         case 'j': L->job_opt = optarg; break;
         case 'p': L->provider = optarg; break;
         case 'k': L->fake_nodes = optarg; break;
@@ -324,12 +362,93 @@ static int parse_args(struct launcher *L, int argc, char **argv)
     return 0;
 }
 
+/* ---- the hosted store's security (its own block: the store fccl-run
+ * serves takes the TLS, token and journal settings a tcpstore-server
+ * would, and its ranks are told how to reach it) ---- */
+
+static int any_client_tls(void)
+{
+    static const char *const vars[] = {"FCCL_STORE_TLS_CA",
+                                       "FCCL_STORE_TLS_CERT",
+                                       "FCCL_STORE_TLS_KEY",
+                                       "FCCL_STORE_TLS_SERVER_NAME"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return 1;
+    }
+    return 0;
+}
+
+/* FCCL_STORE_SERVER_* and FCCL_STORE_TOKEN_FILE first, the --store-*
+ * options over them. */
+static int hosted_opts(const struct launcher *L, fccl_server_opts_t *o)
+{
+    const struct {
+        const char *opt, *val, *name;
+    } v[] = {
+        {"--store-tls-cert", L->st_cert, "tls-cert"},
+        {"--store-tls-key", L->st_key, "tls-key"},
+        {"--store-tls-ca", L->st_ca, "tls-ca"},
+        {"--store-token-file", L->st_token, "token-file"},
+        {"--store-journal", L->st_journal, "journal"},
+    };
+    if (fccl_server_opts_env(o, "FCCL_STORE") < 0) {
+        fprintf(stderr, "fccl-run: %s\n", fccl_last_error());
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        if (v[i].val && fccl_server_opts_set(o, v[i].name, v[i].val) < 0) {
+            fprintf(stderr, "fccl-run: %s: %s\n", v[i].opt,
+                    fccl_last_error());
+            return -1;
+        }
+    o->tls_required |= L->st_cert != NULL;
+    o->auth_required |= L->st_token != NULL;
+    if (fccl_server_opts_check(o) < 0) {
+        fprintf(stderr, "fccl-run: the store it hosts: %s\n",
+                fccl_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* The ranks (and this launcher's own connection, which reads the same
+ * variables) prove the store's token and, when it serves TLS, verify it:
+ * against FCCL_STORE_TLS_CA if set, else against its own certificate
+ * (right for a self-signed one, or a chain file that ends in its root). */
+static int point_clients(const fccl_server_opts_t *o)
+{
+    if (o->token_file[0])
+        setenv("FCCL_STORE_TOKEN_FILE", o->token_file, 1);
+    if (!o->tls_cert[0]) {
+        if (!any_client_tls())
+            return 0;
+        fprintf(stderr, "fccl-run: FCCL_STORE_TLS_* is set, so the ranks "
+                "reach the store over TLS, but the store fccl-run hosts has "
+                "no certificate: give --store-tls-cert and --store-tls-key "
+                "(or FCCL_STORE_SERVER_TLS_CERT and _KEY), or unset "
+                "FCCL_STORE_TLS_*\n");
+        return -1;
+    }
+    setenv("FCCL_STORE_TLS_CA", o->tls_cert, 0);
+    const char *cc = getenv("FCCL_STORE_TLS_CERT");
+    const char *ck = getenv("FCCL_STORE_TLS_KEY");
+    if (o->tls_ca[0] && (!cc || !*cc || !ck || !*ck)) {
+        fprintf(stderr, "fccl-run: the store it hosts demands client "
+                "certificates signed by %s: set FCCL_STORE_TLS_CERT and "
+                "FCCL_STORE_TLS_KEY for the ranks\n", o->tls_ca);
+        return -1;
+    }
+    return 0;
+}
+
 /* The store: the one given, served here (--host-store) or a local one. */
 static int start_store(struct launcher *L, char *host, size_t hostlen,
                        int *port)
 {
-    struct store_server_config cfg;
-    store_server_config_default(&cfg);
+    fccl_server_opts_t o;
+    fccl_server_opts_init(&o);
     if (etcd_is_addr(L->store_addr)) {
         if (L->host_store) {
             fprintf(stderr, "fccl-run: --host-store serves a TCPStore, not "
@@ -356,25 +475,27 @@ static int start_store(struct launcher *L, char *host, size_t hostlen,
         }
         if (!L->host_store)
             return 0;
-        snprintf(cfg.host, sizeof(cfg.host), "%.*s", (int)sizeof(cfg.host) - 1, host);
-        cfg.port = *port;
+        snprintf(o.host, sizeof(o.host), "%.*s", (int)sizeof(o.host) - 1, host);
+        o.port = *port;
     } else {
-        snprintf(cfg.host, sizeof(cfg.host), "127.0.0.1");
-        cfg.port = 0;
+        snprintf(o.host, sizeof(o.host), "127.0.0.1");
+        o.port = 0;
     }
-    int rc = store_server_create(&cfg, &L->server);
+    if (hosted_opts(L, &o) < 0 || point_clients(&o) < 0)
+        return -1;
+    int rc = fccl_server_create(&o, &L->server);
     if (rc >= 0)
-        rc = store_server_start_thread(L->server);
+        rc = fccl_server_start(L->server);
     if (rc < 0) {
         fprintf(stderr, "fccl-run: cannot start the store on %s:%d: %s\n",
-                cfg.host, cfg.port, fccl_last_error());
-        store_server_free(L->server);
+                o.host, o.port, fccl_last_error());
+        fccl_server_free(L->server);
         L->server = NULL;
         return rc;
     }
     if (!L->store_addr) {
         snprintf(host, hostlen, "127.0.0.1");
-        *port = store_server_port(L->server);
+        *port = fccl_server_port(L->server);
     }
     return 0;
 }
@@ -1462,10 +1583,7 @@ static void free_launcher(struct launcher *L)
     fccl_store_close(L->kv);
     fccl_store_close(L->lease); /* revokes the lease: the job's keys go */
     L->lease = NULL;
-    if (L->server) {
-        store_server_stop(L->server);
-        store_server_free(L->server);
-    }
+    fccl_server_free(L->server); /* stops it first */
 }
 
 int main(int argc, char **argv)

@@ -1,7 +1,8 @@
 /*
  * tcpstore-server: the TCPStore server as a program.  A thin wrapper over
- * store/server/server.h: options (or a config file) -> store_server_create ->
- * "listening on HOST:PORT" on stdout -> run until SIGINT/SIGTERM -> free.
+ * the embeddable server (fccl/server.h): options (or a config file) ->
+ * fccl_server_create -> "listening on HOST:PORT" on stdout -> run until
+ * SIGINT/SIGTERM (SIGHUP reloads the TLS files and tokens) -> free.
  * Exit codes: 0 after a signal, 1 if the server cannot start (e.g. the port
  * is taken, or a TLS file does not load), 2 on a usage error.
  */
@@ -13,8 +14,8 @@
 #include <event2/event.h>
 
 #include "fccl/core.h"
+#include "fccl/server.h"
 #include "log.h"
-#include "server.h"
 
 static void usage(FILE *f)
 {
@@ -49,7 +50,8 @@ static void usage(FILE *f)
 "                              or TLS handshake makes no progress this long\n"
 "                              (default 30; idle connections stay open)\n"
 "  --tls-cert FILE             PEM certificate: accept TLS on the same port\n"
-"                              (a first byte 0x16 starts TLS)\n"
+"                              (a first byte 0x16 starts TLS); SIGHUP reads\n"
+"                              it, the key, the CA and the tokens again\n"
 "  --tls-key FILE              PEM private key of --tls-cert\n"
 "  --tls-ca FILE               require client certificates signed by this CA\n"
 "  --tls-required              refuse plaintext connections\n"
@@ -64,6 +66,11 @@ static void usage(FILE *f)
 "  --fsync MODE                always (default: on disk before any reply),\n"
 "                              interval, or never\n"
 "  --fsync-interval-ms MS      period of --fsync interval (default 100)\n"
+"  --http HOST:PORT            status port (default off; PORT alone means\n"
+"                              127.0.0.1): /healthz, /metrics (Prometheus),\n"
+"                              / (a page for people); with tokens all but\n"
+"                              /healthz need 'Authorization: Bearer TOKEN'\n"
+"  --http-public               let --http listen beyond loopback\n"
 "  --journal-recover           start on a journal damaged in the middle:\n"
 "                              keep a copy (FILE.damaged-DATE), skip the\n"
 "                              damage, replay every intact record (without\n"
@@ -84,7 +91,9 @@ static void usage(FILE *f)
 "  --help                      show this help\n"
 "  --version                   show the version\n"
 "Sizes take K, M, G (or KiB, MiB, GiB) suffixes.  Prints 'listening on\n"
-"HOST:PORT' once it accepts connections; logs go to stderr.\n");
+"HOST:PORT' once it accepts connections; logs go to stderr.  Under\n"
+"systemd, relative key, certificate and token paths are looked up in\n"
+"$CREDENTIALS_DIRECTORY and a relative journal in $STATE_DIRECTORY.\n");
 }
 
 static void usage_error(const char *fmt, const char *arg)
@@ -119,7 +128,8 @@ static const char *option_value(int argc, char **argv, int *i, char *name,
 static int is_flag(const char *arg)
 {
     static const char *const flags[] = {"wait-for-workers", "tls-required",
-                                        "auth-required", "journal-recover",
+                                        "auth-required", "http-public",
+                                        "journal-recover",
                                         "help", "version"};
     const char *a = arg + 2;
     size_t n = strcspn(a, "=");
@@ -130,8 +140,7 @@ static int is_flag(const char *arg)
 }
 
 /* First pass: --help, --version and --config, which the others override. */
-static void early_options(int argc, char **argv,
-                          struct store_server_config *cfg)
+static void early_options(int argc, char **argv, fccl_server_opts_t *cfg)
 {
     char name[64];
     for (int i = 1; i < argc; i++) {
@@ -147,14 +156,12 @@ static void early_options(int argc, char **argv,
             printf("tcpstore-server (fccl) %s\n", fccl_version());
             exit(0);
         }
-        if (strcmp(name, "config") == 0 &&
-            store_server_config_load(cfg, v) < 0)
+        if (strcmp(name, "config") == 0 && fccl_server_opts_load(cfg, v) < 0)
             usage_error("%s", fccl_last_error());
     }
 }
 
-static void late_options(int argc, char **argv,
-                         struct store_server_config *cfg)
+static void late_options(int argc, char **argv, fccl_server_opts_t *cfg)
 {
     char name[64];
     for (int i = 1; i < argc; i++) {
@@ -162,37 +169,37 @@ static void late_options(int argc, char **argv,
         const char *v = option_value(argc, argv, &i, name, sizeof(name), flag);
         if (strcmp(name, "config") == 0)
             continue;
-        if (store_server_config_set(cfg, name, v ? v : "") < 0)
+        if (fccl_server_opts_set(cfg, name, v ? v : "") < 0)
             usage_error("%s", fccl_last_error());
     }
 }
 
 int main(int argc, char **argv)
 {
-    struct store_server_config cfg;
-    store_server_config_default(&cfg);
+    fccl_server_opts_t cfg;
+    fccl_server_opts_init(&cfg);
     const char *env = getenv("FCCL_LOG_LEVEL");
     int lvl = env ? fccl_log_parse_level(env) : -1;
     cfg.log_level = lvl >= 0 ? lvl : FCCL_LOG_INFO;
     cfg.handle_signals = 1;
     early_options(argc, argv, &cfg);
     late_options(argc, argv, &cfg);
-    if (store_server_config_check(&cfg) < 0)
+    if (fccl_server_opts_check(&cfg) < 0)
         usage_error("%s", fccl_last_error());
 
     /* Peers that vanish mid-reply must not kill the server. */
     signal(SIGPIPE, SIG_IGN);
-    struct store_server *s;
-    if (store_server_create(&cfg, &s) < 0) {
+    fccl_server_t *s;
+    if (fccl_server_create(&cfg, &s) < 0) {
         fprintf(stderr, "tcpstore-server: %s\n", fccl_last_error());
         return 1;
     }
-    printf("listening on %s\n", store_server_address(s));
+    printf("listening on %s\n", fccl_server_address(s));
     fflush(stdout);
-    int rc = store_server_run(s);
+    int rc = fccl_server_run(s);
     if (rc < 0)
         fprintf(stderr, "tcpstore-server: %s\n", fccl_last_error());
-    store_server_free(s);
+    fccl_server_free(s);
     libevent_global_shutdown();
     return rc < 0 ? 1 : 0;
 }

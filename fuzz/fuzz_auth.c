@@ -53,7 +53,7 @@ static void setup(void)
     char dir[] = "/tmp/fccl-fuzz-auth-XXXXXX";
     ASSERT(mkdtemp(dir));
     struct store_server_config c;
-    store_server_config_default(&c);
+    fccl_server_opts_init(&c);
     strcpy(c.host, "127.0.0.1");
     c.port = 0;
     c.max_key = 64;
@@ -64,7 +64,7 @@ static void setup(void)
     token_file(c.token_file, sizeof(c.token_file), dir, 0);
     token_file(c.read_token_file, sizeof(c.read_token_file), dir, 1);
     c.auth_required = 1;
-    ASSERT(store_server_create(&c, &srv) == 0);
+    ASSERT(fccl_server_create(&c, &srv) == 0);
     /* The tokens are loaded: the files are not needed any more. */
     unlink(c.token_file);
     unlink(c.read_token_file);

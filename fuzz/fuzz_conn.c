@@ -35,7 +35,7 @@ static struct store_server *srv;
 static void setup(void)
 {
     struct store_server_config c;
-    store_server_config_default(&c);
+    fccl_server_opts_init(&c);
     strcpy(c.host, "127.0.0.1");
     c.port = 0;
     c.max_key = 64;
@@ -43,7 +43,7 @@ static void setup(void)
     c.max_keys_per_req = 16;
     c.max_total_bytes = 8u << 20;
     c.log_level = 0; /* errors only */
-    ASSERT(store_server_create(&c, &srv) == 0);
+    ASSERT(fccl_server_create(&c, &srv) == 0);
     /* Reach the large-value and lent-reply paths with small inputs. */
     srv->big_value_min = 200;
     srv->lend_min = 100;

@@ -22,6 +22,7 @@
 #include "fccl/store.h"
 #include "lib/proc.h"
 #include "lib/srv.h"
+#include "lib/store_suite.h"
 #include "net.h"
 
 static struct srv srv;
@@ -57,57 +58,18 @@ static fccl_store_t *modern(void)
     return open_store(srv.addr, FCCL_DIALECT_MODERN, 0, 10000);
 }
 
-static int present(fccl_store_t *s, const char *key)
-{
-    int all = -1;
-    const char *keys[1] = {key};
-    cr_assert_eq(fccl_store_check(s, keys, 1, &all), FCCL_OK, "%s",
-                 fccl_last_error());
-    return all;
-}
-
 Test(client, set_get_overwrite_empty)
 {
     fccl_store_t *s = modern();
-    cr_assert_eq(fccl_store_set(s, "a", "hello", 5), FCCL_OK);
-    srv_expect_value(s, "a", "hello", 5);
-    cr_assert_eq(fccl_store_set(s, "a", "hi", 2), FCCL_OK);
-    srv_expect_value(s, "a", "hi", 2);
-    cr_assert_eq(fccl_store_set(s, "empty", "", 0), FCCL_OK);
-    srv_expect_value(s, "empty", "", 0);
-    cr_assert_eq(present(s, "empty"), 1, "an empty value is a value");
+    ss_set_get_overwrite_empty(s);
     fccl_store_close(s);
 }
 
 Test(client, binary_and_large_values)
 {
     fccl_store_t *s = modern();
-    uint8_t all[256];
-    for (int i = 0; i < 256; i++)
-        all[i] = (uint8_t)i;
-    cr_assert_eq(fccl_store_set(s, "bin", all, sizeof(all)), FCCL_OK);
-    srv_expect_value(s, "bin", all, sizeof(all));
     /* Bigger than the client's read buffer: exercises the direct path. */
-    size_t big = 3u << 20;
-    uint8_t *b = malloc(big);
-    uint32_t x = 12345;
-    for (size_t i = 0; i < big; i++) {
-        x = x * 1103515245u + 12345u;
-        b[i] = (uint8_t)(x >> 16);
-    }
-    cr_assert_eq(fccl_store_set(s, "big", b, big), FCCL_OK, "%s",
-                 fccl_last_error());
-    srv_expect_value(s, "big", b, big);
-    const char *keys[3] = {"bin", "big", "bin"};
-    void *vals[3];
-    size_t lens[3];
-    cr_assert_eq(fccl_store_multi_get(s, keys, 3, vals, lens, 5000), FCCL_OK,
-                 "%s", fccl_last_error());
-    cr_assert(lens[0] == 256 && lens[1] == big && lens[2] == 256);
-    cr_assert(memcmp(vals[1], b, big) == 0 && memcmp(vals[2], all, 256) == 0);
-    for (int i = 0; i < 3; i++)
-        free(vals[i]);
-    free(b);
+    ss_binary_and_large_values(s, 3u << 20);
     fccl_store_close(s);
 }
 
@@ -126,115 +88,31 @@ Test(client, add_counts_in_decimal)
     fccl_store_close(s);
 }
 
-static void cas(fccl_store_t *s, const char *key, const char *exp,
-                const char *des, const char *want_reply)
-{
-    void *cur = NULL;
-    size_t len = 0;
-    int rc = fccl_store_compare_set(s, key, exp, strlen(exp), des,
-                                    strlen(des), &cur, &len);
-    cr_assert_eq(rc, FCCL_OK, "cas: %s", fccl_last_error());
-    cr_assert(len == strlen(want_reply) && memcmp(cur, want_reply, len) == 0,
-              "cas %s '%s'->'%s': reply '%.*s', want '%s'", key, exp, des,
-              (int)len, (char *)cur, want_reply);
-    free(cur);
-}
-
 Test(client, compare_set_all_cases)
 {
     fccl_store_t *s = modern();
-    cas(s, "c", "", "first", "first"); /* missing + empty expected: create */
-    srv_expect_value(s, "c", "first", 5);
-    cas(s, "c", "first", "second", "second"); /* match: swap */
-    srv_expect_value(s, "c", "second", 6);
-    cas(s, "c", "nope", "third", "second"); /* mismatch: current value */
-    srv_expect_value(s, "c", "second", 6);
-    cas(s, "m", "exp", "des", "exp"); /* missing + expected: echo, no store */
-    cr_assert_eq(present(s, "m"), 0);
+    ss_compare_set_all_cases(s);
     fccl_store_close(s);
 }
 
 Test(client, check_delete_num_keys)
 {
     fccl_store_t *s = modern();
-    int64_t n = -1;
-    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
-    cr_assert_eq(n, 0);
-    fccl_store_set(s, "x", "1", 1);
-    fccl_store_set(s, "y", "2", 1);
-    const char *xy[2] = {"x", "y"}, *xz[2] = {"x", "z"};
-    int all = -1;
-    cr_assert_eq(fccl_store_check(s, xy, 2, &all), FCCL_OK);
-    cr_assert_eq(all, 1);
-    cr_assert_eq(fccl_store_check(s, xz, 2, &all), FCCL_OK);
-    cr_assert_eq(all, 0);
-    cr_assert_eq(fccl_store_check(s, xz, 0, &all), FCCL_OK);
-    cr_assert_eq(all, 1, "no keys: all present");
-    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
-    cr_assert_eq(n, 2);
-    int del = -1;
-    cr_assert_eq(fccl_store_delete(s, "x", &del), FCCL_OK);
-    cr_assert_eq(del, 1);
-    cr_assert_eq(fccl_store_delete(s, "x", &del), FCCL_OK);
-    cr_assert_eq(del, 0);
-    cr_assert_eq(present(s, "x"), 0);
-    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
-    cr_assert_eq(n, 1);
+    ss_check_delete_num_keys(s);
     fccl_store_close(s);
 }
 
 Test(client, append_multi_ping)
 {
     fccl_store_t *s = modern();
-    cr_assert_eq(fccl_store_append(s, "ap", "ab", 2), FCCL_OK);
-    cr_assert_eq(fccl_store_append(s, "ap", "", 0), FCCL_OK);
-    cr_assert_eq(fccl_store_append(s, "ap", "cd", 2), FCCL_OK);
-    srv_expect_value(s, "ap", "abcd", 4);
-    const char *keys[3] = {"k0", "k1", "k2"};
-    const void *vals[3] = {"zero", "", "two\0x"};
-    size_t lens[3] = {4, 0, 5};
-    cr_assert_eq(fccl_store_multi_set(s, keys, vals, lens, 3), FCCL_OK);
-    void *got[3];
-    size_t glen[3];
-    const char *order[3] = {"k2", "k0", "k1"};
-    cr_assert_eq(fccl_store_multi_get(s, order, 3, got, glen, 5000), FCCL_OK,
-                 "%s", fccl_last_error());
-    cr_assert(glen[0] == 5 && memcmp(got[0], "two\0x", 5) == 0);
-    cr_assert(glen[1] == 4 && memcmp(got[1], "zero", 4) == 0);
-    cr_assert(glen[2] == 0);
-    for (int i = 0; i < 3; i++)
-        free(got[i]);
-    double rtt = -1;
-    cr_assert_eq(fccl_store_ping(s, &rtt), FCCL_OK, "%s", fccl_last_error());
-    cr_assert(rtt > 0 && rtt < 1e6, "rtt %f us", rtt);
-    cr_assert_eq(fccl_store_ping(s, NULL), FCCL_OK);
+    ss_append_multi_ping(s, 1e6);
     fccl_store_close(s);
 }
 
 Test(client, list_keys_sorted_and_through_views)
 {
-    fccl_store_t *s = modern(), *v = NULL;
-    fccl_store_set(s, "job/b", "1", 1);
-    fccl_store_set(s, "job/a", "1", 1);
-    fccl_store_set(s, "other", "1", 1);
-    char **keys = NULL;
-    size_t n = 0;
-    cr_assert_eq(fccl_store_list_keys(s, "job/", &keys, &n), FCCL_OK, "%s",
-                 fccl_last_error());
-    cr_assert_eq(n, 2);
-    cr_assert_str_eq(keys[0], "job/a");
-    cr_assert_str_eq(keys[1], "job/b");
-    fccl_store_free_keys(keys, n);
-    cr_assert_eq(fccl_store_list_keys(s, "", &keys, &n), FCCL_OK);
-    cr_assert_eq(n, 3);
-    fccl_store_free_keys(keys, n);
-    cr_assert_eq(fccl_store_prefixed(s, "job/", &v), FCCL_OK);
-    cr_assert_eq(fccl_store_list_keys(v, NULL, &keys, &n), FCCL_OK);
-    cr_assert_eq(n, 2);
-    cr_assert_str_eq(keys[0], "a", "view prefix stripped");
-    cr_assert_str_eq(keys[1], "b");
-    fccl_store_free_keys(keys, n);
-    fccl_store_close(v);
+    fccl_store_t *s = modern();
+    ss_list_keys_sorted_and_through_views(s);
     fccl_store_close(s);
 }
 
@@ -480,8 +358,8 @@ Test(client, raw_keys_are_sent_as_given)
     fccl_store_t *s = modern();
     fccl_store_t *raw = open_store(srv.addr, FCCL_DIALECT_MODERN, 1, 5000);
     fccl_store_set(raw, "plain", "p", 1);
-    cr_assert_eq(present(s, "plain"), 0, "'plain' must not be '/plain'");
-    cr_assert_eq(present(raw, "plain"), 1);
+    cr_assert_eq(ss_present(s, "plain"), 0, "'plain' must not be '/plain'");
+    cr_assert_eq(ss_present(raw, "plain"), 1);
     fccl_store_set(s, "slash", "s", 1);
     srv_expect_value(raw, "/slash", "s", 1);
     fccl_store_close(raw);
@@ -564,8 +442,8 @@ Test(client, legacy_dialect_against_our_server)
     int64_t n;
     cr_assert_eq(fccl_store_add(s, "n", 4, &n), FCCL_OK);
     cr_assert_eq(n, 4);
-    cas(s, "a", "A", "B", "B");
-    cr_assert_eq(present(s, "a"), 1);
+    ss_cas(s, "a", "A", "B", "B");
+    cr_assert_eq(ss_present(s, "a"), 1);
     const char *keys[2] = {"a", "n"};
     cr_assert_eq(fccl_store_wait(s, keys, 2, 1000), FCCL_OK);
     void *vals[2];
@@ -727,7 +605,7 @@ Test(client_conn, refused_writes_are_reported)
     cr_assert(strstr(fccl_last_error(), "100-byte limit") &&
                   strstr(fccl_last_error(), "/big"),
               "%s", fccl_last_error());
-    cr_assert_eq(present(s, "big"), 0);
+    cr_assert_eq(ss_present(s, "big"), 0);
     cr_assert_eq(fccl_store_append(s, "ok", big, sizeof(big)),
                  FCCL_ERR_LIMIT);
     cr_assert_eq(fccl_store_queue_push(s, "q", big, sizeof(big)),

@@ -7,6 +7,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "lib/etcd.h"
 #include "lib/proc.h"
 #include "lib/srv.h"
+#include "lib/store_suite.h"
 
 static struct etcd_cluster cl;
 static char addr[400];
@@ -58,38 +60,10 @@ static fccl_store_t *open_at(const char *a, int raw, int64_t timeout_ms)
 
 static fccl_store_t *store(void) { return open_at(addr, 0, 10000); }
 
-static int present(fccl_store_t *s, const char *key)
-{
-    int all = -1;
-    const char *keys[1] = {key};
-    cr_assert_eq(fccl_store_check(s, keys, 1, &all), FCCL_OK, "%s",
-                 fccl_last_error());
-    return all;
-}
-
-static void cas(fccl_store_t *s, const char *k, const char *exp,
-                const char *des, const char *want)
-{
-    void *cur = NULL;
-    size_t cl_ = 0;
-    cr_assert_eq(fccl_store_compare_set(s, k, exp, strlen(exp), des,
-                                        strlen(des), &cur, &cl_),
-                 FCCL_OK, "%s", fccl_last_error());
-    cr_assert(cl_ == strlen(want) && memcmp(cur, want, cl_) == 0,
-              "cas %s: got '%.*s', want '%s'", k, (int)cl_, (char *)cur, want);
-    free(cur);
-}
-
 Test(etcd, set_get_overwrite_empty)
 {
     fccl_store_t *s = store();
-    cr_assert_eq(fccl_store_set(s, "a", "hello", 5), FCCL_OK);
-    srv_expect_value(s, "a", "hello", 5);
-    cr_assert_eq(fccl_store_set(s, "a", "hi", 2), FCCL_OK);
-    srv_expect_value(s, "a", "hi", 2);
-    cr_assert_eq(fccl_store_set(s, "empty", "", 0), FCCL_OK);
-    srv_expect_value(s, "empty", "", 0);
-    cr_assert_eq(present(s, "empty"), 1, "an empty value is a value");
+    ss_set_get_overwrite_empty(s);
     cr_assert_str_eq(fccl_store_addr(s), addr);
     fccl_store_close(s);
 }
@@ -97,31 +71,7 @@ Test(etcd, set_get_overwrite_empty)
 Test(etcd, binary_and_large_values)
 {
     fccl_store_t *s = store();
-    uint8_t all[256];
-    for (int i = 0; i < 256; i++)
-        all[i] = (uint8_t)i;
-    cr_assert_eq(fccl_store_set(s, "bin", all, sizeof(all)), FCCL_OK);
-    srv_expect_value(s, "bin", all, sizeof(all));
-    size_t big = 1u << 20; /* under etcd's 1.5 MiB request limit */
-    uint8_t *b = malloc(big);
-    uint32_t x = 12345;
-    for (size_t i = 0; i < big; i++) {
-        x = x * 1103515245u + 12345u;
-        b[i] = (uint8_t)(x >> 16);
-    }
-    cr_assert_eq(fccl_store_set(s, "big", b, big), FCCL_OK, "%s",
-                 fccl_last_error());
-    srv_expect_value(s, "big", b, big);
-    const char *keys[3] = {"bin", "big", "bin"};
-    void *vals[3];
-    size_t lens[3];
-    cr_assert_eq(fccl_store_multi_get(s, keys, 3, vals, lens, 5000), FCCL_OK,
-                 "%s", fccl_last_error());
-    cr_assert(lens[0] == 256 && lens[1] == big && lens[2] == 256);
-    cr_assert(memcmp(vals[1], b, big) == 0 && memcmp(vals[2], all, 256) == 0);
-    for (int i = 0; i < 3; i++)
-        free(vals[i]);
-    free(b);
+    ss_binary_and_large_values(s, 1u << 20); /* under etcd's 1.5 MiB limit */
     fccl_store_close(s);
 }
 
@@ -194,71 +144,23 @@ Test(etcd, concurrent_adds_all_count)
 Test(etcd, compare_set_all_cases)
 {
     fccl_store_t *s = store();
-    cas(s, "c", "", "first", "first");
-    srv_expect_value(s, "c", "first", 5);
-    cas(s, "c", "first", "second", "second");
-    srv_expect_value(s, "c", "second", 6);
-    cas(s, "c", "nope", "third", "second");
-    srv_expect_value(s, "c", "second", 6);
-    cas(s, "m", "exp", "des", "exp");
-    cr_assert_eq(present(s, "m"), 0);
+    ss_compare_set_all_cases(s);
     fccl_store_close(s);
 }
 
 Test(etcd, check_delete_num_keys)
 {
     fccl_store_t *s = store();
-    int64_t n = -1;
-    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK, "%s", fccl_last_error());
-    cr_assert_eq(n, 0);
-    fccl_store_set(s, "x", "1", 1);
-    fccl_store_set(s, "y", "2", 1);
-    fccl_store_queue_push(s, "q", "i", 1); /* queues are not keys */
-    const char *xy[2] = {"x", "y"}, *xz[2] = {"x", "z"};
-    int all = -1;
-    cr_assert_eq(fccl_store_check(s, xy, 2, &all), FCCL_OK);
-    cr_assert_eq(all, 1);
-    cr_assert_eq(fccl_store_check(s, xz, 2, &all), FCCL_OK);
-    cr_assert_eq(all, 0);
-    cr_assert_eq(fccl_store_check(s, xz, 0, &all), FCCL_OK);
-    cr_assert_eq(all, 1, "no keys: all present");
-    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
-    cr_assert_eq(n, 2);
-    int del = -1;
-    cr_assert_eq(fccl_store_delete(s, "x", &del), FCCL_OK);
-    cr_assert_eq(del, 1);
-    cr_assert_eq(fccl_store_delete(s, "x", &del), FCCL_OK);
-    cr_assert_eq(del, 0);
-    cr_assert_eq(present(s, "x"), 0);
-    cr_assert_eq(fccl_store_num_keys(s, &n), FCCL_OK);
-    cr_assert_eq(n, 1);
+    /* Queues are not keys: none of the counts below sees this one. */
+    cr_assert_eq(fccl_store_queue_push(s, "q", "i", 1), FCCL_OK);
+    ss_check_delete_num_keys(s);
     fccl_store_close(s);
 }
 
 Test(etcd, append_multi_ping_stats)
 {
     fccl_store_t *s = store();
-    cr_assert_eq(fccl_store_append(s, "ap", "ab", 2), FCCL_OK);
-    cr_assert_eq(fccl_store_append(s, "ap", "", 0), FCCL_OK);
-    cr_assert_eq(fccl_store_append(s, "ap", "cd", 2), FCCL_OK);
-    srv_expect_value(s, "ap", "abcd", 4);
-    const char *keys[3] = {"k0", "k1", "k2"};
-    const void *vals[3] = {"zero", "", "two\0x"};
-    size_t lens[3] = {4, 0, 5};
-    cr_assert_eq(fccl_store_multi_set(s, keys, vals, lens, 3), FCCL_OK);
-    void *got[3];
-    size_t glen[3];
-    const char *order[3] = {"k2", "k0", "k1"};
-    cr_assert_eq(fccl_store_multi_get(s, order, 3, got, glen, 5000), FCCL_OK,
-                 "%s", fccl_last_error());
-    cr_assert(glen[0] == 5 && memcmp(got[0], "two\0x", 5) == 0);
-    cr_assert(glen[1] == 4 && memcmp(got[1], "zero", 4) == 0);
-    cr_assert(glen[2] == 0);
-    for (int i = 0; i < 3; i++)
-        free(got[i]);
-    double rtt = -1;
-    cr_assert_eq(fccl_store_ping(s, &rtt), FCCL_OK, "%s", fccl_last_error());
-    cr_assert(rtt > 0 && rtt < 1e7, "rtt %f us", rtt);
+    ss_append_multi_ping(s, 1e7);
     char *text = NULL;
     cr_assert_eq(fccl_store_stats(s, &text, NULL), FCCL_OK, "%s",
                  fccl_last_error());
@@ -301,29 +203,8 @@ Test(etcd, multi_set_and_get_past_one_transaction)
 
 Test(etcd, list_keys_sorted_and_through_views)
 {
-    fccl_store_t *s = store(), *v = NULL;
-    fccl_store_set(s, "job/b", "1", 1);
-    fccl_store_set(s, "job/a", "1", 1);
-    fccl_store_set(s, "other", "1", 1);
-    char **keys = NULL;
-    size_t n = 0;
-    cr_assert_eq(fccl_store_list_keys(s, "job/", &keys, &n), FCCL_OK, "%s",
-                 fccl_last_error());
-    cr_assert_eq(n, 2);
-    cr_assert_str_eq(keys[0], "job/a");
-    cr_assert_str_eq(keys[1], "job/b");
-    fccl_store_free_keys(keys, n);
-    cr_assert_eq(fccl_store_list_keys(s, "", &keys, &n), FCCL_OK);
-    cr_assert_eq(n, 3);
-    fccl_store_free_keys(keys, n);
-    cr_assert_eq(fccl_store_prefixed(s, "job/", &v), FCCL_OK);
-    cr_assert_eq(fccl_store_list_keys(v, NULL, &keys, &n), FCCL_OK);
-    cr_assert_eq(n, 2);
-    cr_assert_str_eq(keys[0], "a", "view prefix stripped");
-    cr_assert_str_eq(keys[1], "b");
-    fccl_store_free_keys(keys, n);
-    srv_expect_value(v, "a", "1", 1);
-    fccl_store_close(v);
+    fccl_store_t *s = store();
+    ss_list_keys_sorted_and_through_views(s);
     fccl_store_close(s);
 }
 
@@ -642,11 +523,8 @@ Test(etcd_own, calls_go_on_when_the_leader_is_killed)
 
 static void write_file(const char *path, const char *text, int mode)
 {
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    fputs(text, f);
-    fclose(f);
-    chmod(path, (mode_t)mode);
+    cr_assert_eq(th_write_file(path, text, mode), 0, "%s: %s", path,
+                 strerror(errno));
 }
 
 static int connect_as(const char *user, const char *pwfile, fccl_store_t **s)

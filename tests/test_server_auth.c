@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +30,8 @@ static void write_file(const char *name, const char *text, int mode)
 {
     char p[128];
     snprintf(p, sizeof(p), "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    cr_assert(f);
-    fputs(text, f);
-    fclose(f);
-    cr_assert_eq(chmod(p, (mode_t)mode), 0);
+    cr_assert_eq(th_write_file(p, text, mode), 0, "%s: %s", p,
+                 strerror(errno));
 }
 
 static void setup(void)

@@ -156,8 +156,8 @@ FCCL_API int fccl_redop_parse(const char *name);
 /**
  * Force the algorithm of one operation on this group, overriding
  * FCCL_ALGO_<OP> (e.g. FCCL_ALGO_ALL_REDUCE=ring).  Every rank of the
- * group must make the same choice.  The README's table "Collective
- * algorithms" lists the choices; an algorithm that needs what the group
+ * group must make the same choice.  docs/algorithms.md lists the
+ * choices; an algorithm that needs what the group
  * lacks (shm on a group that spans hosts) runs a general one instead.
  *
  * Never blocks.  Not thread-safe: call it from the thread that drives the

@@ -22,6 +22,9 @@
  *   fccl/moe.h    the MoE operators (fccl_moe_dispatch,
  *                 fccl_moe_combine, fccl_moe_combine_add_rms_norm),
  *                 built on the collectives of fccl/coll.h.
+ *   fccl/server.h the TCPStore server itself, embeddable: options (every
+ *                 tcpstore-server option), create, serve on a thread or
+ *                 the caller's, wait for workers, reload, stop, free.
  *
  * A typical program: fccl_init() (pg.h) to join the world, collectives
  * (coll.h) on the world group or on groups made from it, fccl_finalize().
@@ -35,4 +38,5 @@
 #include "fccl/coll.h"
 #include "fccl/pg.h"
 #include "fccl/moe.h"
+#include "fccl/server.h"
 #endif

@@ -31,6 +31,8 @@
 #include "etcd_keys.h"
 #include "etcd_rmw.h"
 
+#include "server_names.h" /* struct store_server = fccl/server.h's */
+
 struct store_server;
 struct store_conn;
 struct be_op;

@@ -1,11 +1,14 @@
 /*
- * The store server's lifecycle and event-loop glue (see server.h): the
- * event base, listeners and accepting (with the connection limit), the stop
- * pipe, signals, the join timeout, running in a thread, and teardown in the
- * reverse order of setup.  Connections live in server_conn.c.
+ * The store server's lifecycle and event-loop glue (fccl/server.h): the
+ * event base, listeners and accepting (with the connection limit), the
+ * control pipe (stop and reload from any thread or signal handler),
+ * signals, the join timeout and the workers' waiters, running in a
+ * thread, and teardown in the reverse order of setup.  Connections live
+ * in server_conn.c, the status port in server_http.c.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -15,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "net.h"
@@ -91,22 +95,40 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
     evtimer_add(s->accept_timer, &tv);
 }
 
-/* ---- stop, signals, join timeout ---- */
+/* ---- the control pipe, signals, join timeout ---- */
 
-static void on_stop(evutil_socket_t fd, short what, void *arg)
+#define CTL_STOP 'x'
+#define CTL_RELOAD 'r'
+
+/* Bytes written by fccl_server_stop / fccl_server_reload (from any
+ * thread or a signal handler): a reload runs here, on the loop. */
+static void on_control(evutil_socket_t fd, short what, void *arg)
 {
     struct store_server *s = arg;
     char buf[64];
+    int stop = 0, reload = 0;
+    ssize_t n;
     (void)what;
-    while (read(fd, buf, sizeof(buf)) > 0)
-        ;
-    event_base_loopbreak(s->base);
+    while ((n = read(fd, buf, sizeof(buf))) > 0)
+        for (ssize_t i = 0; i < n; i++) {
+            stop |= buf[i] == CTL_STOP;
+            reload |= buf[i] == CTL_RELOAD;
+        }
+    if (reload)
+        store_reload(s);
+    if (stop)
+        event_base_loopbreak(s->base);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     struct store_server *s = arg;
     (void)what;
+    if (sig == SIGHUP) {
+        LOG_INFO("STORE", "SIGHUP: reloading TLS files and tokens");
+        store_reload(s);
+        return;
+    }
     LOG_INFO("STORE", "signal %d: shutting down", (int)sig);
     event_base_loopexit(s->base, NULL);
 }
@@ -166,7 +188,7 @@ static int add_events(struct store_server *s)
     if (pipe2(s->stop_pipe, O_NONBLOCK | O_CLOEXEC) < 0)
         return fccl_err_sys(FCCL_ERR_IO, errno, "pipe");
     s->stop_ev = event_new(s->base, s->stop_pipe[0], EV_READ | EV_PERSIST,
-                           on_stop, s);
+                           on_control, s);
     s->accept_timer = evtimer_new(s->base, on_accept_resume, s);
     s->join_timer = evtimer_new(s->base, on_join_timeout, s);
     s->sweep_timer = event_new(s->base, -1, EV_PERSIST, on_sweep, s);
@@ -179,17 +201,43 @@ static int add_events(struct store_server *s)
         return FCCL_OK;
     s->sig_int = evsignal_new(s->base, SIGINT, on_signal, s);
     s->sig_term = evsignal_new(s->base, SIGTERM, on_signal, s);
-    if (!s->sig_int || !s->sig_term || evsignal_add(s->sig_int, NULL) < 0 ||
-        evsignal_add(s->sig_term, NULL) < 0)
-        return fccl_err(FCCL_ERR_IO, "installing SIGINT/SIGTERM handlers");
+    s->sig_hup = evsignal_new(s->base, SIGHUP, on_signal, s);
+    if (!s->sig_int || !s->sig_term || !s->sig_hup ||
+        evsignal_add(s->sig_int, NULL) < 0 ||
+        evsignal_add(s->sig_term, NULL) < 0 ||
+        evsignal_add(s->sig_hup, NULL) < 0)
+        return fccl_err(FCCL_ERR_IO,
+                        "installing SIGINT/SIGTERM/SIGHUP handlers");
     return FCCL_OK;
 }
 
-int store_server_create(const struct store_server_config *cfg,
-                        struct store_server **out)
+/* The mutex and condition fccl_server_wait_workers sleeps on (its clock
+ * is the monotonic one, as every deadline of fccl). */
+static int join_sync_init(struct store_server *s)
 {
+    pthread_condattr_t a;
+    if (pthread_condattr_init(&a) != 0)
+        return fccl_err(FCCL_ERR_NOMEM, "condattr");
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    int e = pthread_cond_init(&s->join_cv, &a);
+    pthread_condattr_destroy(&a);
+    if (e)
+        return fccl_err_sys(FCCL_ERR_NOMEM, e, "pthread_cond_init");
+    if ((e = pthread_mutex_init(&s->join_mu, NULL)) != 0) {
+        pthread_cond_destroy(&s->join_cv);
+        return fccl_err_sys(FCCL_ERR_NOMEM, e, "pthread_mutex_init");
+    }
+    s->join_sync = 1;
+    return FCCL_OK;
+}
+
+int fccl_server_create(const struct store_server_config *cfg,
+                       struct store_server **out)
+{
+    if (!out)
+        return fccl_err(FCCL_ERR_INVALID, "fccl_server_create: out is NULL");
     *out = NULL;
-    int rc = store_server_config_check(cfg);
+    int rc = fccl_server_opts_check(cfg);
     if (rc < 0)
         return rc;
     struct store_server *s = calloc(1, sizeof(*s));
@@ -197,10 +245,13 @@ int store_server_create(const struct store_server_config *cfg,
         return fccl_err(FCCL_ERR_NOMEM, "store server");
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
     s->cfg = *cfg;
+    s->started_ns = fccl_now_ns();
     s->big_value_min = STORE_BIG_VALUE;
     s->lend_min = STORE_LEND_MIN;
     if (cfg->log_level >= 0)
         fccl_log_set_level(cfg->log_level);
+    CHECK_GOTO(join_sync_init(s), rc, fail);
+    CHECK_GOTO(store_resolve_paths(&s->cfg), rc, fail);
     limits_from_config(s);
     codec_buf_init(&s->out);
     s->base = event_base_new();
@@ -216,6 +267,7 @@ int store_server_create(const struct store_server_config *cfg,
     CHECK_GOTO(store_auth_setup(s), rc, fail);
     CHECK_GOTO(store_be_open(s), rc, fail);
     CHECK_GOTO(open_listeners(s), rc, fail);
+    CHECK_GOTO(store_http_open(s), rc, fail);
     CHECK_GOTO(add_events(s), rc, fail);
     LOG_INFO("STORE", "listening on %s (%d socket%s)", s->address, s->nlis,
              s->nlis > 1 ? "s, IPv4 and IPv6" : "");
@@ -223,20 +275,68 @@ int store_server_create(const struct store_server_config *cfg,
     *out = s;
     return FCCL_OK;
 fail:
-    store_server_free(s);
+    fccl_server_free(s);
     return rc;
 }
 
-int store_server_port(const struct store_server *s) { return s->port; }
-
-const char *store_server_address(const struct store_server *s)
+int fccl_server_port(const struct store_server *s)
 {
-    return s->address;
+    return s ? s->port : -1;
 }
 
-int64_t store_server_joined(const struct store_server *s)
+const char *fccl_server_address(const struct store_server *s)
 {
-    return s->joined;
+    return s ? s->address : "";
+}
+
+const char *fccl_server_http_address(const struct store_server *s)
+{
+    return s ? s->http_address : "";
+}
+
+int64_t fccl_server_joined(const struct store_server *s)
+{
+    return s ? atomic_load(&s->joined) : 0;
+}
+
+void store_join_notify(struct store_server *s)
+{
+    pthread_mutex_lock(&s->join_mu);
+    pthread_cond_broadcast(&s->join_cv);
+    pthread_mutex_unlock(&s->join_mu);
+}
+
+static void timespec_at(struct timespec *ts, uint64_t ns)
+{
+    ts->tv_sec = (time_t)(ns / 1000000000ull);
+    ts->tv_nsec = (long)(ns % 1000000000ull);
+}
+
+int fccl_server_wait_workers(struct store_server *s, int n,
+                             int64_t timeout_ms)
+{
+    if (!s || n < 0 || timeout_ms < 0)
+        return fccl_err(FCCL_ERR_INVALID, "fccl_server_wait_workers: %s",
+                        !s ? "server is NULL" : "n and timeout must be >= 0");
+    uint64_t deadline = fccl_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    struct timespec ts;
+    timespec_at(&ts, deadline);
+    pthread_mutex_lock(&s->join_mu);
+    while (atomic_load(&s->joined) < n && !atomic_load(&s->ended) &&
+           fccl_now_ns() < deadline)
+        if (pthread_cond_timedwait(&s->join_cv, &s->join_mu, &ts) == ETIMEDOUT)
+            break;
+    int64_t j = atomic_load(&s->joined);
+    int ended = atomic_load(&s->ended);
+    pthread_mutex_unlock(&s->join_mu);
+    if (j >= n)
+        return FCCL_OK;
+    if (ended)
+        return fccl_err(FCCL_ERR_STATE, "store %s stopped with %lld of %d "
+                        "workers joined", s->address, (long long)j, n);
+    return fccl_err(FCCL_ERR_TIMEOUT, "store %s: %lld of %d workers joined "
+                    "within %lld ms", s->address, (long long)j, n,
+                    (long long)timeout_ms);
 }
 
 static void arm_join_timer(struct store_server *s)
@@ -267,11 +367,23 @@ static void drop_pending_sigpipe(void)
             break;
 }
 
-int store_server_run(struct store_server *s)
+/* The loop ended: waiters for workers learn it at once. */
+static void mark_ended(struct store_server *s, int ended)
 {
+    pthread_mutex_lock(&s->join_mu);
+    atomic_store(&s->ended, ended);
+    pthread_cond_broadcast(&s->join_cv);
+    pthread_mutex_unlock(&s->join_mu);
+}
+
+int fccl_server_run(struct store_server *s)
+{
+    if (!s)
+        return fccl_err(FCCL_ERR_INVALID, "fccl_server_run: server is NULL");
     int expected = 0;
     if (!atomic_compare_exchange_strong(&s->running, &expected, 1))
         return fccl_err(FCCL_ERR_STATE, "store server already running");
+    mark_ended(s, 0);
     sigset_t pipe_only, old;
     sigemptyset(&pipe_only);
     sigaddset(&pipe_only, SIGPIPE);
@@ -282,6 +394,7 @@ int store_server_run(struct store_server *s)
         drop_pending_sigpipe();
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     atomic_store(&s->running, 0);
+    mark_ended(s, 1);
     if (rc < 0)
         return fccl_err(FCCL_ERR_IO, "event loop failed");
     return FCCL_OK;
@@ -289,12 +402,14 @@ int store_server_run(struct store_server *s)
 
 static void *server_thread(void *arg)
 {
-    store_server_run(arg);
+    fccl_server_run(arg);
     return NULL;
 }
 
-int store_server_start_thread(struct store_server *s)
+int fccl_server_start(struct store_server *s)
 {
+    if (!s)
+        return fccl_err(FCCL_ERR_INVALID, "fccl_server_start: server is NULL");
     if (s->thread_started || atomic_load(&s->running))
         return fccl_err(FCCL_ERR_STATE, "store server already running");
     int e = pthread_create(&s->thread, NULL, server_thread, s);
@@ -304,14 +419,21 @@ int store_server_start_thread(struct store_server *s)
     return FCCL_OK;
 }
 
-void store_server_stop(struct store_server *s)
+static void control(struct store_server *s, char what)
 {
     if (!s || s->stop_pipe[1] < 0)
         return;
-    /* A full pipe already holds a stop request: ignoring EAGAIN is right. */
-    ssize_t w = write(s->stop_pipe[1], "x", 1);
+    /* A full pipe already holds requests the loop has yet to read: the
+     * loop still sees one byte of each kind, so ignoring EAGAIN is right
+     * unless the pipe is full of the other kind, which 64 KiB of control
+     * bytes never are in practice. */
+    ssize_t w = write(s->stop_pipe[1], &what, 1);
     (void)w;
 }
+
+void fccl_server_stop(struct store_server *s) { control(s, CTL_STOP); }
+
+void fccl_server_reload(struct store_server *s) { control(s, CTL_RELOAD); }
 
 static void free_event(struct event **ev)
 {
@@ -320,20 +442,22 @@ static void free_event(struct event **ev)
     *ev = NULL;
 }
 
-void store_server_free(struct store_server *s)
+void fccl_server_free(struct store_server *s)
 {
     if (!s)
         return;
     if (s->thread_started) {
-        store_server_stop(s);
+        fccl_server_stop(s);
         pthread_join(s->thread, NULL);
         s->thread_started = 0;
     }
     while (s->conns)
         store_conn_free(s->conns);
+    store_http_close(s);
     free_event(&s->sweep_timer);
     free_event(&s->join_timer);
     free_event(&s->accept_timer);
+    free_event(&s->sig_hup);
     free_event(&s->sig_term);
     free_event(&s->sig_int);
     free_event(&s->stop_ev);
@@ -352,5 +476,9 @@ void store_server_free(struct store_server *s)
     codec_buf_free(&s->out);
     if (s->base)
         event_base_free(s->base);
+    if (s->join_sync) {
+        pthread_cond_destroy(&s->join_cv);
+        pthread_mutex_destroy(&s->join_mu);
+    }
     free(s);
 }

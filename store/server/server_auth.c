@@ -350,3 +350,48 @@ int store_auth_gate(struct store_server *s, struct store_conn *c,
                         codec_op_name(r->op));
     return FCCL_OK;
 }
+
+/* ---- reload (SIGHUP) and the status port ---- */
+
+int store_auth_reload(struct store_server *s)
+{
+    const struct store_server_config *c = &s->cfg;
+    if (!s->auth)
+        return FCCL_OK;
+    struct store_auth n;
+    memset(&n, 0, sizeof(n));
+    int rc = store_read_token(c->token_file, n.rw, sizeof(n.rw), &n.rwlen);
+    if (rc == FCCL_OK && c->read_token_file[0])
+        rc = store_read_token(c->read_token_file, n.ro, sizeof(n.ro),
+                              &n.rolen);
+    if (rc == FCCL_OK && n.rolen == n.rwlen && !memcmp(n.rw, n.ro, n.rwlen))
+        rc = fccl_err(FCCL_ERR_INVALID, "the read-only token is the "
+                      "read-write token");
+    if (rc == FCCL_OK) {
+        /* Only the tokens change: whatever else the table keeps stays. */
+        memcpy(s->auth->rw, n.rw, sizeof(n.rw));
+        memcpy(s->auth->ro, n.ro, sizeof(n.ro));
+        s->auth->rwlen = n.rwlen;
+        s->auth->rolen = n.rolen;
+    }
+    OPENSSL_cleanse(&n, sizeof(n));
+    return rc;
+}
+
+/* Constant-time equality of a[0..n) and t[0..tlen). */
+static int same_token(const unsigned char *t, size_t tlen, const void *a,
+                      size_t n)
+{
+    return tlen && tlen == n && CRYPTO_memcmp(t, a, n) == 0;
+}
+
+int store_auth_token_match(const struct store_server *s, const void *tok,
+                           size_t n)
+{
+    const struct store_auth *a = s->auth;
+    if (!a)
+        return 0;
+    if (same_token(a->rw, a->rwlen, tok, n))
+        return 2;
+    return same_token(a->ro, a->rolen, tok, n) ? 1 : 0;
+}

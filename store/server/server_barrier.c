@@ -114,3 +114,12 @@ void store_barrier_drop(struct store_server *s, struct store_conn *c)
     if (c->bar)
         unlink_wait(s, c->bar);
 }
+
+void store_barrier_each(struct store_server *s,
+                        void (*fn)(void *arg, const uint8_t *key,
+                                   size_t klen, int64_t target),
+                        void *arg)
+{
+    for (const struct barrier_wait *b = s->barriers; b; b = b->next)
+        fn(arg, b->key, b->klen, b->target);
+}

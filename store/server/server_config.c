@@ -1,13 +1,15 @@
 /*
- * tcpstore-server options: defaults, "name = value" setting, config files
- * and range checks.  The names are the command-line ones without "--", so a
- * config file and a command line read the same.
+ * The server's options (fccl/server.h): defaults, setting one by its
+ * tcpstore-server name, config files, and the checks of the whole set.
+ * Every option is a row of one table (name, alias, kind, field), so a
+ * config file, a command line, fccl_server_opts_set() and Python's
+ * TCPStore(is_master=True) read the same names the same way.
  */
-#include "server.h"
+#include "fccl/server.h"
 
 #include <ctype.h>
-#include <stddef.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,23 +18,29 @@
 #include "clock.h"
 #include "err.h"
 #include "log.h"
+#include "net.h"
+#include "server_int.h"
 
-void store_server_config_default(struct store_server_config *c)
+void fccl_server_opts_init(fccl_server_opts_t *c)
 {
+    if (!c)
+        return;
     memset(c, 0, sizeof(*c));
-    c->port = STORE_SERVER_DEFAULT_PORT;
+    c->port = FCCL_SERVER_DEFAULT_PORT;
     c->timeout_ms = FCCL_DEFAULT_TIMEOUT_MS;
     c->max_key = 8ull << 10;
     c->max_value = 64ull << 20;
     c->max_keys_per_req = 131072;
     c->max_conns = 65536;
     c->max_total_bytes = 4ull << 30;
-    c->max_conns_per_addr = STORE_SERVER_PER_ADDR_AUTO;
+    c->max_conns_per_addr = FCCL_SERVER_PER_ADDR_AUTO;
     c->request_timeout_ms = 30000;
+    c->handshake_timeout_ms = 10000;
     c->log_level = -1;
     c->fsync_interval_ms = 100;
-    c->handshake_timeout_ms = 10000;
 }
+
+/* ---- value parsers ---- */
 
 /* "64MiB", "8k", "1G", "4096" -> bytes; -1 if malformed. */
 static int parse_size(const char *s, uint64_t *out)
@@ -66,7 +74,7 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out)
+static int parse_long(const char *s, long lo, long hi, long *out)
 {
     if (!s || !*s)
         return -1;
@@ -92,6 +100,78 @@ static int parse_bool(const char *s, int *out)
     return -1;
 }
 
+static int bad(const char *key, const char *value, const char *why)
+{
+    return fccl_err(FCCL_ERR_INVALID, "option %s: bad value '%s' (%s)", key,
+                    value, why);
+}
+
+/* ---- the table ---- */
+
+enum opt_kind {
+    K_HOST,     /* listening address: "*" and "[v6]" accepted */
+    K_INT,      /* integer in [lo, hi], into an int or an int64_t */
+    K_BOOL,
+    K_SECONDS,  /* seconds (fractions allowed) into an int64_t of ms */
+    K_SIZE,     /* bytes with K/M/G suffixes into a uint64_t */
+    K_PATH,     /* a path into a char array */
+    K_FSYNC,    /* always | interval | never */
+    K_LOGLEVEL, /* error .. trace */
+    K_HTTP,     /* the status port: PORT or HOST:PORT */
+    K_PER_ADDR, /* a size, or "auto" (FCCL_SERVER_PER_ADDR_AUTO) */
+};
+
+struct opt {
+    const char *name, *alias;
+    enum opt_kind kind;
+    size_t off, size; /* the field */
+    long lo, hi;      /* K_INT's range */
+};
+
+#define FIELD(f) offsetof(fccl_server_opts_t, f), \
+                 sizeof(((fccl_server_opts_t *)0)->f)
+
+static const struct opt OPTS[] = {
+    {"host", NULL, K_HOST, FIELD(host), 0, 0},
+    {"port", NULL, K_INT, FIELD(port), 0, 65535},
+    {"world-size", NULL, K_INT, FIELD(world_size), 0, 1 << 24},
+    {"wait-for-workers", NULL, K_BOOL, FIELD(wait_for_workers), 0, 0},
+    {"timeout", NULL, K_SECONDS, FIELD(timeout_ms), 0, 0},
+    {"max-key-bytes", "max-key", K_SIZE, FIELD(max_key), 0, 0},
+    {"max-value-bytes", "max-value", K_SIZE, FIELD(max_value), 0, 0},
+    {"max-keys-per-request", "max-keys", K_SIZE, FIELD(max_keys_per_req),
+     0, 0},
+    {"max-connections", "max-conns", K_SIZE, FIELD(max_conns), 0, 0},
+    {"max-total-bytes", NULL, K_SIZE, FIELD(max_total_bytes), 0, 0},
+    {"max-connections-per-addr", NULL, K_PER_ADDR,
+     FIELD(max_conns_per_addr), 0, 0},
+    {"request-timeout", NULL, K_SECONDS, FIELD(request_timeout_ms), 0, 0},
+    {"handshake-timeout", NULL, K_SECONDS, FIELD(handshake_timeout_ms), 0,
+     0},
+    {"journal-recover", NULL, K_BOOL, FIELD(journal_recover), 0, 0},
+    {"tls-cert", NULL, K_PATH, FIELD(tls_cert), 0, 0},
+    {"tls-key", NULL, K_PATH, FIELD(tls_key), 0, 0},
+    {"tls-ca", NULL, K_PATH, FIELD(tls_ca), 0, 0},
+    {"tls-required", NULL, K_BOOL, FIELD(tls_required), 0, 0},
+    {"token-file", NULL, K_PATH, FIELD(token_file), 0, 0},
+    {"read-token-file", NULL, K_PATH, FIELD(read_token_file), 0, 0},
+    {"auth-required", NULL, K_BOOL, FIELD(auth_required), 0, 0},
+    {"journal", NULL, K_PATH, FIELD(journal), 0, 0},
+    {"fsync", NULL, K_FSYNC, FIELD(fsync_mode), 0, 0},
+    {"fsync-interval-ms", NULL, K_INT, FIELD(fsync_interval_ms), 1,
+     3600000},
+    {"http", NULL, K_HTTP, FIELD(http), 0, 0},
+    {"http-public", NULL, K_BOOL, FIELD(http_public), 0, 0},
+    {"backend", NULL, K_PATH, FIELD(backend), 0, 0},
+    {"backend-user", NULL, K_PATH, FIELD(backend_user), 0, 0},
+    {"backend-password-file", NULL, K_PATH, FIELD(backend_password_file), 0,
+     0},
+    {"backend-tls-ca", NULL, K_PATH, FIELD(backend_tls_ca), 0, 0},
+    {"backend-tls-cert", NULL, K_PATH, FIELD(backend_tls_cert), 0, 0},
+    {"backend-tls-key", NULL, K_PATH, FIELD(backend_tls_key), 0, 0},
+    {"log-level", NULL, K_LOGLEVEL, FIELD(log_level), 0, 0},
+};
+
 /* Option names with '_' read as '-'. */
 static void normalize(const char *in, char *out, size_t n)
 {
@@ -101,196 +181,184 @@ static void normalize(const char *in, char *out, size_t n)
     out[i] = '\0';
 }
 
-static int bad(const char *key, const char *value, const char *why)
+static const struct opt *find_opt(const char *name)
 {
-    return fccl_err(FCCL_ERR_INVALID, "option %s: bad value '%s' (%s)", key,
-                    value, why);
+    char k[64];
+    normalize(name, k, sizeof(k));
+    for (size_t i = 0; i < sizeof(OPTS) / sizeof(OPTS[0]); i++)
+        if (!strcmp(k, OPTS[i].name) ||
+            (OPTS[i].alias && !strcmp(k, OPTS[i].alias)))
+            return &OPTS[i];
+    return NULL;
 }
 
-static int set_size(uint64_t *dst, const char *key, const char *value)
+static void put_int(void *field, size_t size, int64_t v)
 {
-    uint64_t v;
-    if (parse_size(value, &v) < 0)
-        return bad(key, value, "expected a size such as 4096, 8KiB, 64MiB");
-    *dst = v;
+    if (size == sizeof(int))
+        *(int *)field = (int)v;
+    else
+        *(int64_t *)field = v;
+}
+
+/* src[0..len) into dst (n bytes); `value` names it in the error. */
+static int put_text(char *dst, size_t n, const char *key, const char *value,
+                    const char *src, size_t len)
+{
+    if (len >= n)
+        return bad(key, value, "too long");
+    memcpy(dst, src, len);
+    dst[len] = '\0';
     return FCCL_OK;
 }
 
-static int set_path(char *dst, size_t n, const char *key, const char *value);
-
-/* --backend and the --backend-* options of its user and TLS. */
-static int set_backend(struct store_server_config *c, const char *k,
-                       const char *key, const char *value)
-{
-    static const struct {
-        const char *name;
-        size_t off, len;
-    } f[] = {
-#define BE_FIELD(n, m) {n, offsetof(struct store_server_config, m),          \
-                        sizeof(((struct store_server_config *)0)->m)}
-        BE_FIELD("backend", backend),
-        BE_FIELD("backend-user", backend_user),
-        BE_FIELD("backend-password-file", backend_password_file),
-        BE_FIELD("backend-tls-ca", backend_tls_ca),
-        BE_FIELD("backend-tls-cert", backend_tls_cert),
-        BE_FIELD("backend-tls-key", backend_tls_key),
-#undef BE_FIELD
-    };
-    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
-        if (strcmp(k, f[i].name) == 0)
-            return set_path((char *)c + f[i].off, f[i].len, key, value);
-    return fccl_err(FCCL_ERR_INVALID, "unknown option '%s'", key);
-}
-
-static int set_path(char *dst, size_t n, const char *key, const char *value)
-{
-    if (strlen(value) >= n)
-        return bad(key, value, "path too long");
-    memcpy(dst, value, strlen(value) + 1);
-    return FCCL_OK;
-}
-
-static int set_host(struct store_server_config *c, const char *value)
+static int set_host(char *dst, size_t n, const char *key, const char *value)
 {
     const char *h = value;
     if (strcmp(h, "*") == 0)
         h = "";
-    size_t n = strlen(h);
+    size_t len = strlen(h);
     /* "[::1]" is accepted as the bare address. */
-    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+    if (len >= 2 && h[0] == '[' && h[len - 1] == ']') {
         h++;
-        n -= 2;
+        len -= 2;
     }
-    if (n >= sizeof(c->host))
-        return bad("host", value, "too long");
-    memcpy(c->host, h, n);
-    c->host[n] = '\0';
+    return put_text(dst, n, key, value, h, len);
+}
+
+/* "PORT" (on loopback), "HOST:PORT", "[V6]:PORT" or "*:PORT" (every
+ * interface), kept as "HOST:PORT" with "*" for every interface. */
+static int set_http(char *dst, size_t n, const char *key, const char *value)
+{
+    char host[FCCL_HOST_MAX], buf[FCCL_HOST_MAX + 16];
+    long port;
+    if (!*value) {
+        dst[0] = '\0';
+        return FCCL_OK;
+    }
+    if (parse_long(value, 0, 65535, &port) == 0) {
+        snprintf(buf, sizeof(buf), "127.0.0.1:%ld", port);
+    } else {
+        int p;
+        if (fccl_addr_parse(value, host, sizeof(host), &p) < 0 || !host[0])
+            return bad(key, value, "expected PORT or HOST:PORT");
+        fccl_addr_format(buf, sizeof(buf), host, p);
+    }
+    size_t len = strlen(buf);
+    if (len >= n)
+        return bad(key, value, "too long");
+    memcpy(dst, buf, len + 1);
     return FCCL_OK;
 }
 
-int store_server_config_set(struct store_server_config *c, const char *key,
-                            const char *value)
+static int set_fsync(int *dst, const char *key, const char *value)
 {
-    char k[64];
-    long v;
-    if (!key || !value)
-        return fccl_err(FCCL_ERR_INVALID, "option without name or value");
-    normalize(key, k, sizeof(k));
-    if (strcmp(k, "host") == 0)
-        return set_host(c, value);
-    if (strcmp(k, "port") == 0) {
-        if (parse_int(value, 0, 65535, &v) < 0)
-            return bad(key, value, "expected 0..65535");
-        c->port = (int)v;
-        return FCCL_OK;
-    }
-    if (strcmp(k, "world-size") == 0) {
-        if (parse_int(value, 0, 1 << 24, &v) < 0)
-            return bad(key, value, "expected a rank count >= 0");
-        c->world_size = (int)v;
-        return FCCL_OK;
-    }
-    if (strcmp(k, "wait-for-workers") == 0)
-        return parse_bool(value, &c->wait_for_workers) < 0
-                   ? bad(key, value, "expected true or false")
-                   : FCCL_OK;
-    if (strcmp(k, "timeout") == 0) {
-        int64_t ms = fccl_parse_seconds_ms(value);
-        if (ms < 0)
-            return bad(key, value, "expected seconds >= 0");
-        c->timeout_ms = ms;
-        return FCCL_OK;
-    }
-    if (strcmp(k, "max-key-bytes") == 0 || strcmp(k, "max-key") == 0)
-        return set_size(&c->max_key, key, value);
-    if (strcmp(k, "max-value-bytes") == 0 || strcmp(k, "max-value") == 0)
-        return set_size(&c->max_value, key, value);
-    if (strcmp(k, "max-keys-per-request") == 0 ||
-        strcmp(k, "max-keys") == 0)
-        return set_size(&c->max_keys_per_req, key, value);
-    if (strcmp(k, "max-connections") == 0 || strcmp(k, "max-conns") == 0)
-        return set_size(&c->max_conns, key, value);
-    if (strcmp(k, "max-total-bytes") == 0)
-        return set_size(&c->max_total_bytes, key, value);
-    if (strcmp(k, "max-connections-per-addr") == 0 &&
-        strcasecmp(value, "auto") == 0)
-        return c->max_conns_per_addr = STORE_SERVER_PER_ADDR_AUTO, FCCL_OK;
-    if (strcmp(k, "max-connections-per-addr") == 0)
-        return set_size(&c->max_conns_per_addr, key, value);
-    if (strcmp(k, "journal-recover") == 0)
-        return parse_bool(value, &c->journal_recover) < 0
-                   ? bad(key, value, "expected true or false")
-                   : FCCL_OK;
-    if (strcmp(k, "handshake-timeout") == 0) {
-        int64_t ms = fccl_parse_seconds_ms(value);
-        if (ms < 0)
-            return bad(key, value, "expected seconds >= 0");
-        c->handshake_timeout_ms = ms;
-        return FCCL_OK;
-    }
-    if (strcmp(k, "request-timeout") == 0) {
-        int64_t ms = fccl_parse_seconds_ms(value);
-        if (ms < 0)
-            return bad(key, value, "expected seconds >= 0");
-        c->request_timeout_ms = ms;
-        return FCCL_OK;
-    }
-    if (strcmp(k, "tls-cert") == 0)
-        return set_path(c->tls_cert, sizeof(c->tls_cert), key, value);
-    if (strcmp(k, "tls-key") == 0)
-        return set_path(c->tls_key, sizeof(c->tls_key), key, value);
-    if (strcmp(k, "tls-ca") == 0)
-        return set_path(c->tls_ca, sizeof(c->tls_ca), key, value);
-    if (strcmp(k, "tls-required") == 0)
-        return parse_bool(value, &c->tls_required) < 0
-                   ? bad(key, value, "expected true or false")
-                   : FCCL_OK;
-    if (strcmp(k, "token-file") == 0)
-        return set_path(c->token_file, sizeof(c->token_file), key, value);
-    if (strcmp(k, "read-token-file") == 0)
-        return set_path(c->read_token_file, sizeof(c->read_token_file), key,
-                        value);
-    if (strcmp(k, "auth-required") == 0)
-        return parse_bool(value, &c->auth_required) < 0
-                   ? bad(key, value, "expected true or false")
-                   : FCCL_OK;
-    if (strcmp(k, "journal") == 0)
-        return set_path(c->journal, sizeof(c->journal), key, value);
-    if (strncmp(k, "backend", 7) == 0)
-        return set_backend(c, k, key, value);
-    if (strcmp(k, "fsync") == 0) {
-        static const char *const modes[] = {"always", "interval", "never"};
-        for (int i = 0; i < 3; i++)
-            if (strcasecmp(value, modes[i]) == 0)
-                return c->fsync_mode = i, FCCL_OK;
-        return bad(key, value, "expected always, interval or never");
-    }
-    if (strcmp(k, "fsync-interval-ms") == 0) {
-        if (parse_int(value, 1, 3600000, &v) < 0)
-            return bad(key, value, "expected 1..3600000 milliseconds");
-        c->fsync_interval_ms = v;
-        return FCCL_OK;
-    }
-    if (strcmp(k, "log-level") == 0) {
-        int lvl = fccl_log_parse_level(value);
-        if (lvl < 0)
-            return bad(key, value, "expected error|warn|info|debug|trace");
-        c->log_level = lvl;
-        return FCCL_OK;
-    }
-    return fccl_err(FCCL_ERR_INVALID, "unknown option '%s'", key);
+    static const char *const modes[] = {"always", "interval", "never"};
+    for (int i = 0; i < 3; i++)
+        if (strcasecmp(value, modes[i]) == 0)
+            return *dst = i, FCCL_OK;
+    return bad(key, value, "expected always, interval or never");
 }
 
-int store_server_config_check(const struct store_server_config *c)
+static int apply(const struct opt *o, void *field, const char *key,
+                 const char *value)
 {
+    long v;
+    int b;
+    uint64_t sz;
+    int64_t ms;
+    switch (o->kind) {
+    case K_HOST:
+        return set_host(field, o->size, key, value);
+    case K_INT:
+        if (parse_long(value, o->lo, o->hi, &v) < 0) {
+            char why[64];
+            snprintf(why, sizeof(why), "expected %ld..%ld", o->lo, o->hi);
+            return bad(key, value, why);
+        }
+        put_int(field, o->size, v);
+        return FCCL_OK;
+    case K_BOOL:
+        if (parse_bool(value, &b) < 0)
+            return bad(key, value, "expected true or false");
+        *(int *)field = b;
+        return FCCL_OK;
+    case K_SECONDS:
+        if ((ms = fccl_parse_seconds_ms(value)) < 0)
+            return bad(key, value, "expected seconds >= 0");
+        *(int64_t *)field = ms;
+        return FCCL_OK;
+    case K_SIZE:
+        if (parse_size(value, &sz) < 0)
+            return bad(key, value, "expected a size such as 4096, 8KiB, "
+                       "64MiB");
+        *(uint64_t *)field = sz;
+        return FCCL_OK;
+    case K_PATH:
+        return put_text(field, o->size, key, value, value, strlen(value));
+    case K_FSYNC:
+        return set_fsync(field, key, value);
+    case K_LOGLEVEL:
+        if ((b = fccl_log_parse_level(value)) < 0)
+            return bad(key, value, "expected error|warn|info|debug|trace");
+        *(int *)field = b;
+        return FCCL_OK;
+    case K_HTTP:
+        return set_http(field, o->size, key, value);
+    case K_PER_ADDR:
+        if (strcasecmp(value, "auto") == 0) {
+            *(uint64_t *)field = FCCL_SERVER_PER_ADDR_AUTO;
+            return FCCL_OK;
+        }
+        if (parse_size(value, &sz) < 0)
+            return bad(key, value, "expected auto or a count");
+        *(uint64_t *)field = sz;
+        return FCCL_OK;
+    }
+    return fccl_err(FCCL_ERR_INVALID, "option %s: unhandled kind", key);
+}
+
+int fccl_server_opts_set(fccl_server_opts_t *c, const char *key,
+                         const char *value)
+{
+    if (!c || !key || !value)
+        return fccl_err(FCCL_ERR_INVALID, "option without name or value");
+    const struct opt *o = find_opt(key);
+    if (!o)
+        return fccl_err(FCCL_ERR_INVALID, "unknown option '%s'", key);
+    return apply(o, (char *)c + o->off, key, value);
+}
+
+/* ---- the checks of the whole set ---- */
+
+static int check_http(const fccl_server_opts_t *c)
+{
+    char host[FCCL_HOST_MAX];
+    int port;
+    if (!c->http[0])
+        return FCCL_OK;
+    if (fccl_addr_parse(c->http, host, sizeof(host), &port) < 0)
+        return fccl_err(FCCL_ERR_INVALID, "http '%s': expected HOST:PORT",
+                        c->http);
+    if (!c->http_public && !store_is_loopback(host))
+        return fccl_err(FCCL_ERR_INVALID,
+                        "http %s listens beyond loopback: the status page "
+                        "shows every client and key prefix; add "
+                        "http-public to allow it", c->http);
+    return FCCL_OK;
+}
+
+int fccl_server_opts_check(const fccl_server_opts_t *c)
+{
+    if (!c)
+        return fccl_err(FCCL_ERR_INVALID, "server options: NULL");
     if (c->port < 0 || c->port > 65535)
         return fccl_err(FCCL_ERR_INVALID, "port %d out of range", c->port);
-    if (c->max_key < 1 || c->max_key > STORE_SERVER_MAX_KEY_CAP)
+    if (c->max_key < 1 || c->max_key > FCCL_SERVER_MAX_KEY_CAP)
         return fccl_err(FCCL_ERR_INVALID,
                         "max-key-bytes %llu: must be 1..%llu",
                         (unsigned long long)c->max_key,
-                        (unsigned long long)STORE_SERVER_MAX_KEY_CAP);
-    if (c->max_value > STORE_SERVER_MAX_VALUE_CAP)
+                        (unsigned long long)FCCL_SERVER_MAX_KEY_CAP);
+    if (c->max_value > FCCL_SERVER_MAX_VALUE_CAP)
         return fccl_err(FCCL_ERR_INVALID,
                         "max-value-bytes %llu: must be at most 1 GiB",
                         (unsigned long long)c->max_value);
@@ -312,11 +380,20 @@ int store_server_config_check(const struct store_server_config *c)
     if (c->backend_user[0] && !c->backend_password_file[0])
         return fccl_err(FCCL_ERR_INVALID, "--backend-user needs "
                         "--backend-password-file");
+    if (c->world_size < 0)
+        return fccl_err(FCCL_ERR_INVALID, "world-size must be >= 0");
     if (c->wait_for_workers && c->world_size <= 0)
         return fccl_err(FCCL_ERR_INVALID,
                         "wait-for-workers needs world-size > 0");
-    if (c->timeout_ms < 0)
-        return fccl_err(FCCL_ERR_INVALID, "timeout must be >= 0");
+    if (c->timeout_ms < 0 || c->request_timeout_ms < 0 ||
+        c->handshake_timeout_ms < 0)
+        return fccl_err(FCCL_ERR_INVALID, "timeouts must be >= 0");
+    if (c->fsync_mode < FCCL_SERVER_FSYNC_ALWAYS ||
+        c->fsync_mode > FCCL_SERVER_FSYNC_NEVER)
+        return fccl_err(FCCL_ERR_INVALID, "fsync mode %d unknown",
+                        c->fsync_mode);
+    if (c->fsync_interval_ms < 1)
+        return fccl_err(FCCL_ERR_INVALID, "fsync-interval-ms must be >= 1");
     if (!c->tls_cert[0] != !c->tls_key[0])
         return fccl_err(FCCL_ERR_INVALID,
                         "tls-cert and tls-key go together");
@@ -326,8 +403,10 @@ int store_server_config_check(const struct store_server_config *c)
     if ((c->auth_required || c->read_token_file[0]) && !c->token_file[0])
         return fccl_err(FCCL_ERR_INVALID,
                         "auth-required and read-token-file need token-file");
-    return FCCL_OK;
+    return check_http(c);
 }
+
+/* ---- config files ---- */
 
 /* Trim spaces at both ends in place. */
 static char *trim(char *s)
@@ -341,8 +420,8 @@ static char *trim(char *s)
 }
 
 /* One config line: blank, comment, or "key = value [# comment]". */
-static int load_line(struct store_server_config *c, char *line,
-                     const char *path, int lineno)
+static int load_line(fccl_server_opts_t *c, char *line, const char *path,
+                     int lineno)
 {
     char *hash = strchr(line, '#');
     if (hash)
@@ -359,12 +438,14 @@ static int load_line(struct store_server_config *c, char *line,
     if (strcmp(key, "config") == 0)
         return fccl_err(FCCL_ERR_INVALID, "%s:%d: config files do not nest",
                         path, lineno);
-    int rc = store_server_config_set(c, key, val);
+    int rc = fccl_server_opts_set(c, key, val);
     return rc < 0 ? fccl_err_wrap(rc, "%s:%d", path, lineno) : FCCL_OK;
 }
 
-int store_server_config_load(struct store_server_config *c, const char *path)
+int fccl_server_opts_load(fccl_server_opts_t *c, const char *path)
 {
+    if (!c || !path)
+        return fccl_err(FCCL_ERR_INVALID, "config: NULL argument");
     FILE *f = fopen(path, "r");
     if (!f)
         return fccl_err_sys(FCCL_ERR_IO, errno, "config %s", path);

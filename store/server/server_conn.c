@@ -149,6 +149,7 @@ void store_conn_reply(struct store_conn *c, const void *p, size_t n)
     struct store_server *s = c->s;
     if (c->state == CONN_BROKEN)
         return;
+    s->st.bytes_out += n;
     if (c != s->cur) {
         conn_send(c, p, n); /* a wake-up of another client */
         return;
@@ -175,6 +176,7 @@ void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
     struct store_server *s = c->s;
     struct evbuffer *out = conn_out(c);
     const uint8_t *b = p;
+    s->st.bytes_out += n;
     if (c == s->cur)
         batch_flush(s, c);
     if (c->state != CONN_BROKEN && store_jrn_hold(c)) {

@@ -3,7 +3,9 @@
  * write to in plain text should not start silently.  One warning at start
  * when the server listens on something other than loopback, still
  * accepts plaintext connections (no --tls-required) and does not require a
- * token (--auth-required).
+ * token (--auth-required); every hosted store (fccl-run's, rank 0's) is
+ * made by fccl_server_create and warns the same way.  Another when the
+ * status port is public and nothing guards it.
  */
 #include <arpa/inet.h>
 #include <string.h>
@@ -11,8 +13,7 @@
 #include "log.h"
 #include "server_int.h"
 
-/* 1 for an address that only this host can reach. */
-static int is_loopback(const char *host)
+int store_is_loopback(const char *host)
 {
     struct in_addr a4;
     struct in6_addr a6;
@@ -28,7 +29,12 @@ static int is_loopback(const char *host)
 void store_warn_exposure(const struct store_server *s)
 {
     const char *host = s->cfg.host;
-    if ((host[0] && is_loopback(host)) || s->cfg.tls_required ||
+    if (s->cfg.http_public && !s->auth)
+        LOG_WARN("STORE", "the status port %s is public and the store has no "
+                 "token: anyone who can reach it sees every client address "
+                 "and key prefix (give --token-file to require a bearer "
+                 "token)", s->cfg.http);
+    if ((host[0] && store_is_loopback(host)) || s->cfg.tls_required ||
         (s->auth && s->cfg.auth_required))
         return;
     LOG_WARN("STORE", "listening on %s, reachable from other hosts, with "

@@ -15,10 +15,13 @@
 #include <event2/listener.h>
 
 #include "codec.h"
+#include "fccl/server.h"
 #include "journal.h"
 #include "kv.h"
-#include "server.h"
 #include "waiters.h"
+
+#include "server_names.h" /* struct store_server = struct fccl_server */
+#define STORE_SERVER_PER_ADDR_AUTO FCCL_SERVER_PER_ADDR_AUTO
 
 struct bufferevent;
 struct evbuffer;
@@ -122,6 +125,21 @@ struct store_conn {
     struct event *defer_ev;
 };
 
+/* Why a write was refused (the status page's and /metrics' split of
+ * writes_refused). */
+enum store_refuse {
+    STORE_REFUSE_LIMIT,     /* a size or byte limit */
+    STORE_REFUSE_NOMEM,
+    STORE_REFUSE_READ_ONLY, /* the client holds the read-only token */
+    STORE_REFUSE_AUTH,      /* auth-required and no proof yet */
+    STORE_REFUSE_JOURNAL,   /* the journal refuses writes */
+    STORE_REFUSE__COUNT,
+};
+
+/* fdatasync latency buckets: upper bounds in microseconds, +Inf after. */
+#define STORE_JSYNC_BUCKETS 10
+extern const uint64_t store_jsync_bounds_us[STORE_JSYNC_BUCKETS];
+
 /* Repeated warnings, summarised (server_quiet.c). */
 enum store_quiet_kind {
     QUIET_REFUSED,
@@ -166,6 +184,11 @@ struct store_stats {
     uint64_t turn_max_us;     /* longest callback (one loop turn's work) */
     uint64_t turn_slow;       /* callbacks over 20 ms */
     uint64_t reqs[OP__COUNT], bytes[OP__COUNT];
+    uint64_t bytes_out;       /* reply bytes queued or sent */
+    uint64_t refused[STORE_REFUSE__COUNT]; /* refused writes by reason */
+    uint64_t jsync_hist[STORE_JSYNC_BUCKETS + 1]; /* fdatasync latency */
+    uint64_t jsync_ns;        /* their total */
+    uint64_t reloads, reload_failures;
 };
 
 struct store_server {
@@ -174,7 +197,8 @@ struct store_server {
     struct event_base *base;
     struct evconnlistener *lis[2];
     int nlis;
-    struct event *stop_ev, *sig_int, *sig_term, *join_timer, *accept_timer;
+    struct event *stop_ev, *sig_int, *sig_term, *sig_hup, *join_timer,
+        *accept_timer;
     int stop_pipe[2];
     int port;
     char address[300];
@@ -205,8 +229,16 @@ struct store_server {
     uint64_t nrefused;      /* connections kept to be told why */
     struct admit_refusal admit;
     struct quiet_entry quiet[QUIET_SLOTS];
-    _Atomic int64_t joined; /* read by store_server_joined from any thread */
+    _Atomic int64_t joined; /* read by fccl_server_joined from any thread */
     int join_armed;
+    pthread_mutex_t join_mu; /* fccl_server_wait_workers sleeps on join_cv */
+    pthread_cond_t join_cv;
+    int join_sync;           /* both initialised */
+    atomic_int ended;        /* the loop ran and returned */
+    struct store_http *http; /* the status port (server_http.c), or NULL */
+    char http_address[300];  /* its "HOST:PORT", "" without one */
+    uint64_t started_ns;     /* when the server was made (uptime) */
+    struct prefix_sum *prefixes; /* server_metrics.c's cached summary */
     atomic_int running;
     int thread_started;
     pthread_t thread;
@@ -336,6 +368,12 @@ void store_format_peer(const struct sockaddr *sa, char *out, size_t outlen);
 /* Build the SSL_CTX from tls-cert/tls-key (and tls-ca) if configured.
  * FCCL_OK or FCCL_ERR_AUTH naming the file and OpenSSL's reason. */
 int store_tls_setup(struct store_server *s);
+/* A fresh SSL_CTX from the configured files into *out (at start and for
+ * a reload; it warns about the certificate's dates,
+ * store_tls_warn_validity): FCCL_OK, or FCCL_ERR_AUTH / FCCL_ERR_NOMEM
+ * with nothing made. */
+int store_tls_load(const struct store_server_config *c,
+                   struct ssl_ctx_st **out);
 void store_tls_teardown(struct store_server *s);
 /* OpenSSL's text for error e, or `fallback` when e is 0. */
 const char *store_tls_reason(unsigned long e, const char *fallback);
@@ -377,6 +415,44 @@ int store_jrn_closing(struct store_conn *c);
 /* c is freed: it no longer waits for a sync. */
 void store_jrn_forget(struct store_conn *c);
 
+/* ---- server.c ---- */
+
+/* Wake fccl_server_wait_workers: s->joined changed. */
+void store_join_notify(struct store_server *s);
+
+/* ---- server_env.c ---- */
+
+/* Relative credential paths into $CREDENTIALS_DIRECTORY, a relative
+ * journal into $STATE_DIRECTORY (systemd), when those are set.
+ * FCCL_ERR_INVALID when a path gets too long. */
+int store_resolve_paths(fccl_server_opts_t *c);
+
+/* ---- server_reload.c ---- */
+
+/* Read the TLS files and tokens again (SIGHUP, fccl_server_reload): what
+ * loads replaces the old, what does not is logged and the old kept. */
+void store_reload(struct store_server *s);
+
+/* ---- server_http.c ---- */
+
+/* The status port, if configured: bind it and serve it from s->base.
+ * FCCL_OK, FCCL_ERR_IO (bind), FCCL_ERR_NOMEM. */
+int store_http_open(struct store_server *s);
+void store_http_close(struct store_server *s);
+
+/* ---- server_metrics.c ---- */
+
+/* One fdatasync took ns: into the latency histogram. */
+void store_stats_sync(struct store_server *s, uint64_t ns);
+/* /metrics: the Prometheus text exposition of s into b. */
+void store_metrics_text(struct store_server *s, struct codec_buf *b);
+/* /status.json: what the status page shows, into b. */
+void store_status_json(struct store_server *s, struct codec_buf *b);
+/* The status page's HTML (server_page.c). */
+extern const char store_status_page[];
+/* Free the status page's cached key summary. */
+void store_metrics_free(struct store_server *s);
+
 /* ---- server_ops.c ---- */
 
 /* Set s->joined from the "init/" counter (after the journal's replay). */
@@ -401,6 +477,8 @@ void store_conn_wait_failed(struct store_conn *c);
 /* Warn once when listening beyond loopback with plaintext accepted
  * (server_exposure.c). */
 void store_warn_exposure(const struct store_server *s);
+/* 1 for a host name or address only this machine can reach. */
+int store_is_loopback(const char *host);
 
 /* Token authentication (server_auth.c).  Setup loads the token files
  * (FCCL_ERR_AUTH naming a file readable by others or too short);
@@ -410,6 +488,15 @@ void store_warn_exposure(const struct store_server *s);
  * write SYNC reports it). */
 int store_auth_setup(struct store_server *s);
 void store_auth_teardown(struct store_server *s);
+/* Read the configured token files again; only when both load are the
+ * new tokens used (by proofs from then on).  FCCL_OK, FCCL_OK without
+ * tokens, or the error of store_read_token with the old ones kept. */
+int store_auth_reload(struct store_server *s);
+/* Is tok[0..n) the read-write (2) or read-only (1) token?  0 if neither
+ * (or no tokens).  Constant time in the token's bytes (the status port's
+ * Bearer check). */
+int store_auth_token_match(const struct store_server *s, const void *tok,
+                           size_t n);
 int store_auth_gate(struct store_server *s, struct store_conn *c,
                     const struct codec_req *r);
 /* store_auth_gate's "not now": r must stay unread and c not be read until
@@ -430,5 +517,10 @@ void store_barrier_counted(struct store_server *s, struct codec_slice key,
                            int64_t v);
 /* Drop c's parked barrier, if any (cancel, close). */
 void store_barrier_drop(struct store_server *s, struct store_conn *c);
+/* Call fn for each parked BARRIER (the status page): its key and target. */
+void store_barrier_each(struct store_server *s,
+                        void (*fn)(void *arg, const uint8_t *key,
+                                   size_t klen, int64_t target),
+                        void *arg);
 
 #endif

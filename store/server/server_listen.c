@@ -1,7 +1,7 @@
 /*
  * Listening sockets of the store server: bind and listen before the loop
  * runs, so the port is known (and connections queue in the kernel) as soon
- * as store_server_create returns.  "All interfaces" means two sockets, an
+ * as fccl_server_create returns.  "All interfaces" means two sockets, an
  * IPv6-only one on [::] and an IPv4 one on 0.0.0.0, on the same port; a
  * host without IPv6 gets the IPv4 one alone.
  */

@@ -172,6 +172,8 @@ static void note_join(struct store_server *s, int64_t v)
     struct store_server_config *cfg = &s->cfg;
     int64_t before = s->joined;
     s->joined = v;
+    if (v != before)
+        store_join_notify(s);
     if (!cfg->wait_for_workers || v <= before || before >= cfg->world_size)
         return;
     if (v >= cfg->world_size) {
@@ -510,6 +512,10 @@ static void note_refusal(struct store_server *s, struct store_conn *c,
                          int rc)
 {
     s->st.refused_writes++;
+    s->st.refused[rc == FCCL_ERR_LIMIT   ? STORE_REFUSE_LIMIT
+                  : rc == FCCL_ERR_NOMEM ? STORE_REFUSE_NOMEM
+                  : c->auth              ? STORE_REFUSE_READ_ONLY
+                                         : STORE_REFUSE_AUTH]++;
     LOG_INFO("STORE", "client %s: %s", c->addr, fccl_last_error());
     if (c->sync_code)
         return;
@@ -541,6 +547,8 @@ int store_dispatch_owned(struct store_server *s, struct store_conn *c,
         rc = run_op(s, c, r, owned);
     else if (rc == 1)
         rc = FCCL_OK; /* answered by the gate */
+    if (rc == FCCL_ERR_IO && s->has_journal && s->jrn.failed)
+        s->st.refused[STORE_REFUSE_JOURNAL]++; /* closes c */
     if (rc >= 0)
         store_slots_progress(s, c, r->op);
     if (rc >= 0 || !c->sync_aware || !quiet_write(r->op) ||

@@ -2,7 +2,11 @@
  * The server's TLS context: tls-cert/tls-key (PEM) presented to every TLS
  * client; with tls-ca a client certificate signed by that CA is demanded
  * too (mutual TLS, the authentication of this store).  TLS 1.2 is the
- * minimum.  The connections themselves are conn_tls.c's.
+ * minimum.  The connections themselves are conn_tls.c's.  A reload
+ * (server_reload.c) builds a whole new context the same way (with the
+ * same certificate-date warning); connections
+ * made before keep the old one (each SSL holds a reference to its
+ * context), so nothing open is disturbed.
  */
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -74,11 +78,9 @@ static int ctx_fail(SSL_CTX *ctx, const char *what, const char *path)
                     store_tls_reason(e, "failed"));
 }
 
-int store_tls_setup(struct store_server *s)
+int store_tls_load(const struct store_server_config *c, SSL_CTX **out)
 {
-    const struct store_server_config *c = &s->cfg;
-    if (!c->tls_cert[0])
-        return FCCL_OK;
+    *out = NULL;
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (!ctx)
         return fccl_err(FCCL_ERR_NOMEM, "SSL_CTX_new");
@@ -106,7 +108,18 @@ int store_tls_setup(struct store_server *s)
                            SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
                            NULL);
     }
-    s->tls = ctx;
+    *out = ctx;
+    return FCCL_OK;
+}
+
+int store_tls_setup(struct store_server *s)
+{
+    const struct store_server_config *c = &s->cfg;
+    if (!c->tls_cert[0])
+        return FCCL_OK;
+    int rc = store_tls_load(c, &s->tls); /* warns about its dates */
+    if (rc < 0)
+        return rc;
     LOG_INFO("STORE", "TLS enabled (%s%s)",
              c->tls_ca[0] ? "client certificates required" : "server only",
              c->tls_required ? ", plaintext refused" : "");

@@ -92,6 +92,17 @@ int th_mkdtemp(char *dir, size_t len, const char *tag)
     return mkdtemp(dir) ? 0 : -1;
 }
 
+int th_write_file(const char *path, const char *text, int mode)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    int bad = fputs(text, f) < 0;
+    if (fclose(f) != 0 || bad)
+        return -1;
+    return chmod(path, (mode_t)mode);
+}
+
 static int rm_one(const char *path, const struct stat *st, int type,
                   struct FTW *ftw)
 {

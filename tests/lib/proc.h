@@ -56,6 +56,10 @@ int th_free_port(void);
  * plenty); 0, or -1 with errno. */
 int th_mkdtemp(char *dir, size_t len, const char *tag);
 
+/* Write text to path (created or truncated) and give it mode (key and
+ * token files must be 0600); 0, or -1 with errno. */
+int th_write_file(const char *path, const char *text, int mode);
+
 /* Remove dir and everything below it (links are removed, never
  * followed); 0, or -1 if something stayed. */
 int th_rmtree(const char *dir);
