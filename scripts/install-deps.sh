@@ -7,7 +7,9 @@ BUILD_PKGS="gcc make pkg-config libevent-dev libssl-dev libfabric-dev libfabric-
 # libtorch-dev and pybind11-dev: fccl.torch's C++ Work (python/fccl/torch/_work.cpp);
 # curl and chromium: the status port's tests; systemd: systemd-analyze verify
 TEST_PKGS="etcd-server etcd-client python3-torch libtorch-dev pybind11-dev g++ python3-dev python3-numpy python3-pytest valgrind procps iproute2 man-db groff-base curl chromium systemd"
-BENCH_PKGS="${FCCL_BENCH_DEPS:+openmpi-bin libopenmpi-dev mpich libmpich-dev redis-server redis-tools sockperf hyperfine}"
+# the benchmarks' peers and tools: MPIs (coll.sh, cells.sh, init_mpi.sh), mpi4py
+# (py_compare.sh), redis (tcpstore.sh), sockperf and iperf3 (net.sh), hyperfine, bc
+BENCH_PKGS="${FCCL_BENCH_DEPS:+openmpi-bin libopenmpi-dev mpich libmpich-dev python3-mpi4py redis-server redis-tools sockperf iperf3 hyperfine bc}"
 # clang and its libFuzzer runtime, only for `make fuzz` (FCCL_FUZZ_DEPS=1)
 FUZZ_PKGS="${FCCL_FUZZ_DEPS:+clang libclang-rt-dev}"
 # matplotlib, only for `make plots` (FCCL_PLOT_DEPS=1)

@@ -123,6 +123,24 @@ static void m_rooted(struct rt *t, const size_t *counts, int nc)
     run(t, TC("scatter", F32, FCCL_SUM, 7, NULL, .root = 1, .async = 1));
 }
 
+/* Small broadcasts back to back (one-way through the segment on shm, up
+ * to COLL_SHM_TINY bytes), eight from each root in turn, the rank after
+ * the root late at the first of them: the root runs ahead of it past the
+ * flow control's limit (4 calls) and must wait there, and every rank must
+ * still get each call's bytes; all_reduces in between share the segment. */
+static void m_bcast_burst(struct rt *t)
+{
+    for (int k = 0; k < 32; k++) {
+        int root = (k / 8) % t->n;
+        if (t->n > 1 && t->rank == (root + 1) % t->n && k % 8 == 0)
+            usleep(20000);
+        run(t, TC("broadcast", FCCL_UINT8, FCCL_SUM, (size_t)(k * 37) % 449,
+                  k % 3 ? NULL : "shm", .root = root));
+        if (k % 8 == 7)
+            run(t, TC("all_reduce", F32, FCCL_SUM, 7, NULL));
+    }
+}
+
 /* Per-rank counts for the block operations: the big case splits ~BIG
  * over the ranks (an odd number per rank). */
 static size_t per_rank(size_t count, int n)
@@ -263,6 +281,7 @@ static int matrix(struct rt *t, int smoke)
     int nc = O.reduced || smoke ? 4 : 5;
     m_all_reduce(t, counts, nc, smoke);
     m_rooted(t, counts, nc);
+    m_bcast_burst(t);
     m_blocks(t, counts, nc, smoke);
     m_sync(t, counts, nc);
     m_shaped(t, smoke);

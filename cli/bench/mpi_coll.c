@@ -1,13 +1,16 @@
 /*
- * mpi_coll: OSU-style timing of MPI_Allreduce, MPI_Allgather and
- * MPI_Alltoall on float32 (sum), the MPI baseline for bench/coll.sh.
+ * mpi_coll: OSU-style timing of MPI_Allreduce, MPI_Allgather,
+ * MPI_Alltoall, MPI_Bcast (root 0) and MPI_Reduce_scatter_block on float32
+ * (sum), the MPI baseline for bench/coll.sh.
  *
- *   mpirun -n N mpi_coll [-o all_reduce|all_gather|all_to_all] [-b MIN]
- *                        [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP] [-c]
+ *   mpirun -n N mpi_coll [-o all_reduce|all_gather|all_to_all|broadcast|
+ *                        reduce_scatter] [-b MIN] [-e MAX] [-f FACTOR]
+ *                        [-n ITERS] [-w WARMUP] [-c]
  *
- * Sizes follow nccl-tests: for all_reduce the buffer size, for all_gather
- * the whole receive buffer (N blocks), for all_to_all the whole send buffer
- * (N blocks); a size whose per-rank block is empty is skipped.
+ * Sizes follow nccl-tests (and fccl-bench): for all_reduce and broadcast
+ * the buffer size, for all_gather the whole receive buffer (N blocks), for
+ * all_to_all and reduce_scatter the whole send buffer (N blocks); a size
+ * whose per-rank block is empty is skipped.
  *
  * Per size: warm-up, then ITERS iterations of { MPI_Barrier; t0; op; t1 },
  * the slowest rank's t1 - t0 (MPI_Reduce MAX, outside the timed part), and
@@ -24,7 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum op { OP_ALL_REDUCE, OP_ALL_GATHER, OP_ALL_TO_ALL };
+enum op { OP_ALL_REDUCE, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_BCAST,
+          OP_REDUCE_SCATTER, OP_COUNT };
+static const char *op_names[OP_COUNT] = {"all_reduce", "all_gather",
+                                         "all_to_all", "broadcast",
+                                         "reduce_scatter"};
+
 
 struct cfg {
     enum op op;
@@ -36,9 +44,8 @@ static int rank, nranks;
 
 static int parse_op(const char *s, enum op *op)
 {
-    static const char *names[] = {"all_reduce", "all_gather", "all_to_all"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, names[i]) == 0) {
+    for (int i = 0; i < OP_COUNT; i++)
+        if (strcmp(s, op_names[i]) == 0) {
             *op = (enum op)i;
             return 0;
         }
@@ -83,11 +90,17 @@ static int parse_args(int argc, char **argv, struct cfg *c)
     return c->factor < 2 || c->iters < 1 || c->minb < 1 ? -1 : 0;
 }
 
+/* The operations whose buffer is the whole size (not N blocks). */
+static int whole(const struct cfg *c)
+{
+    return c->op == OP_ALL_REDUCE || c->op == OP_BCAST;
+}
+
 /* Elements of a given block: count per block and total block count. */
 static size_t block_count(const struct cfg *c, size_t bytes)
 {
     size_t elems = bytes / sizeof(float);
-    return c->op == OP_ALL_REDUCE ? elems : elems / (size_t)nranks;
+    return whole(c) ? elems : elems / (size_t)nranks;
 }
 
 static int run_op(const struct cfg *c, const float *in, float *out,
@@ -103,6 +116,14 @@ static int run_op(const struct cfg *c, const float *in, float *out,
     case OP_ALL_TO_ALL:
         return MPI_Alltoall(in, n, MPI_FLOAT, out, n, MPI_FLOAT,
                             MPI_COMM_WORLD);
+    case OP_BCAST:
+        /* in place in `out`: the root's copy of the input is made by
+         * fill() */
+        return MPI_Bcast(out, n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    case OP_REDUCE_SCATTER:
+        return MPI_Reduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM,
+                                        MPI_COMM_WORLD);
+    default: break;
     }
     return MPI_ERR_OTHER;
 }
@@ -110,21 +131,28 @@ static int run_op(const struct cfg *c, const float *in, float *out,
 /* Input element i of rank r: small integers, so float sums are exact. */
 static float input_val(int r, size_t i) { return (float)((i * 7 + (size_t)r * 13) % 101); }
 
-static void fill(const struct cfg *c, float *in, size_t count)
+static void fill(const struct cfg *c, float *in, float *out, size_t count)
 {
-    size_t total = c->op == OP_ALL_TO_ALL ? count * (size_t)nranks : count;
+    size_t total = c->op == OP_ALL_TO_ALL || c->op == OP_REDUCE_SCATTER
+                       ? count * (size_t)nranks : count;
     for (size_t i = 0; i < total; i++)
         in[i] = input_val(rank, i);
+    if (c->op == OP_BCAST && rank == 0)
+        memcpy(out, in, count * sizeof(float));
 }
 
 static float expect(const struct cfg *c, size_t i, size_t count)
 {
-    if (c->op == OP_ALL_REDUCE) {
+    if (c->op == OP_ALL_REDUCE || c->op == OP_REDUCE_SCATTER) {
+        /* reduce_scatter: my block of everyone's send buffer */
+        size_t k = c->op == OP_ALL_REDUCE ? i : (size_t)rank * count + i;
         float s = 0;
         for (int r = 0; r < nranks; r++)
-            s += input_val(r, i);
+            s += input_val(r, k);
         return s;
     }
+    if (c->op == OP_BCAST)
+        return input_val(0, i);
     int src = (int)(i / count);
     size_t j = i % count;
     /* all_to_all: block `rank` of rank src's send buffer. */
@@ -134,7 +162,8 @@ static float expect(const struct cfg *c, size_t i, size_t count)
 
 static int check(const struct cfg *c, const float *out, size_t count)
 {
-    size_t total = c->op == OP_ALL_REDUCE ? count : count * (size_t)nranks;
+    size_t total = whole(c) || c->op == OP_REDUCE_SCATTER
+                       ? count : count * (size_t)nranks;
     int bad = 0;
     for (size_t i = 0; i < total && !bad; i++)
         bad = out[i] != expect(c, i, count);
@@ -193,8 +222,7 @@ static int iters_for(const struct cfg *c, size_t bytes, int base)
 
 static void print_header(const struct cfg *c)
 {
-    static const char *names[] = {"all_reduce", "all_gather", "all_to_all"};
-    printf("# mpi_coll %s float32 sum, %d ranks\n", names[c->op], nranks);
+    printf("# mpi_coll %s float32 sum, %d ranks\n", op_names[c->op], nranks);
     printf("#%11s %12s %7s %5s %11s %11s %9s %9s %6s\n", "size(B)", "count",
            "type", "redop", "time(us)", "avg(us)", "algbw", "busbw",
            "check");
@@ -208,9 +236,9 @@ static int sweep(const struct cfg *c)
     double *samples = malloc(sizeof(double) * (size_t)(c->iters + 5));
     if (!in || !out || !samples)
         return 1;
-    double bw_factor = c->op == OP_ALL_REDUCE
-                           ? 2.0 * (nranks - 1) / nranks
-                           : (double)(nranks - 1) / nranks;
+    double bw_factor = c->op == OP_ALL_REDUCE ? 2.0 * (nranks - 1) / nranks
+                       : c->op == OP_BCAST    ? 1.0
+                                              : (double)(nranks - 1) / nranks;
     int failed = 0;
     if (rank == 0)
         print_header(c);
@@ -218,16 +246,17 @@ static int sweep(const struct cfg *c)
         size_t count = block_count(c, bytes);
         if (count == 0)
             continue;
-        size_t real = c->op == OP_ALL_REDUCE ? count * sizeof(float)
-                                             : count * (size_t)nranks * 4;
+        size_t real = whole(c) ? count * sizeof(float)
+                               : count * (size_t)nranks * 4;
         int iters = iters_for(c, real, c->iters);
         int warm = iters < c->warmup ? iters : c->warmup;
-        fill(c, in, count);
+        fill(c, in, out, count);
         for (int i = 0; i < warm; i++)
             run_op(c, in, out, count);
         const char *ck = "-";
         if (c->check) {
             memset(out, 0, real);
+            fill(c, in, out, count);
             run_op(c, in, out, count);
             int bad = check(c, out, count);
             failed |= bad;
@@ -258,7 +287,7 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &c) < 0) {
         if (rank == 0)
             fprintf(stderr, "usage: mpi_coll [-o all_reduce|all_gather|"
-                            "all_to_all] [-b MIN] [-e MAX] [-f FACTOR] "
+                            "all_to_all|broadcast|reduce_scatter] [-b MIN] [-e MAX] [-f FACTOR] "
                             "[-n ITERS] [-w WARMUP] [-c]\n");
         MPI_Finalize();
         return 2;

@@ -10,11 +10,45 @@
  * segment than by the single kernel copy of the transport (two memcpys of
  * everything against one process_vm_readv of what comes from peers), so
  * anything else runs pairwise exchange.
+ *
+ * Except with two ranks where the members may read each other's memory
+ * (shm/cma.c): each exposes its send buffer and reads its block straight
+ * out of the peer's with process_vm_readv (its own block is a memcpy),
+ * then one barrier.  That is the transport's single copy without its
+ * descriptor and FIN messages.  In place, the peer's block lands in
+ * scratch and moves into place after the barrier (the peer may still be
+ * reading that place before it).  Without CMA, two ranks run what the
+ * selector picks for them otherwise (linear).
  */
 #include <string.h>
 
 #include "algos.h"
 
+
+/* Two ranks, even blocks of `block` bytes, CMA agreed. */
+static int single_copy(struct coll_run *run, struct coll_seg *s,
+                       size_t block)
+{
+    const struct coll_args *a = run->a;
+    int me = coll_seg_rank(s), q = 1 - me;
+    unsigned char *out = a->recvbuf;
+    const unsigned char *in = a->sendbuf;
+    int inplace = a->sendbuf == a->recvbuf;
+    unsigned char *land = inplace ? cr_scratch(run, block)
+                                  : out + (size_t)q * block;
+    if (!land)
+        return FCCL_ERR_NOMEM; /* cr_scratch said why */
+    coll_seg_expose(s, in, 2 * block, 0);
+    if (!inplace)
+        memcpy(out + (size_t)me * block, in + (size_t)me * block, block);
+    int rc = coll_seg_wait_exposed(run, s, q);
+    if (rc >= 0)
+        rc = coll_seg_pull(run, s, q, (size_t)me * block, land, block);
+    int brc = coll_seg_barrier(run, s);
+    if (rc >= 0 && brc >= 0 && inplace)
+        memcpy(out + (size_t)q * block, land, block);
+    return rc < 0 ? rc : brc;
+}
 
 int coll_alltoall_shm(struct coll_run *run)
 {
@@ -27,6 +61,12 @@ int coll_alltoall_shm(struct coll_run *run)
     int rc = even ? coll_seg_get(run, &s) : FCCL_OK;
     if (rc < 0)
         return rc;
+    if (s && n == 2 && (block > COLL_SHM_SMALL ||
+                        block * (size_t)n > coll_seg_slot_bytes(s) / 2)) {
+        if ((rc = coll_seg_cma(run, s)) < 0)
+            return rc;
+        return rc ? single_copy(run, s, block) : coll_alltoall_linear(run);
+    }
     if (!s || block > COLL_SHM_SMALL ||
         block * (size_t)n > coll_seg_slot_bytes(s) / 2)
         return coll_alltoall_pairwise(run);

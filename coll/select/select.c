@@ -318,8 +318,11 @@ static int auto_choice(const struct coll_run *run)
     switch (a->kind) {
     case COLL_ALLREDUCE: return auto_allreduce(run);
     case COLL_BCAST:
-        if (one_host_shm(run->g) && (n > 2 || bytes <= COLL_SHM_SMALL))
-            return 2; /* shm, on the same grounds as all_gather */
+        /* shm, on the same grounds as all_gather; two ranks beyond the
+         * one-barrier size: its split single copy (CMA), else binomial,
+         * whose single copy beats the segment's two memcpys there */
+        if (one_host_shm(run->g))
+            return 2;
         return n > 2 && bytes >= 512 * 1024 ? 1 : 0;
     case COLL_BARRIER:
         /* the segment, once another operation has made one: a barrier
@@ -327,10 +330,11 @@ static int auto_choice(const struct coll_run *run)
         return run->st->seg && one_host_shm(run->g) ? 1 : 0;
     case COLL_ALLGATHER:
         /* shm: one barrier for small blocks; with 3+ ranks it beat the
-         * ring at every size measured; two ranks with larger blocks do as
-         * well or better with the ring's single copy (bench/RESULTS.md) */
-        if (one_host_shm(run->g) &&
-            (n > 2 || total_bytes(a, n) <= (size_t)n * (COLL_SHM_SMALL)))
+         * ring at every size measured; two ranks with larger blocks take
+         * its single copy through the segment (CMA), or the ring (whose
+         * single copy beat the segment's two memcpys) where CMA is not
+         * allowed (bench/RESULTS.md, issue 28) */
+        if (one_host_shm(run->g))
             return 2;
         /* With one rank per host, Bruck's log n rounds beat the ring's
          * n - 1 up to 1 MiB (4 namespace hosts on 2 cores, fccl-bench, 3
@@ -359,8 +363,10 @@ static int auto_choice(const struct coll_run *run)
     case COLL_ALLTOALL:
     case COLL_ALLTOALL_DIMS: /* the same table order; count is the slice */
         if (one_host_shm(run->g) && !a->scounts && !a->rcounts &&
-            !a->sdispls && !a->rdispls && bytes <= COLL_SHM_SMALL)
-            return 2; /* shm: small even blocks */
+            !a->sdispls && !a->rdispls &&
+            (bytes <= COLL_SHM_SMALL || (n == 2 && a->kind == COLL_ALLTOALL)))
+            return 2; /* shm: small even blocks; two ranks at any size
+                       * (its single copy, or linear without CMA) */
         /* all at once while the host absorbs it; pairwise beyond */
         return n <= 8 || bytes * (size_t)n <= ((size_t)1 << 20) ? 1 : 0;
     default: return 0;

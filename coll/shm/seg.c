@@ -19,13 +19,14 @@
  * in /dev/shm even if a rank dies later, and every member takes the same
  * decision; if any failed, the group never tries again.
  *
- * Layout: one 64-byte line per rank holding its barrier count, then per
- * rank two sets of COLL_SHM_TINY_LINES "tiny" lines (below), then one
- * slot per rank (8 MiB in all, at most 2 MiB a slot), allocated at
- * creation.  The barrier: a rank publishes its count (release) and
- * waits until every count has reached it (acquire), backing off like the
- * transport's waits and checking the deadline, the group's abort flag and
- * whether a member's process has exited.
+ * Layout (seg_int.h has the head line by line): one 64-byte line per
+ * rank holding its barrier count, then per rank two sets of
+ * COLL_SHM_TINY_LINES "tiny" lines (below), the lines of the single
+ * copies (cma.c) and of the one-way broadcast (oneway.c), then one slot
+ * per rank (8 MiB in all, at most 2 MiB a slot), allocated at creation.  The barrier: a rank publishes its
+ * count (release) and waits until every count has reached it (acquire),
+ * backing off like the transport's waits and checking the deadline, the
+ * group's abort flag and whether a member's process has exited.
  *
  * Tiny calls (up to COLL_SHM_TINY bytes a rank) carry their data in the
  * lines that signal it: each 64-byte line holds 56 bytes of payload and
@@ -48,9 +49,9 @@
 
 #include "clock.h"
 #include "log.h"
+#include "seg_int.h"
 #include "shm.h"
 
-#define SEG_LINE 64
 #define SEG_NAME_MAX 64
 #define SEG_STEP_NAME 0 /* message steps of the setup */
 #define SEG_STEP_ACK 1
@@ -59,21 +60,8 @@
 #define SEG_GAP_NS 1000000000ull /* clock readings this far apart: we were
                                     stopped (SIGSTOP) or starved */
 
-#define TINY_PAYLOAD (SEG_LINE - sizeof(uint64_t))
-#define TINY_SET_BYTES (COLL_SHM_TINY_LINES * SEG_LINE)
 _Static_assert(COLL_SHM_TINY == COLL_SHM_TINY_LINES * TINY_PAYLOAD,
                "COLL_SHM_TINY is the payload of a set");
-
-struct coll_seg {
-    unsigned char *base;
-    size_t len, slot;
-    int n, me;
-    uint64_t count; /* barriers I have entered */
-    uint64_t tiny;  /* tiny calls so far (coll_seg_tiny_put) */
-    size_t tiny_lines; /* lines of the current tiny call */
-    uint64_t small; /* one-barrier calls so far (coll_seg_small) */
-    int last_small; /* was the last call one of them */
-};
 
 static size_t slot_bytes(int n)
 {
@@ -85,11 +73,10 @@ static size_t slot_bytes(int n)
     return s & ~(size_t)4095;
 }
 
-/* Barrier lines and tiny sets, rounded to whole pages. */
+/* The head's lines (seg_int.h), rounded to whole pages. */
 static size_t head_len(int n)
 {
-    size_t b = (size_t)n * (SEG_LINE + 2 * TINY_SET_BYTES);
-    return (b + 4095) & ~(size_t)4095;
+    return (seg_head_bytes(n) + 4095) & ~(size_t)4095;
 }
 
 static size_t seg_len(int n, size_t slot)
@@ -122,7 +109,7 @@ static struct coll_seg *seg_map(const char *name, int n, int me, int create)
         return NULL;
     }
     *s = (struct coll_seg){.base = p, .len = len, .slot = slot, .n = n,
-                           .me = me};
+                           .me = me, .cma = -1};
     return s;
 }
 
@@ -131,6 +118,7 @@ void coll_seg_free(struct coll_seg *s)
     if (!s)
         return;
     munmap(s->base, s->len);
+    free(s->probe);
     free(s);
 }
 
@@ -156,7 +144,7 @@ unsigned char *coll_seg_slot(const struct coll_seg *s, int q)
 
 static _Atomic uint64_t *arrive(const struct coll_seg *s, int q)
 {
-    return (_Atomic uint64_t *)(void *)(s->base + (size_t)q * SEG_LINE);
+    return seg_word(seg_line(s, 0, q), 0);
 }
 
 /* Line i of member q's tiny set for call number t. */
@@ -164,13 +152,8 @@ static unsigned char *tiny_line(const struct coll_seg *s, int q, uint64_t t,
                                 size_t i)
 {
     size_t set = (size_t)q * 2 + (size_t)(t & 1);
-    return s->base + (size_t)s->n * SEG_LINE + set * TINY_SET_BYTES +
+    return s->base + seg_off_tiny(s->n) + set * TINY_SET_BYTES +
            i * SEG_LINE;
-}
-
-static _Atomic uint64_t *tiny_seq(unsigned char *line)
-{
-    return (_Atomic uint64_t *)(void *)(line + TINY_PAYLOAD);
 }
 
 /* ---- setup ---- */
@@ -284,33 +267,37 @@ int coll_seg_host(struct coll_run *run, const struct coll_view *v,
 int coll_seg_size(const struct coll_seg *s) { return s->n; }
 int coll_seg_rank(const struct coll_seg *s) { return s->me; }
 
-/* ---- barrier ---- */
+/* ---- waits, the barrier and tiny calls ---- */
 
-static int all_arrived(const struct coll_seg *s, uint64_t target)
+static int barrier_late(const struct coll_seg *s, int q, uint64_t target)
+{
+    return atomic_load_explicit(arrive(s, q), memory_order_acquire) < target;
+}
+
+/* Some line of q's set of tiny call t is not stamped yet. */
+static int tiny_late(const struct coll_seg *s, int q, uint64_t t)
+{
+    for (size_t i = 0; i < s->tiny_lines; i++)
+        if (atomic_load_explicit(seg_stamp(tiny_line(s, q, t, i)),
+                                 memory_order_acquire) < t)
+            return 1;
+    return 0;
+}
+
+static int none_late(const struct coll_seg *s, seg_late_fn late,
+                     uint64_t target)
 {
     for (int q = 0; q < s->n; q++)
-        if (atomic_load_explicit(arrive(s, q), memory_order_acquire) < target)
+        if (late(s, q, target))
             return 0;
     return 1;
 }
 
-/* Every line of every member's set of tiny call t is stamped. */
-static int tiny_ready(const struct coll_seg *s, uint64_t t)
-{
-    for (int q = 0; q < s->n; q++)
-        for (size_t i = 0; i < s->tiny_lines; i++)
-            if (atomic_load_explicit(tiny_seq(tiny_line(s, q, t, i)),
-                                     memory_order_acquire) < t)
-                return 0;
-    return 1;
-}
-
-/* "rank 3 (world 3)" etc.: the members that have not arrived (a
- * barrier) or not stamped their lines (a tiny exchange), up to four.
- * Members of a host segment are the view's, so only their segment
- * index is certain: world ranks are named for a whole-group segment. */
+/* "rank 3 (world 3)" etc.: the members still late, up to four.  Members
+ * of a host segment are the view's, so only their segment index is
+ * certain: world ranks are named for a whole-group segment. */
 static const char *seg_laggards(const struct coll_seg *s,
-                                const struct fccl_group *g, int barrier,
+                                const struct fccl_group *g, seg_late_fn late,
                                 uint64_t target)
 {
     static _Thread_local char buf[160];
@@ -318,16 +305,7 @@ static const char *seg_laggards(const struct coll_seg *s,
     int named = 0;
     buf[0] = '\0';
     for (int q = 0; q < s->n && named < 4; q++) {
-        int late = 0;
-        if (barrier)
-            late = atomic_load_explicit(arrive(s, q), memory_order_acquire) <
-                   target;
-        else
-            for (size_t i = 0; i < s->tiny_lines && !late; i++)
-                late = atomic_load_explicit(tiny_seq(tiny_line(s, q, target,
-                                                                i)),
-                                            memory_order_acquire) < target;
-        if (!late)
+        if (!late(s, q, target))
             continue;
         int w = s->n == g->size
                     ? snprintf(buf + off, sizeof(buf) - off, "%srank %d "
@@ -348,22 +326,19 @@ static int seg_dead(struct fccl_group *g, int dead, const char *what)
                     g->name, dead, tp_dead_why(g->tp, dead), what);
 }
 
-/* Poll ready(s, target) until it holds: backs off like the transport's
- * waits and fails on the call's deadline, an abort (or a failure of the
- * group elsewhere: api/ says which) or a member that has exited.  A rank
- * resumed after a stop, or at its deadline, first reads the heartbeats'
- * news (tp_news): declared dead meanwhile, it says so and by whom, rather
- * than that it timed out.  `what` names the wait in the error. */
-static int seg_wait(struct coll_run *run, const struct coll_seg *s,
-                    int (*ready)(const struct coll_seg *, uint64_t),
-                    uint64_t target, const char *what)
+/* A rank resumed after a stop, or at its deadline, first reads the
+ * heartbeats' news (tp_news): declared dead meanwhile, it says so and by
+ * whom, rather than that it timed out.  An abort (or a failure of the
+ * group elsewhere: api/ says which) ends the wait at once. */
+int seg_wait(struct coll_run *run, const struct coll_seg *s,
+             seg_late_fn late, uint64_t target, const char *what)
 {
-    if (ready(s, target))
+    if (none_late(s, late, target))
         return FCCL_OK;
     struct fccl_group *g = run->g;
     uint64_t t0 = fccl_now_ns(), checked = t0, prev = t0;
     for (unsigned polls = 1;; polls++) {
-        if (ready(s, target))
+        if (none_late(s, late, target))
             return FCCL_OK;
         if (polls % 16) {
             /* with more ranks here than CPUs this yields at once (the
@@ -382,7 +357,7 @@ static int seg_wait(struct coll_run *run, const struct coll_seg *s,
         if (now >= run->deadline)
             return fccl_err(FCCL_ERR_TIMEOUT, "%s: timed out in a "
                             "shared-memory %s waiting for %s", g->name, what,
-                            seg_laggards(s, g, ready == all_arrived, target));
+                            seg_laggards(s, g, late, target));
         if (now - checked >= SEG_CHECK_NS) {
             checked = now;
             if ((dead = tp_dead_peer(g->tp, g->world, (size_t)g->size)) >= 0)
@@ -396,36 +371,45 @@ int coll_seg_barrier(struct coll_run *run, struct coll_seg *s)
 {
     uint64_t target = ++s->count;
     atomic_store_explicit(arrive(s, s->me), target, memory_order_release);
-    return seg_wait(run, s, all_arrived, target, "barrier");
+    return seg_wait(run, s, barrier_late, target, "barrier");
+}
+
+void seg_lines_put(unsigned char *line, const void *src, size_t bytes,
+                   size_t lines, uint64_t t)
+{
+    const unsigned char *in = src;
+    for (size_t i = 0; i < lines; i++, line += SEG_LINE) {
+        size_t k = bytes > i * TINY_PAYLOAD ? bytes - i * TINY_PAYLOAD : 0;
+        memcpy(line, in + i * TINY_PAYLOAD, k < TINY_PAYLOAD ? k : TINY_PAYLOAD);
+        atomic_store_explicit(seg_stamp(line), t, memory_order_release);
+    }
+}
+
+void seg_lines_get(const unsigned char *line, void *dst, size_t bytes)
+{
+    unsigned char *out = dst;
+    for (size_t i = 0; i * TINY_PAYLOAD < bytes; i++, line += SEG_LINE) {
+        size_t k = bytes - i * TINY_PAYLOAD;
+        memcpy(out + i * TINY_PAYLOAD, line, k < TINY_PAYLOAD ? k : TINY_PAYLOAD);
+    }
 }
 
 void coll_seg_tiny_put(struct coll_seg *s, const void *src, size_t bytes)
 {
     uint64_t t = ++s->tiny;
-    const unsigned char *in = src;
-    s->tiny_lines = bytes ? (bytes + TINY_PAYLOAD - 1) / TINY_PAYLOAD : 1;
-    for (size_t i = 0; i < s->tiny_lines; i++) {
-        unsigned char *line = tiny_line(s, s->me, t, i);
-        size_t k = bytes - i * TINY_PAYLOAD;
-        memcpy(line, in + i * TINY_PAYLOAD, k < TINY_PAYLOAD ? k : TINY_PAYLOAD);
-        atomic_store_explicit(tiny_seq(line), t, memory_order_release);
-    }
+    s->tiny_lines = seg_lines_for(bytes);
+    seg_lines_put(tiny_line(s, s->me, t, 0), src, bytes, s->tiny_lines, t);
 }
 
 int coll_seg_tiny_wait(struct coll_run *run, struct coll_seg *s)
 {
-    return seg_wait(run, s, tiny_ready, s->tiny, "exchange");
+    return seg_wait(run, s, tiny_late, s->tiny, "exchange");
 }
 
 void coll_seg_tiny_get(const struct coll_seg *s, int q, void *dst,
                        size_t bytes)
 {
-    unsigned char *out = dst;
-    for (size_t i = 0; i * TINY_PAYLOAD < bytes; i++) {
-        size_t k = bytes - i * TINY_PAYLOAD;
-        memcpy(out + i * TINY_PAYLOAD, tiny_line(s, q, s->tiny, i),
-               k < TINY_PAYLOAD ? k : TINY_PAYLOAD);
-    }
+    seg_lines_get(tiny_line(s, q, s->tiny, 0), dst, bytes);
 }
 
 struct coll_seg *coll_seg_for_small(struct coll_run *run, size_t bytes,

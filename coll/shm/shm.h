@@ -53,6 +53,37 @@ void coll_seg_tiny_put(struct coll_seg *s, const void *src, size_t bytes);
 int coll_seg_tiny_wait(struct coll_run *run, struct coll_seg *s);
 void coll_seg_tiny_get(const struct coll_seg *s, int q, void *dst,
                        size_t bytes);
+/* One-way broadcast of up to COLL_SHM_TINY bytes from member `root`
+ * (oneway.c): the root stamps its bytes into lines and returns without
+ * waiting for anyone (unless it is SEG_BC_SETS calls ahead of a member);
+ * the others wait only for the root's lines.  Errors as the barrier. */
+int coll_seg_bcast_oneway(struct coll_run *run, struct coll_seg *s, int root,
+                          void *buf, size_t bytes);
+/* Single copies between members (cma.c).  coll_seg_cma: 1 if every member
+ * may read and write every other's memory (process_vm_readv/writev), 0 if
+ * not; agreed by all members at the first call (two barriers), then
+ * remembered; < 0 on the barriers' errors.  A CMA call: every member
+ * calls coll_seg_expose once with the buffer others may read (writable:
+ * they may also write it, coll_seg_push), then copies with coll_seg_pull
+ * / coll_seg_push from members that have exposed (coll_seg_exposed tests,
+ * coll_seg_wait_exposed waits: errors as the barrier); a member that
+ * exposed a writable buffer then calls coll_seg_settle (waits for the
+ * writer, or withdraws the grant when rc < 0; returns the call's status);
+ * everyone ends with coll_seg_barrier.  pull/push copy [off, off + len)
+ * of member q's exposed buffer; FCCL_ERR_PROTOCOL if q exposed less,
+ * FCCL_ERR_PEER if q has exited or withdrew its grant, FCCL_ERR_FABRIC
+ * for other copy errors, each naming the member. */
+int coll_seg_cma(struct coll_run *run, struct coll_seg *s);
+void coll_seg_expose(struct coll_seg *s, const void *buf, size_t len,
+                     int writable);
+int coll_seg_exposed(const struct coll_seg *s, int q);
+int coll_seg_wait_exposed(struct coll_run *run, struct coll_seg *s, int q);
+int coll_seg_pull(struct coll_run *run, struct coll_seg *s, int q,
+                  size_t off, void *dst, size_t len);
+int coll_seg_push(struct coll_run *run, struct coll_seg *s, int q,
+                  size_t off, const void *src, size_t len);
+int coll_seg_settle(struct coll_run *run, struct coll_seg *s, int writer,
+                    int rc);
 /* The segment and the offset of this call's half for a one-barrier call
  * in which each rank puts `per_rank` bytes into a slot (and the root up
  * to n of them): NULL (with *rc FCCL_OK) when the segment is missing or

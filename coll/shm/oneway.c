@@ -1,0 +1,115 @@
+/*
+ * One-way broadcast of a few bytes through the segment: the root does not
+ * wait for anyone.
+ *
+ * Why.  A broadcast through a barrier (coll_seg_bcast's small path) makes
+ * the root wait until every member has arrived, and the members wait for
+ * the root's arrival too: at 4 ranks on 2 cores that is a trip through
+ * the scheduler for everyone, about 2 us per 8-byte call against Open
+ * MPI's 0.3 (its root's eager message is already there when the others
+ * look; bench/RESULTS.md, issue 28).  Here the root writes and returns,
+ * and a member waits only for the root's lines.
+ *
+ * How.  The data travels in stamped lines (56 bytes of payload and the
+ * call's number each, seg_int.h), in one of SEG_BC_SETS sets shared by
+ * every root: call b uses set b mod SEG_BC_SETS.  Every member counts the
+ * calls (they are collective, so all agree on b) and, once done with call
+ * b, stores b + 1 in its consumed line.  Flow control instead of a
+ * barrier: before it writes call b, the root makes sure every member has
+ * consumed call b - SEG_BC_SETS, the last user of that set; it remembers
+ * the least count it saw, so in the common case (members keep up) it
+ * reads the others' lines once every few calls.  A root may thus run up
+ * to SEG_BC_SETS - 1 calls ahead of the slowest member.
+ *
+ * A member's wait fails like every segment wait (deadline, abort, a dead
+ * member); the root's only wait is the flow control's.  Each member gets
+ * the root's bytes as they were, so all hold the same bits.
+ */
+#include <string.h>
+
+#include "seg_int.h"
+#include "shm.h"
+
+static unsigned char *bc_set(const struct coll_seg *s, uint64_t b)
+{
+    return s->base + seg_off_bc(s->n) +
+           (size_t)(b % SEG_BC_SETS) * TINY_SET_BYTES;
+}
+
+static _Atomic uint64_t *consumed(const struct coll_seg *s, int q)
+{
+    return seg_word(seg_line(s, seg_off_consumed(s->n), q), 0);
+}
+
+/* Flow control: q has not yet finished call target - 1. */
+static int consumer_late(const struct coll_seg *s, int q, uint64_t target)
+{
+    return q != s->me &&
+           atomic_load_explicit(consumed(s, q), memory_order_acquire) < target;
+}
+
+/* The root's lines of the current call (stamp target) are not all there. */
+static int root_late(const struct coll_seg *s, int q, uint64_t target)
+{
+    if (q != s->peer)
+        return 0;
+    const unsigned char *line = bc_set(s, target - 1);
+    for (size_t i = 0; i < s->bc_lines; i++, line += SEG_LINE)
+        if (atomic_load_explicit(seg_stamp((unsigned char *)line),
+                                 memory_order_acquire) < target)
+            return 1;
+    return 0;
+}
+
+/* Least consumed count over the other members. */
+static uint64_t least_consumed(const struct coll_seg *s)
+{
+    uint64_t m = UINT64_MAX;
+    for (int q = 0; q < s->n; q++) {
+        uint64_t c = q == s->me ? s->bc
+                                : atomic_load_explicit(consumed(s, q),
+                                                       memory_order_acquire);
+        m = c < m ? c : m;
+    }
+    return m;
+}
+
+/* Root of call b: may set b mod SEG_BC_SETS be written? */
+static int make_room(struct coll_run *run, struct coll_seg *s, uint64_t b)
+{
+    if (b < SEG_BC_SETS)
+        return FCCL_OK;
+    uint64_t need = b - SEG_BC_SETS + 1;
+    if (s->bc_done >= need)
+        return FCCL_OK;
+    s->bc_done = least_consumed(s);
+    if (s->bc_done >= need)
+        return FCCL_OK;
+    int rc = seg_wait(run, s, consumer_late, need, "broadcast");
+    if (rc >= 0)
+        s->bc_done = least_consumed(s);
+    return rc;
+}
+
+int coll_seg_bcast_oneway(struct coll_run *run, struct coll_seg *s, int root,
+                          void *buf, size_t bytes)
+{
+    uint64_t b = s->bc++, stamp = b + 1;
+    s->peer = root;
+    s->bc_lines = seg_lines_for(bytes);
+    if (s->me == root) {
+        int rc = make_room(run, s, b);
+        if (rc < 0)
+            return rc;
+        seg_lines_put(bc_set(s, b), buf, bytes, s->bc_lines, stamp);
+        atomic_store_explicit(consumed(s, s->me), stamp, memory_order_release);
+        return FCCL_OK;
+    }
+    int rc = seg_wait(run, s, root_late, stamp, "broadcast");
+    if (rc < 0)
+        return rc;
+    seg_lines_get(bc_set(s, b), buf, bytes);
+    /* release: the reads above are done before the root may reuse the set */
+    atomic_store_explicit(consumed(s, s->me), stamp, memory_order_release);
+    return FCCL_OK;
+}
