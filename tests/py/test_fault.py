@@ -42,8 +42,10 @@ def test_killed_rank_raises_peer_error(provider):
                 p.kill()
                 p.wait()
         srv.stop()
-        if procs:  # what the killed rank's shm endpoint left behind
-            for f in glob.glob(f"/dev/shm/{procs[-1].pid}:*"):
+        # what the ranks' shm endpoints left behind: the killed rank's,
+        # and the survivors', which leave with os._exit (no finalize)
+        for p in procs:
+            for f in glob.glob(f"/dev/shm/{p.pid}:*"):
                 os.unlink(f)
     assert procs[-1].returncode == -9
     for r in range(n - 1):
