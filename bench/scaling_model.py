@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """bench/scaling_model.py: the alpha-beta model behind bench/SCALING.md.
 
 Prints markdown tables: bootstrap, barrier and all_reduce (8 B, 1 MiB,

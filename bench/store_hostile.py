@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Hostile and heavy clients for tcpstore-server load figures (issue 9).
 
     store_hostile.py HOST:PORT MODE [N] [SIZE]

@@ -514,6 +514,14 @@ Test(client, bad_arguments)
     s = modern();
     cr_assert_eq(fccl_store_set(s, NULL, "x", 1), FCCL_ERR_INVALID);
     cr_assert_eq(fccl_store_set(NULL, "k", "x", 1), FCCL_ERR_INVALID);
+    const char *holed[2] = {"k", NULL};
+    void *vs[2];
+    size_t ls[2];
+    cr_assert_eq(fccl_store_wait(s, NULL, 1, 0), FCCL_ERR_INVALID);
+    cr_assert_eq(fccl_store_multi_get(s, holed, 2, vs, ls, 0),
+                 FCCL_ERR_INVALID);
+    cr_assert(strstr(fccl_last_error(), "MULTI_GET: key 1 is NULL"), "%s",
+              fccl_last_error());
     cr_assert_eq(fccl_store_set(s, "k", "x", 1), FCCL_OK, "still usable");
     fccl_store_close(s);
     fccl_store_close(NULL);

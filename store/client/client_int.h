@@ -210,10 +210,6 @@ uint64_t sc_call_deadline(const struct sc_call *k, int64_t timeout_ms);
 void sc_describe_keys(const struct sc_call *k, const char *const *keys,
                       size_t n, char *out, size_t outlen);
 
-/* Validate a key list: FCCL_ERR_INVALID naming `op` if the list or a key
- * is NULL. */
-int sc_check_keys(const char *op, const char *const *keys, size_t n);
-
 /* One reply-less write of a value at a single key (SET, APPEND,
  * QUEUE_PUSH) with its fence: a whole call, begin to end. */
 int sc_key_value(fccl_store_t *s, enum store_op op, const char *name,

@@ -81,9 +81,7 @@ static int fetch_if_present(struct sc_call *k, const char *const *keys,
 static int multi_get_once(fccl_store_t *s, const char *const *keys, size_t n,
                          void **vals, size_t *lens, int64_t timeout_ms)
 {
-    int rc = sc_check_keys("MULTI_GET", keys, n);
-    if (rc < 0)
-        return rc;
+    int rc;
     if (n && (!vals || !lens))
         return fccl_err(FCCL_ERR_INVALID, "store MULTI_GET: NULL output");
     for (size_t i = 0; i < n; i++) {
@@ -132,9 +130,7 @@ static int multi_set_once(fccl_store_t *s, const char *const *keys,
                          const void *const *vals, const size_t *lens,
                          size_t n)
 {
-    int rc = sc_check_keys("MULTI_SET", keys, n);
-    if (rc < 0)
-        return rc;
+    int rc;
     if (n && (!vals || !lens))
         return fccl_err(FCCL_ERR_INVALID, "store MULTI_SET: NULL values");
     for (size_t i = 0; i < n; i++)

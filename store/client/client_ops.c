@@ -180,23 +180,10 @@ done:
     return rc;
 }
 
-int sc_check_keys(const char *op, const char *const *keys, size_t n)
-{
-    if (n && !keys)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: NULL key list", op);
-    for (size_t i = 0; i < n; i++)
-        if (!keys[i])
-            return fccl_err(FCCL_ERR_INVALID, "store %s: key %zu is NULL",
-                            op, i);
-    return FCCL_OK;
-}
-
 static int check_once(fccl_store_t *s, const char *const *keys, size_t n,
                      int *all_present)
 {
-    int rc = sc_check_keys("CHECK", keys, n);
-    if (rc < 0)
-        return rc;
+    int rc;
     if (!all_present)
         return fccl_err(FCCL_ERR_INVALID, "store CHECK: NULL result");
     *all_present = 0;
@@ -231,9 +218,7 @@ int tcp_store_check(fccl_store_t *s, const char *const *keys, size_t n,
 static int wait_once(fccl_store_t *s, const char *const *keys, size_t n,
                     int64_t timeout_ms)
 {
-    int rc = sc_check_keys("WAIT", keys, n);
-    if (rc < 0)
-        return rc;
+    int rc;
     if (n == 0 && s)
         return FCCL_OK;
     struct sc_call k;

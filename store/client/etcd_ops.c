@@ -345,24 +345,10 @@ int ec_first_missing(struct ecall *k, const char *const *keys, size_t n,
     return FCCL_OK;
 }
 
-static int check_list(const fccl_store_t *s, const char *op,
-                      const char *const *keys, size_t n)
-{
-    if (n && !keys)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: %s: NULL key list",
-                        s->name, op);
-    for (size_t i = 0; i < n; i++)
-        if (!keys[i])
-            return no_key(s, op);
-    return FCCL_OK;
-}
-
 static int e_check(fccl_store_t *s, const char *const *keys, size_t n,
                    int *all_present)
 {
-    int rc = check_list(s, "CHECK", keys, n);
-    if (rc < 0)
-        return rc;
+    int rc;
     if (!all_present)
         return fccl_err(FCCL_ERR_INVALID, "store %s: CHECK: NULL result",
                         s->name);
@@ -476,9 +462,7 @@ static int e_multi_set(fccl_store_t *s, const char *const *keys,
 {
     if (n == 0)
         return FCCL_OK;
-    int rc = check_list(s, "MULTI_SET", keys, n);
-    if (rc < 0)
-        return rc;
+    int rc;
     if (!vals || !lens)
         return fccl_err(FCCL_ERR_INVALID, "store %s: MULTI_SET: NULL "
                         "values", s->name);

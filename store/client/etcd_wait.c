@@ -163,25 +163,12 @@ static int wait_all(struct ecall *k, const char *const *keys, size_t n,
     }
 }
 
-static int check_list(const fccl_store_t *s, const char *op,
-                      const char *const *keys, size_t n)
-{
-    if (n && !keys)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: %s: NULL key list",
-                        s->name, op);
-    for (size_t i = 0; i < n; i++)
-        if (!keys[i])
-            return fccl_err(FCCL_ERR_INVALID, "store %s: %s: NULL key",
-                            s->name, op);
-    return FCCL_OK;
-}
-
 int etcd_wait(fccl_store_t *s, const char *const *keys, size_t n,
               int64_t timeout_ms)
 {
-    int rc = check_list(s, "WAIT", keys, n);
-    if (rc < 0 || n == 0)
-        return rc;
+    if (n == 0)
+        return FCCL_OK;
+    int rc;
     struct ecall k;
     if ((rc = ec_begin(&k, s, "WAIT", NULL, timeout_ms)) == FCCL_OK)
         rc = wait_all(&k, keys, n, call_ms(s, timeout_ms));
@@ -220,9 +207,7 @@ int etcd_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
 {
     if (n == 0)
         return FCCL_OK;
-    int rc = check_list(s, "MULTI_GET", keys, n);
-    if (rc < 0)
-        return rc;
+    int rc;
     if (!vals || !lens)
         return fccl_err(FCCL_ERR_INVALID, "store %s: MULTI_GET: NULL "
                         "output", s->name);

@@ -215,13 +215,18 @@ int fccl_store_queue_len(fccl_store_t *s, const char *key, int64_t *n)
 
 /* ---- multi-key calls, built from single keys where a kind lacks them ---- */
 
-static int check_keys(const char *op, const char *const *keys, size_t n)
+/* Every multi-key call's list is checked here, once, before any kind of
+ * store sees it. */
+static int check_keys(const fccl_store_t *s, const char *op,
+                      const char *const *keys, size_t n)
 {
     if (n && !keys)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: NULL key list", op);
+        return fccl_err(FCCL_ERR_INVALID, "store %s: %s: NULL key list",
+                        s->name, op);
     for (size_t i = 0; i < n; i++)
         if (!keys[i])
-            return fccl_err(FCCL_ERR_INVALID, "store %s: NULL key", op);
+            return fccl_err(FCCL_ERR_INVALID, "store %s: %s: key %zu is NULL",
+                            s->name, op, i);
     return FCCL_OK;
 }
 
@@ -262,12 +267,14 @@ int fccl_store_wait(fccl_store_t *s, const char *const *keys, size_t n,
 {
     if (!s)
         return no_handle("WAIT");
+    int rc = check_keys(s, "WAIT", keys, n);
+    if (rc < 0)
+        return rc;
     if (s->vt->wait)
         return s->vt->wait(s, keys, n, timeout_ms);
     if (!s->vt->get)
         return unsupported(s, "WAIT");
-    int rc = check_keys("WAIT", keys, n);
-    return rc < 0 ? rc : get_each(s, keys, n, NULL, NULL, timeout_ms);
+    return get_each(s, keys, n, NULL, NULL, timeout_ms);
 }
 
 int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
@@ -275,15 +282,15 @@ int fccl_store_check(fccl_store_t *s, const char *const *keys, size_t n,
 {
     if (!s)
         return no_handle("CHECK");
+    int rc = check_keys(s, "CHECK", keys, n);
+    if (rc < 0)
+        return rc;
     if (s->vt->check)
         return s->vt->check(s, keys, n, all_present);
     if (!all_present)
         return fccl_err(FCCL_ERR_INVALID, "store CHECK: NULL result");
     if (!s->vt->wait && !s->vt->get)
         return unsupported(s, "CHECK");
-    int rc = check_keys("CHECK", keys, n);
-    if (rc < 0)
-        return rc;
     /* A probe that waits a moment: a store with neither CHECK nor a
      * non-blocking read can tell presence only by a wait that ends. */
     rc = s->vt->wait ? s->vt->wait(s, keys, n, CHECK_PROBE_MS)
@@ -301,13 +308,13 @@ int fccl_store_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
 {
     if (!s)
         return no_handle("MULTI_GET");
+    int rc = check_keys(s, "MULTI_GET", keys, n);
+    if (rc < 0)
+        return rc;
     if (s->vt->multi_get)
         return s->vt->multi_get(s, keys, n, vals, lens, timeout_ms);
     if (!s->vt->get)
         return unsupported(s, "MULTI_GET");
-    int rc = check_keys("MULTI_GET", keys, n);
-    if (rc < 0)
-        return rc;
     if (n && (!vals || !lens))
         return fccl_err(FCCL_ERR_INVALID, "store MULTI_GET: NULL output");
     return get_each(s, keys, n, vals, lens, timeout_ms);
@@ -319,13 +326,13 @@ int fccl_store_multi_set(fccl_store_t *s, const char *const *keys,
 {
     if (!s)
         return no_handle("MULTI_SET");
+    int rc = check_keys(s, "MULTI_SET", keys, n);
+    if (rc < 0)
+        return rc;
     if (s->vt->multi_set)
         return s->vt->multi_set(s, keys, vals, lens, n);
     if (!s->vt->set)
         return unsupported(s, "MULTI_SET");
-    int rc = check_keys("MULTI_SET", keys, n);
-    if (rc < 0)
-        return rc;
     if (n && (!vals || !lens))
         return fccl_err(FCCL_ERR_INVALID, "store MULTI_SET: NULL values");
     for (size_t i = 0; i < n && rc == FCCL_OK; i++)
