@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "clock.h"
 #include "err.h"
 #include "etcd_int.h"
@@ -243,7 +244,7 @@ int etcd_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
 
 static int counter_of(const struct ej_kv *kv, int64_t *v)
 {
-    return ermw_parse_i64(kv->val, kv->vlen, v);
+    return codec_parse_i64(kv->val, kv->vlen, v);
 }
 
 int etcd_barrier(fccl_store_t *s, const char *key, int64_t world_size,

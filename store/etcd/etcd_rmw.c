@@ -6,31 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "err.h"
 #include "etcd_rmw.h"
-
-int ermw_parse_i64(const uint8_t *p, size_t n, int64_t *out)
-{
-    size_t i = 0;
-    uint64_t acc = 0;
-    int neg = 0;
-    if (n && (p[0] == '-' || p[0] == '+'))
-        neg = p[i++] == '-';
-    if (i == n)
-        return -1;
-    for (; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        uint64_t d = (uint64_t)(p[i] - '0');
-        if (acc > (UINT64_MAX - d) / 10)
-            return -1;
-        acc = acc * 10 + d;
-    }
-    if (acc > (uint64_t)INT64_MAX + (uint64_t)neg)
-        return -1;
-    *out = neg ? (int64_t)(0 - acc) : (int64_t)acc;
-    return 0;
-}
 
 static int put_copy(struct ermw_out *o, const uint8_t *a, size_t an,
                     const uint8_t *b, size_t bn)
@@ -53,7 +31,7 @@ static int do_add(const struct ermw_in *in, int present, const uint8_t *cur,
                   size_t clen, struct ermw_out *o)
 {
     int64_t v = 0;
-    if (present && ermw_parse_i64(cur, clen, &v) < 0)
+    if (present && codec_parse_i64(cur, clen, &v) < 0)
         return fccl_err(FCCL_ERR_INVALID, "ADD: the value is not a decimal "
                         "integer ('%.*s'%s)", (int)(clen > 40 ? 40 : clen),
                         (const char *)cur, clen > 40 ? "..." : "");

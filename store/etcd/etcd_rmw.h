@@ -42,8 +42,4 @@ int ermw_apply(const struct ermw_in *in, int present, const uint8_t *cur,
                size_t clen, struct ermw_out *out);
 void ermw_out_free(struct ermw_out *o);
 
-/* Parse a decimal int64 as tcpstore-server does (optional sign, digits
- * only): 0 or -1. */
-int ermw_parse_i64(const uint8_t *p, size_t n, int64_t *out);
-
 #endif

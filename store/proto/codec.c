@@ -495,3 +495,26 @@ int codec_put_type(struct codec_buf *b, enum store_dialect dialect,
         codec_put_u8(b, (uint8_t)t);
     return t;
 }
+
+int codec_parse_i64(const uint8_t *p, size_t n, int64_t *out)
+{
+    size_t i = 0;
+    uint64_t acc = 0;
+    int neg = 0;
+    if (n && (p[0] == '-' || p[0] == '+'))
+        neg = p[i++] == '-';
+    if (i == n)
+        return -1;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        uint64_t d = (uint64_t)(p[i] - '0');
+        if (acc > (UINT64_MAX - d) / 10)
+            return -1;
+        acc = acc * 10 + d;
+    }
+    if (acc > (uint64_t)INT64_MAX + (uint64_t)neg)
+        return -1;
+    *out = neg ? (int64_t)(0 - acc) : (int64_t)acc;
+    return 0;
+}

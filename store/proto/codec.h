@@ -209,4 +209,10 @@ uint64_t codec_get_u64(const uint8_t *p);
 void codec_set_u32(uint8_t *p, uint32_t v);
 void codec_set_u64(uint8_t *p, uint64_t v);
 
+/* A counter's value as the store keeps it (ADD's decimal text): an
+ * optional sign and digits only, within int64.  0 with *out, or -1.  The
+ * server, the etcd client and the etcd front-end all read counters with
+ * this, so a key added through one is read alike through the others. */
+int codec_parse_i64(const uint8_t *p, size_t n, int64_t *out);
+
 #endif

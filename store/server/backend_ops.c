@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "backend_etcd.h"
 #include "clock.h"
 #include "err.h"
@@ -471,7 +472,7 @@ static void barrier_seen(struct be_op *op, int rc, json_object *rep)
     (void)rep;
     int64_t v = 0;
     if (rc == FCCL_OK && op->w[0].found) {
-        ermw_parse_i64(op->w[0].kv.val, op->w[0].kv.vlen, &v);
+        codec_parse_i64(op->w[0].kv.val, op->w[0].kv.vlen, &v);
         op->rev = op->w[0].kv.mod_rev;
         if (v >= op->num) {
             codec_put_u8(&op->out, REPLY_STOP_WAITING);

@@ -3,6 +3,7 @@
  * SipHash-1-3 keyed by a random seed, values and queues with byte
  * accounting.
  */
+#include "codec.h"
 #include "kv.h"
 
 #include <stdlib.h>
@@ -374,29 +375,6 @@ int kv_append(struct kv *kv, struct kv_entry *e, const uint8_t *v,
     return FCCL_OK;
 }
 
-/* Strict decimal int64: optional sign, 1..19 digits, nothing else. */
-static int parse_i64(const uint8_t *p, uint64_t n, int64_t *out)
-{
-    uint64_t i = 0, acc = 0;
-    int neg = 0;
-    if (n && (p[0] == '-' || p[0] == '+'))
-        neg = p[i++] == '-';
-    if (i == n)
-        return -1;
-    for (; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return -1;
-        uint64_t d = (uint64_t)(p[i] - '0');
-        if (acc > (UINT64_MAX - d) / 10)
-            return -1;
-        acc = acc * 10 + d;
-    }
-    if (acc > (uint64_t)INT64_MAX + (uint64_t)neg)
-        return -1;
-    *out = neg ? (int64_t)(0 - acc) : (int64_t)acc;
-    return 0;
-}
-
 static size_t format_i64(int64_t v, char out[24])
 {
     char tmp[24];
@@ -417,7 +395,7 @@ static size_t format_i64(int64_t v, char out[24])
 int kv_add(struct kv *kv, struct kv_entry *e, int64_t delta, int64_t *out)
 {
     int64_t cur = 0;
-    if (e->has_val && parse_i64(e->val, e->vlen, &cur) < 0)
+    if (e->has_val && codec_parse_i64(e->val, e->vlen, &cur) < 0)
         return fccl_err(FCCL_ERR_PROTOCOL,
                         "ADD on key '%.*s' whose value is not an integer",
                         (int)(e->klen > 64 ? 64 : e->klen),
