@@ -9,8 +9,10 @@
  * have read it.  Every other record travels over the fabric, in log2(n)
  * rounds of a window-doubling gather between ranks (ring_gather), so the
  * store serves O(n) bytes per job instead of O(n^2).  The transport
- * resolves a peer (fi_av_insert) only when it is first used, from the
- * record table kept here until finalize.  The libfabric start-up (the
+ * resolves a network peer (fi_av_insert) only when it is first used, from
+ * the record table kept here until finalize; the ranks on this host it
+ * resolves in build_world, before the first barrier (shm needs to know a
+ * sender before its messages come: tp_set_local).  The libfabric start-up (the
  * slow part: ~0.2 s in fi_getinfo and fi_enable) runs in a thread in
  * parallel with connecting to the store.
  *

@@ -253,6 +253,41 @@ Test(transport, source_separation_shm, .timeout = 60) { run("shm", 3, body_sourc
 Test(transport, source_separation_tcp, .timeout = 60) { run(TCP, 3, body_sources, NULL); }
 Test(transport, source_separation_net, .timeout = 60) { run(NET, 3, body_sources, NULL); }
 
+/* The same, with the receive for rank 2 posted only after rank 1's came:
+ * rank 2's message arrives first, while rank 0 has posted nothing that
+ * names rank 2.  shm used to hand it to the receive for rank 1 (a sender
+ * missing from the address vector matches any source): the transport
+ * must know every local peer before the first message. */
+static int body_sources_late(struct fccl_tp *tp, int rank, int n, void *arg)
+{
+    (void)n, (void)arg;
+    unsigned char m[3][2048];
+    char done = 0;
+    if (rank != 0) {
+        th_sleep_ms(rank == 2 ? 100 : 300); /* rank 2's arrives first */
+        fill(m[rank], sizeof(m[rank]), (uint32_t)rank * 1000);
+        TPH_CHECK(sendw(tp, 0, 42, m[rank], sizeof(m[rank])) == 0, "send");
+        /* stay until rank 0 has both: a sender that exits at once is
+         * another test (last_words) */
+        TPH_CHECK(recvw(tp, 0, 43, &done, 1, NULL) == 0, "done");
+        return 0;
+    }
+    size_t got = 0;
+    TPH_CHECK(recvw(tp, 1, 42, m[1], sizeof(m[1]), &got) == 0, "recv 1");
+    TPH_CHECK(got == sizeof(m[1]) && bad_byte(m[1], got, 1000) < 0,
+              "the receive for rank 1 holds another rank's data");
+    TPH_CHECK(recvw(tp, 2, 42, m[2], sizeof(m[2]), &got) == 0, "recv 2");
+    TPH_CHECK(got == sizeof(m[2]) && bad_byte(m[2], got, 2000) < 0,
+              "rank 2's data wrong");
+    for (int r = 1; r < 3; r++)
+        TPH_CHECK(sendw(tp, r, 43, &done, 1) == 0, "done to %d", r);
+    return 0;
+}
+
+Test(transport, source_separation_late_shm, .timeout = 60) { run("shm", 3, body_sources_late, NULL); }
+Test(transport, source_separation_late_tcp, .timeout = 60) { run(TCP, 3, body_sources_late, NULL); }
+Test(transport, source_separation_late_net, .timeout = 60) { run(NET, 3, body_sources_late, NULL); }
+
 /* ---------------------------------------------------------------- */
 /* 256 requests each way at once: half on distinct tags, half on one */
 /* tag (matched in send order), with some rendezvous-sized ones.      */

@@ -23,6 +23,7 @@
 
 #define TP_SRC_MAX (1 << (64 - TP_TAG_BITS)) /* ranks without directed recv */
 #define TP_SPIN_ENV "FCCL_SPIN_US"
+#define TP_SHM_PEERS_MAX 255 /* libfabric 1.17 shm: 256 per endpoint */
 
 /* Peers                                                              */
 /* ------------------------------------------------------------------ */
@@ -181,13 +182,52 @@ void tp_set_machine(struct fccl_tp *tp, int ranks)
     pthread_mutex_unlock(&tp->lock);
 }
 
+/* Put every local peer reached through shm into its address vector now.
+ * libfabric 1.17's shm matches a message from a sender missing from the
+ * receiver's address vector (its source is FI_ADDR_UNSPEC) against any
+ * posted receive with the same tag, whatever peer that receive names
+ * (smr_match_id), and keeps it so in the unexpected queue: in a pairwise
+ * all_to_all, rank r's receive from r-2 took the 12 B that r-3 sent a
+ * round early (same collective tag) and failed as truncated.  With every
+ * local peer known before the first collective no message has an unknown
+ * source.  Lazy resolution stays for the network, where rxm looks the
+ * source up again when it is inserted.  Beyond shm's 256 peers per
+ * endpoint this cannot be done; such a host stays lazy, with a warning. */
+static void resolve_shm_peers(struct fccl_tp *tp, const int *ranks, int n)
+{
+    int want = 0;
+    for (int i = 0; i < n; i++) {
+        int epi;
+        if (ranks[i] != tp->my_rank && ranks[i] >= 0 &&
+            ranks[i] < tp->nranks && tp_peer_where(tp, ranks[i], &epi) >= 0 &&
+            tp->eps[epi].is_shm)
+            want++;
+    }
+    if (want > TP_SHM_PEERS_MAX) {
+        LOG_WARN("FABRIC", "%d local ranks exceed shm's %d peers: peers are "
+                 "resolved on first use, and a message from a peer this rank "
+                 "has not talked to yet can match another peer's receive",
+                 want + 1, TP_SHM_PEERS_MAX);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        int epi, r = ranks[i];
+        if (r == tp->my_rank || r < 0 || r >= tp->nranks ||
+            tp_peer_where(tp, r, &epi) < 0 || !tp->eps[epi].is_shm)
+            continue;
+        if (tp_resolve_locked(tp, r) < 0) /* the first post says it again */
+            LOG_DEBUG("FABRIC", "rank %d: %s", r, fccl_last_error());
+    }
+}
+
 void tp_set_local(struct fccl_tp *tp, const int *ranks, int n)
 {
-    (void)ranks; /* their pidfds are opened on first need (live.c) */
     if (!tp || !tp->peers)
         return;
     pthread_mutex_lock(&tp->lock);
     set_spin(tp, n);
+    if (ranks)
+        resolve_shm_peers(tp, ranks, n);
     hb_fill_locked(tp);
     tp_hb_start(tp);
     pthread_mutex_unlock(&tp->lock);

@@ -1,5 +1,5 @@
 /*
- * Lazy peer resolution: a peer's address goes into our address vector
+ * Peer resolution: a network peer's address goes into our address vector
  * (fi_av_insert) the first time we post to it, send it a control message,
  * or ask where it is, never at start-up.  At 16,384 ranks inserting every
  * peer costs each rank seconds and memory it mostly never uses, and
@@ -11,10 +11,12 @@
  * peer that cannot be resolved fails the post with an error naming it,
  * and every later post to it fails the same way.
  *
- * Messages from a peer we have not resolved yet wait in the provider's
+ * Messages from a network peer we have not resolved yet wait in rxm's
  * unexpected queue like any other early message; the directed receive
- * posted after resolving it matches them (shm and rxm look the source up
- * again when the address appears).
+ * posted after resolving it matches them (rxm looks the source up again
+ * when the address appears).  shm does not: a message from a sender
+ * missing from the address vector matches any receive with its tag, so
+ * peers on shm are all resolved at once by tp_set_local (peers.c).
  */
 #include <stdio.h>
 #include <string.h>

@@ -114,6 +114,15 @@ static int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
         tp_close(tp);
         return 1;
     }
+    /* Everyone has added its peers (shm resolves them there) before
+     * anyone sends: the parent answers once all have said so. */
+    char go = 1;
+    if (tph_write(wfd, &go, 1) || tph_read(rfd, &go, 1, dl)) {
+        fprintf(stderr, "[rank %d] no start signal (another rank failed)\n",
+                rank);
+        tp_close(tp);
+        return 1;
+    }
     rc = fn(tp, rank, n, arg);
     if (rc != 0)
         fprintf(stderr, "[rank %d] body failed (%d): %s\n", rank, rc,
@@ -122,7 +131,8 @@ static int tph_child(struct tp_harness *h, int rank, int wfd, int rfd,
     return rc != 0;
 }
 
-/* Parent side: gather blobs, broadcast them.  -1 if a child died. */
+/* Parent side: gather blobs, broadcast them, then the start signal once
+ * every child has added its peers.  -1 if a child died. */
 static int tph_exchange(struct tp_harness *h, int *rfd, int *wfd,
                                double dl)
 {
@@ -153,6 +163,17 @@ static int tph_exchange(struct tp_harness *h, int *rfd, int *wfd,
                 rc = -1;
     for (int r = 0; r < n; r++)
         free(blob[r]);
+    /* start together once every child has added its peers */
+    char go = 1;
+    for (int r = 0; r < n && rc == 0; r++)
+        if (tph_read(rfd[r], &go, 1, dl)) {
+            fprintf(stderr, "tp_harness: rank %d could not add its peers\n",
+                    r);
+            rc = -1;
+        }
+    for (int c = 0; c < n && rc == 0; c++)
+        if (tph_write(wfd[c], &go, 1))
+            rc = -1;
     return rc;
 }
 

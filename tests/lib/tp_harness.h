@@ -16,7 +16,9 @@
  * be initialised before a fork).  Each child opens its transport with the
  * given provider, sends its name blob to the parent over a pipe; the parent
  * sends every blob to every child; each child calls tp_add_peers (node_of
- * all 0 unless h->node_of is set), runs `fn`, closes the transport and
+ * all 0 unless h->node_of is set), tells the parent, waits until every
+ * child has (so no message reaches a rank that has not added its peers:
+ * see tp_set_local), runs `fn`, closes the transport and
  * exits 0 only if fn returned 0.  The parent waits for all children until
  * h->timeout_ms (default 60 s), SIGKILLs them all on timeout, and returns 0
  * only if every child exited 0.  It reports failures on stderr.  Children
