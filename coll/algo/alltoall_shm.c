@@ -11,42 +11,52 @@
  * everything against one process_vm_readv of what comes from peers), so
  * anything else runs pairwise exchange.
  *
- * Except with two ranks where the members may read each other's memory
- * (shm/cma.c): each exposes its send buffer and reads its block straight
- * out of the peer's with process_vm_readv (its own block is a memcpy),
- * then one barrier.  That is the transport's single copy without its
- * descriptor and FIN messages.  In place, the peer's block lands in
- * scratch and moves into place after the barrier (the peer may still be
- * reading that place before it).  Without CMA, two ranks run what the
- * selector picks for them otherwise (linear).
+ * Except for larger even blocks where the members may read each other's
+ * memory (shm/cma.c): each exposes its send buffer and reads its block
+ * straight out of every peer's with process_vm_readv (its own block is a
+ * memcpy), then one barrier.  That is the transport's single copy without
+ * its clear-to-send, descriptor and FIN messages.  In place, the peers'
+ * blocks land in scratch and move into place after the barrier (a peer
+ * may still be reading that place before it).  Without CMA they run what
+ * the selector picks otherwise (linear, or pairwise for many large
+ * blocks).
  */
 #include <string.h>
 
 #include "algos.h"
 
 
-/* Two ranks, even blocks of `block` bytes, CMA agreed. */
+/* Even blocks of `block` bytes, CMA agreed: each member reads its block
+ * out of every peer's exposed send buffer, beginning with the next member
+ * up, so that the n readers start on n different buffers. */
 static int single_copy(struct coll_run *run, struct coll_seg *s,
                        size_t block)
 {
     const struct coll_args *a = run->a;
-    int me = coll_seg_rank(s), q = 1 - me;
+    int n = coll_seg_size(s), me = coll_seg_rank(s);
     unsigned char *out = a->recvbuf;
     const unsigned char *in = a->sendbuf;
     int inplace = a->sendbuf == a->recvbuf;
-    unsigned char *land = inplace ? cr_scratch(run, block)
-                                  : out + (size_t)q * block;
-    if (!land)
+    unsigned char *land = inplace ? cr_scratch(run, (size_t)(n - 1) * block)
+                                  : NULL;
+    if (inplace && !land)
         return FCCL_ERR_NOMEM; /* cr_scratch said why */
-    coll_seg_expose(s, in, 2 * block, 0);
+    coll_seg_expose(s, in, (size_t)n * block, 0);
     if (!inplace)
         memcpy(out + (size_t)me * block, in + (size_t)me * block, block);
-    int rc = coll_seg_wait_exposed(run, s, q);
-    if (rc >= 0)
-        rc = coll_seg_pull(run, s, q, (size_t)me * block, land, block);
+    int rc = FCCL_OK;
+    for (int i = 1; i < n && rc >= 0; i++) {
+        int q = (me + i) % n;
+        unsigned char *dst = inplace ? land + (size_t)(i - 1) * block
+                                     : out + (size_t)q * block;
+        rc = coll_seg_wait_exposed(run, s, q);
+        if (rc >= 0)
+            rc = coll_seg_pull(run, s, q, (size_t)me * block, dst, block);
+    }
     int brc = coll_seg_barrier(run, s);
-    if (rc >= 0 && brc >= 0 && inplace)
-        memcpy(out + (size_t)q * block, land, block);
+    for (int i = 1; rc >= 0 && brc >= 0 && inplace && i < n; i++)
+        memcpy(out + (size_t)((me + i) % n) * block,
+               land + (size_t)(i - 1) * block, block);
     return rc < 0 ? rc : brc;
 }
 
@@ -61,11 +71,16 @@ int coll_alltoall_shm(struct coll_run *run)
     int rc = even ? coll_seg_get(run, &s) : FCCL_OK;
     if (rc < 0)
         return rc;
-    if (s && n == 2 && (block > COLL_SHM_SMALL ||
-                        block * (size_t)n > coll_seg_slot_bytes(s) / 2)) {
+    if (s && (block > COLL_SHM_SMALL ||
+              block * (size_t)n > coll_seg_slot_bytes(s) / 2)) {
         if ((rc = coll_seg_cma(run, s)) < 0)
             return rc;
-        return rc ? single_copy(run, s, block) : coll_alltoall_linear(run);
+        if (rc)
+            return single_copy(run, s, block);
+        /* what the selector picks without a segment (select.c) */
+        return n <= 8 || block * (size_t)n <= ((size_t)1 << 20)
+                   ? coll_alltoall_linear(run)
+                   : coll_alltoall_pairwise(run);
     }
     if (!s || block > COLL_SHM_SMALL ||
         block * (size_t)n > coll_seg_slot_bytes(s) / 2)

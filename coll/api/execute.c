@@ -1,6 +1,7 @@
 /*
  * One collective, run now on the calling thread (inline from coll_submit,
- * or on the group's worker): coll_execute stamps the tag (context id,
+ * or on the group's worker): coll_execute returns at once from a call
+ * that moves nothing, else stamps the tag (context id,
  * sequence number) and the deadline, lets the selector pick the
  * algorithm (and the general one if that cannot run here), finishes avg,
  * and makes any failure stick (a wait stopped by the group's failure
@@ -50,11 +51,25 @@ static int run_fallback(struct coll_run *run)
     return al->fn(run);
 }
 
+/* A call that moves no byte on any member, as each member can tell from
+ * its own arguments: an even call of count 0.  It returns at once, as in
+ * NCCL; it has taken its sequence number, so the members stay in step. */
+static int moves_nothing(const struct coll_args *a)
+{
+    switch (a->kind) {
+    case COLL_BCAST: case COLL_REDUCE: case COLL_ALLREDUCE:
+    case COLL_ALLGATHER: case COLL_REDUCESCATTER: case COLL_GATHER:
+    case COLL_SCATTER: case COLL_ALLTOALL:
+        return a->count == 0 && !a->counts && !a->scounts && !a->rcounts;
+    default: return 0;
+    }
+}
+
 int coll_execute(struct fccl_group *g, const struct coll_args *a,
                  uint32_t seq, int64_t timeout_ms)
 {
     int rc = coll_group_check(g);
-    if (rc < 0)
+    if (rc < 0 || moves_nothing(a))
         return rc;
     struct coll_run run = {
         .g = g, .st = g->state, .a = a, .seq = seq,

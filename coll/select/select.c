@@ -364,9 +364,10 @@ static int auto_choice(const struct coll_run *run)
     case COLL_ALLTOALL_DIMS: /* the same table order; count is the slice */
         if (one_host_shm(run->g) && !a->scounts && !a->rcounts &&
             !a->sdispls && !a->rdispls &&
-            (bytes <= COLL_SHM_SMALL || (n == 2 && a->kind == COLL_ALLTOALL)))
-            return 2; /* shm: small even blocks; two ranks at any size
-                       * (its single copy, or linear without CMA) */
+            (bytes <= COLL_SHM_SMALL || a->kind == COLL_ALLTOALL))
+            return 2; /* shm: small even blocks through the segment,
+                       * larger ones by its single copy (or as below
+                       * without CMA) */
         /* all at once while the host absorbs it; pairwise beyond */
         return n <= 8 || bytes * (size_t)n <= ((size_t)1 << 20) ? 1 : 0;
     default: return 0;

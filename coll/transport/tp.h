@@ -21,7 +21,7 @@
  *               (CMA) and FIN, held sends, retry of refused posts
  *   eager.c     net: messages up to 32 KiB into bounce receives
  *   post.c      putting data and control messages on the wire
- *   resolve.c   a peer's address into the AV on first use (lazy)
+ *   resolve.c   a peer's address into the AV (network: on first use)
  *   ep.c, mr.c, cma.c, live.c, hb.c, names.c: endpoints, registration
  *               cache, process_vm_readv, local peer liveness (pidfds),
  *               heartbeats between ring neighbours (dead hosts within
@@ -167,9 +167,10 @@ typedef int (*tp_lookup_fn)(void *arg, int rank, const void **name,
 
 /* Know the world: nranks ranks, I am my_rank, local_ranks of them run on
  * this host (how waiters spin; <= 0: unknown, assume not oversubscribed).
- * Nothing is inserted into the address vectors here: a peer is resolved
- * (lookup, fi_av_insert, liveness handle) when first posted to, so a rank
- * pays only for the peers it talks to.  A peer that cannot be resolved
+ * Nothing is inserted into the address vectors here: a network peer is
+ * resolved (lookup, fi_av_insert, liveness handle) when first posted to,
+ * so a rank pays only for the peers it talks to (shm peers: see
+ * tp_set_local).  A peer that cannot be resolved
  * fails that post, and later ones, with an error naming it
  * (FCCL_ERR_UNSUPPORTED, FCCL_ERR_FABRIC, or lookup's status).  Not
  * thread-safe against posts; call once before any.  Errors:
@@ -180,11 +181,16 @@ int tp_set_peers(struct fccl_tp *tp, int nranks, int my_rank, int local_ranks,
                  tp_lookup_fn lookup, void *lookup_arg);
 
 /* The ranks on this host, once the topology is known: sets how waiters
- * spin (n ranks here) and starts the heartbeats (my ring neighbours).
+ * spin (n ranks here), starts the heartbeats (my ring neighbours) and
+ * resolves every one of `ranks` reached through shm, because shm matches
+ * a message from a sender it does not know yet to any receive with its
+ * tag.  So every rank must call it before any local rank sends it a
+ * message that shares a tag with a message from another peer (fccl_init
+ * calls it before its first barrier; all collectives come after).
+ * Beyond shm's 256 peers it logs a warning and resolves lazily.
  * Local ranks' liveness handles (pidfds, see tp_dead_peer) are opened on
- * the first liveness check that asks about them, so a local rank that
- * dies is still reported by name by ranks that never talked to it.  O(1)
- * work per call; `ranks` may be NULL. */
+ * the first liveness check that asks about them.  O(n) work; `ranks` may
+ * be NULL (nothing resolved). */
 void tp_set_local(struct fccl_tp *tp, const int *ranks, int n);
 
 /* How many ranks of the job share this machine's CPUs (hosts simulated by
@@ -196,7 +202,9 @@ void tp_set_machine(struct fccl_tp *tp, int ranks);
  * now so that junk fails here, FCCL_ERR_PROTOCOL) and node_of[r], rank
  * r's host index (ranks on my node use shm in auto mode; NULL: all on
  * mine).  Collective in the sense that all ranks call it, but it does not
- * communicate, and still resolves each peer only on first use. */
+ * communicate: it resolves the local shm peers (tp_set_local), so the
+ * caller must have every rank return from it before the first message
+ * that shares a tag with another peer's (a barrier of its own). */
 int tp_add_peers(struct fccl_tp *tp, int nranks, int my_rank,
                  const void *const *names, const size_t *lens,
                  const int *node_of);
@@ -247,6 +255,9 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
  * first of ranks[0..n) on this host whose process has exited (-1 if
  * none). */
 void tp_idle(const struct fccl_tp *tp, uint64_t idle_ns);
+/* 1 if waiters yield the CPU at once (more ranks on this machine than
+ * CPUs, or FCCL_SPIN_US=0): a rank waited for may then be off its core. */
+int tp_yields_at_once(const struct fccl_tp *tp);
 int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n);
 /* Why tp_dead_peer's answer `rank` is dead (static or transport-owned
  * text, valid until tp_close). */

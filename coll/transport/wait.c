@@ -309,6 +309,11 @@ void tp_idle(const struct fccl_tp *tp, uint64_t idle_ns)
     backoff(tp, idle_ns);
 }
 
+int tp_yields_at_once(const struct fccl_tp *tp)
+{
+    return tp && tp->spin_ns == 0;
+}
+
 int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n)
 {
     if (!tp || !tp->peers)

@@ -6,7 +6,9 @@
  * by fccl_group_new / fccl_group_split, see fccl/pg.h).  Counts are element
  * counts of `dtype`.  Ranks and peers are ranks *in the group*.  A count of
  * 0 is valid everywhere (its buffer may then be NULL); a collective with
- * count 0 is still a collective that every rank must call.
+ * count 0 is still a collective that every rank must call, but in its even
+ * form (no per-rank counts) it moves nothing and returns without waiting
+ * for the others (it does not synchronise: use fccl_barrier for that).
  *
  * Blocking and asynchronous forms: collectives take `fccl_request_t **req`.
  * With req == NULL the call blocks until done (or the group timeout).  With
