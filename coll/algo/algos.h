@@ -169,5 +169,12 @@ void coll_nbr_v2_out_dims(const struct coll_shape *s, size_t out[4]);
 size_t coll_a2a_count(const struct coll_args *a, int send, int p);
 size_t coll_a2a_displ(const struct coll_args *a, int send, int p);
 const unsigned char *coll_a2a_source(struct coll_run *run);
+/* Linear (everything posted at once) rather than pairwise for n ranks
+ * sending `bytes` to each peer: while the host absorbs it (the selector's
+ * choice, and alltoall_shm.c's without single copies). */
+static inline int coll_a2a_linear_fits(int n, size_t bytes)
+{
+    return n <= 8 || bytes * (size_t)n <= ((size_t)1 << 20);
+}
 
 #endif

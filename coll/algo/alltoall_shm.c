@@ -77,10 +77,8 @@ int coll_alltoall_shm(struct coll_run *run)
             return rc;
         if (rc)
             return single_copy(run, s, block);
-        /* what the selector picks without a segment (select.c) */
-        return n <= 8 || block * (size_t)n <= ((size_t)1 << 20)
-                   ? coll_alltoall_linear(run)
-                   : coll_alltoall_pairwise(run);
+        return coll_a2a_linear_fits(n, block) ? coll_alltoall_linear(run)
+                                              : coll_alltoall_pairwise(run);
     }
     if (!s || block > COLL_SHM_SMALL ||
         block * (size_t)n > coll_seg_slot_bytes(s) / 2)

@@ -368,8 +368,7 @@ static int auto_choice(const struct coll_run *run)
             return 2; /* shm: small even blocks through the segment,
                        * larger ones by its single copy (or as below
                        * without CMA) */
-        /* all at once while the host absorbs it; pairwise beyond */
-        return n <= 8 || bytes * (size_t)n <= ((size_t)1 << 20) ? 1 : 0;
+        return coll_a2a_linear_fits(n, bytes) ? 1 : 0;
     default: return 0;
     }
 }

@@ -195,25 +195,22 @@ void tp_set_machine(struct fccl_tp *tp, int ranks)
  * endpoint this cannot be done; such a host stays lazy, with a warning. */
 static void resolve_shm_peers(struct fccl_tp *tp, const int *ranks, int n)
 {
-    int want = 0;
-    for (int i = 0; i < n; i++) {
-        int epi;
-        if (ranks[i] != tp->my_rank && ranks[i] >= 0 &&
-            ranks[i] < tp->nranks && tp_peer_where(tp, ranks[i], &epi) >= 0 &&
-            tp->eps[epi].is_shm)
-            want++;
-    }
-    if (want > TP_SHM_PEERS_MAX) {
+    int shm = 0;
+    for (int i = 0; i < tp->nep; i++)
+        shm |= tp->eps[i].is_shm;
+    if (!shm)
+        return;
+    if (n - 1 > TP_SHM_PEERS_MAX) {
         LOG_WARN("FABRIC", "%d local ranks exceed shm's %d peers: peers are "
                  "resolved on first use, and a message from a peer this rank "
                  "has not talked to yet can match another peer's receive",
-                 want + 1, TP_SHM_PEERS_MAX);
+                 n, TP_SHM_PEERS_MAX);
         return;
     }
     for (int i = 0; i < n; i++) {
         int epi, r = ranks[i];
-        if (r == tp->my_rank || r < 0 || r >= tp->nranks ||
-            tp_peer_where(tp, r, &epi) < 0 || !tp->eps[epi].is_shm)
+        if (r == tp->my_rank || tp_peer_where(tp, r, &epi) < 0 ||
+            !tp->eps[epi].is_shm)
             continue;
         if (tp_resolve_locked(tp, r) < 0) /* the first post says it again */
             LOG_DEBUG("FABRIC", "rank %d: %s", r, fccl_last_error());
