@@ -111,6 +111,9 @@ struct store_conn {
     /* issue 25: handshakes, refusals told in-band, failed proofs */
     uint64_t born_ms;  /* accepted (monotonic ms) */
     uint8_t tier;      /* enum conn_tier */
+    uint8_t companion; /* NEW, kept past handshake_timeout as the silent
+                          second connection of a PyTorch 1.13 client
+                          (server_slots.c) */
     struct store_conn *qprev, *qnext; /* its address's queue of its tier */
     uint8_t fccl;      /* introduced itself with the fccl hello */
     uint8_t refused;   /* kept only to tell it why it is refused */

@@ -54,16 +54,17 @@ static void putf(struct codec_buf *b, const char *fmt, ...)
 /* ---- figures both outputs need ---- */
 
 struct conn_sums {
-    uint64_t waiting, paused, tls;
+    uint64_t waiting, paused, tls, companions;
 };
 
 static struct conn_sums conn_sums(const struct store_server *s)
 {
-    struct conn_sums t = {0, 0, 0};
+    struct conn_sums t = {0, 0, 0, 0};
     for (const struct store_conn *c = s->conns; c; c = c->next) {
         t.waiting += c->wait != NULL;
         t.paused += c->paused;
         t.tls += (uint64_t)c->ct->encrypted;
+        t.companions += c->companion;
     }
     return t;
 }
@@ -133,6 +134,9 @@ static void connections(struct store_server *s, struct codec_buf *b)
     GAUGE(b, "connections_tls", "Open connections over TLS.", t.tls);
     GAUGE(b, "connections_paused",
           "Connections not read because their replies pile up.", t.paused);
+    GAUGE(b, "connections_silent_kept",
+          "Silent connections kept past the handshake timeout as a "
+          "PyTorch client's second connection.", t.companions);
     GAUGE(b, "connections_max", "The connection limit.", s->cfg.max_conns);
     COUNTER(b, "connections_accepted_total", "Connections accepted.",
             s->st.conns_total);

@@ -12,13 +12,16 @@
  * first request; with --auth-required: until it has proven a token),
  * GREETED after a lone VALIDATE, ACTIVE once it has made a request.  What
  * is bounded:
- *  - a NEW connection is closed handshake_timeout (10 s) after accept;
- *  - connections per client IP (max_conns_per_addr, default half of
- *    max_conns but at least 1024: a 16,384-rank job behind one NAT
- *    address fits in the default 65536 even with two connections per
- *    rank, and one address still cannot take every slot).  At the cap a newcomer takes the slot of that address's
- *    oldest NEW connection, else its oldest GREETED one, else it is
- *    refused;
+ *  - a NEW connection is closed handshake_timeout (10 s) after accept,
+ *    unless it may be a PyTorch 1.13 client's silent second connection
+ *    (below), which is kept as a "companion";
+ *  - connections per client IP (max_conns_per_addr, default all of
+ *    max_conns but a sixteenth kept for other addresses, and at least
+ *    1024: a 16,384-rank job behind one NAT address gets in on a
+ *    machine whose file limit is 20,000, and on a server of more than
+ *    1024 connections one address cannot take every slot).  At the cap a newcomer takes the slot of
+ *    that address's oldest NEW connection, else its oldest GREETED one,
+ *    else its oldest companion, else it is refused;
  *  - when every slot is taken (max_conns), a newcomer takes the slot of
  *    the oldest NEW (else GREETED) connection of the address holding the
  *    most of them; failing that, of the longest-idle ACTIVE connection of
@@ -33,9 +36,25 @@
  *    SLOW_BYTES_PER_S, is closed (slowloris);
  *  - max_conns itself is capped to what RLIMIT_NOFILE allows, after raising
  *    the soft limit to the hard one.
- * Each address keeps a FIFO of its NEW and one of its GREETED
- * connections, so finding whom to close is O(1) for the own address and
- * O(addresses) for the busiest.
+ * Each address keeps a FIFO of its NEW, one of its GREETED and one of
+ * its companion connections, so finding whom to close is O(1) for the own
+ * address and O(addresses) for the busiest.
+ *
+ * Companions.  PyTorch 1.13's TCPStore client opens a second connection
+ * (for WATCH_KEY callbacks) on which it never sends a byte, and its
+ * callback thread spins on that socket once we close it (poll + recv
+ * returning 0, a whole core per rank).  It cannot be told from a flood by
+ * its bytes, only by its company: such a client's main connection speaks
+ * the legacy dialect and makes requests (with a world size, ADD(init/) at
+ * once), where fccl's and PyTorch 2.x's clients open with VALIDATE and
+ * keep no silent connection.  So an address may keep, past
+ * handshake_timeout, as many silent connections as it holds legacy
+ * connections that made requests, plus COMPANION_SPARE for one client
+ * that has not made its first request yet (no world size).  A flood of silent
+ * connections keeps at most that many, and at a cap companions go after
+ * every NEW and GREETED connection, before any that made a request.
+ * With --auth-required no PyTorch client can take part, so nothing is
+ * kept.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +72,11 @@
 #define FD_RESERVE 64            /* fds kept for listeners, logs, pipes */
 #define SLOW_BYTES_PER_S 1024    /* least average rate past the timeout */
 #define SLOTS_MIN_BUCKETS 256
-#define PER_ADDR_FLOOR 1024      /* auto per-address cap, at least */
+#define OTHERS_SHARE 16          /* auto per-address cap: max_conns less
+                                    a sixteenth for other addresses ... */
+#define PER_ADDR_FLOOR 1024      /* ... but at least this many */
+#define COMPANION_SPARE 2        /* silent connections an address keeps
+                                    beyond its requesting ones */
 
 /* Connections of one tier of an address, oldest first. */
 struct tier_queue {
@@ -61,12 +84,17 @@ struct tier_queue {
     uint64_t n;
 };
 
+/* The queues of an address's connections that made no request. */
+enum { Q_NEW = CONN_TIER_NEW, Q_GREETED = CONN_TIER_GREETED, Q_COMPANION,
+       Q__COUNT };
+
 struct addr_slot {
     struct addr_slot *next; /* hash chain */
     struct store_conn *conns;
     uint64_t n;
+    uint64_t nlegacy; /* of them, ACTIVE ones of the legacy dialect */
     uint64_t hash;
-    struct tier_queue q[2]; /* CONN_TIER_NEW, CONN_TIER_GREETED */
+    struct tier_queue q[Q__COUNT];
     char ip[48];
 };
 
@@ -137,16 +165,26 @@ static void slots_grow(struct slot_table *t)
     t->mask = nb - 1;
 }
 
-/* The per-address cap.  auto: half of max-connections (after capping it
- * to the file limit), but at least 1024 (all of them when fewer): a small
- * server keeps the old cap rather than one address filling half of it. */
+/* The per-address cap.  auto: max-connections (after capping it to the
+ * file limit) less a sixteenth kept for other addresses, but at least
+ * PER_ADDR_FLOOR (all of them when fewer: a small server keeps its old
+ * cap).  Jobs behind one address (NAT, or one big host) are the common
+ * case; what matters is that they cannot lock every other address out.
+ * Half used to be kept: a 16,384-rank job from one address stopped at
+ * 9,968 on a file limit of 20,000. */
+static uint64_t auto_per_addr(uint64_t max_conns)
+{
+    uint64_t v = max_conns - max_conns / OTHERS_SHARE;
+    if (v >= PER_ADDR_FLOOR)
+        return v;
+    return max_conns < PER_ADDR_FLOOR ? max_conns : PER_ADDR_FLOOR;
+}
+
 static void resolve_per_addr(struct store_server *s)
 {
-    uint64_t v = s->cfg.max_conns_per_addr, m = s->cfg.max_conns;
-    if (v == STORE_SERVER_PER_ADDR_AUTO) {
-        uint64_t floor = m < PER_ADDR_FLOOR ? m : PER_ADDR_FLOOR;
-        v = m / 2 > floor ? m / 2 : floor;
-    }
+    uint64_t v = s->cfg.max_conns_per_addr;
+    if (v == STORE_SERVER_PER_ADDR_AUTO)
+        v = auto_per_addr(s->cfg.max_conns);
     s->per_addr_cap = v;
 }
 
@@ -209,6 +247,13 @@ static void q_unlink(struct tier_queue *q, struct store_conn *c)
     q->n--;
 }
 
+/* The queue of a connection below ACTIVE. */
+static struct tier_queue *queue_of(struct addr_slot *a,
+                                   const struct store_conn *c)
+{
+    return &a->q[c->companion ? Q_COMPANION : c->tier];
+}
+
 /* Move c to tier t (only ever up). */
 static void set_tier(struct store_conn *c, enum conn_tier t)
 {
@@ -216,10 +261,13 @@ static void set_tier(struct store_conn *c, enum conn_tier t)
     if (t <= c->tier)
         return;
     if (a && c->tier < CONN_TIER_ACTIVE)
-        q_unlink(&a->q[c->tier], c);
+        q_unlink(queue_of(a, c), c);
+    c->companion = 0;
     c->tier = (uint8_t)t;
     if (a && t < CONN_TIER_ACTIVE)
         q_push(&a->q[t], c);
+    if (a && t == CONN_TIER_ACTIVE && c->dialect == DIALECT_LEGACY)
+        a->nlegacy++;
 }
 
 void store_slots_progress(struct store_server *s, struct store_conn *c,
@@ -261,7 +309,9 @@ int store_slots_attach(struct store_server *s, struct store_conn *c,
     a->conns = c;
     a->n++;
     if (c->tier < CONN_TIER_ACTIVE)
-        q_push(&a->q[c->tier], c);
+        q_push(queue_of(a, c), c);
+    else if (c->dialect == DIALECT_LEGACY)
+        a->nlegacy++;
     return FCCL_OK;
 }
 
@@ -275,7 +325,9 @@ void store_slots_detach(struct store_server *s, struct store_conn *c)
     if (!a)
         return;
     if (c->tier < CONN_TIER_ACTIVE)
-        q_unlink(&a->q[c->tier], c);
+        q_unlink(queue_of(a, c), c);
+    else if (c->dialect == DIALECT_LEGACY)
+        a->nlegacy--;
     if (c->sprev)
         c->sprev->snext = c->snext;
     else
@@ -305,29 +357,35 @@ static struct addr_slot *busiest(const struct store_server *s)
     return best;
 }
 
-/* The address holding the most connections that made no request. */
+/* The address holding the most connections that made no request: NEW
+ * and GREETED ones, or when no address has any, companions. */
 static struct addr_slot *most_unproven(const struct store_server *s)
 {
     struct addr_slot *best = NULL;
     uint64_t most = 0;
-    for (uint64_t i = 0; i <= s->slots->mask; i++)
-        for (struct addr_slot *a = s->slots->b[i]; a; a = a->next) {
-            uint64_t n = a->q[0].n + a->q[1].n;
-            if (n > most) {
-                most = n;
-                best = a;
+    for (int companions = 0; companions < 2 && !best; companions++)
+        for (uint64_t i = 0; i <= s->slots->mask; i++)
+            for (struct addr_slot *a = s->slots->b[i]; a; a = a->next) {
+                uint64_t n = companions ? a->q[Q_COMPANION].n
+                                        : a->q[Q_NEW].n + a->q[Q_GREETED].n;
+                if (n > most) {
+                    most = n;
+                    best = a;
+                }
             }
-        }
     return best;
 }
 
-/* a's oldest connection that made no request (NEW before GREETED). */
+/* a's oldest connection that made no request: NEW before GREETED before
+ * a companion (whose PyTorch client spins once it is closed). */
 static struct store_conn *oldest_unproven(const struct addr_slot *a)
 {
     if (!a)
         return NULL;
-    return a->q[CONN_TIER_NEW].head ? a->q[CONN_TIER_NEW].head
-                                    : a->q[CONN_TIER_GREETED].head;
+    for (int q = 0; q < Q__COUNT; q++)
+        if (a->q[q].head)
+            return a->q[q].head;
+    return NULL;
 }
 
 /* The longest-idle ACTIVE connection of a that is doing nothing: no
@@ -348,7 +406,9 @@ static struct store_conn *idlest(const struct addr_slot *a)
 
 static const char *tier_name(const struct store_conn *c)
 {
-    return c->tier == CONN_TIER_NEW ? "no VALIDATE (or proof) yet"
+    return c->companion ? "silent, kept as a PyTorch client's second "
+                          "connection"
+           : c->tier == CONN_TIER_NEW ? "no VALIDATE (or proof) yet"
            : c->tier == CONN_TIER_GREETED ? "VALIDATE only"
                                           : "idle";
 }
@@ -470,6 +530,25 @@ static const char *stalled(const struct store_server *s,
     return NULL;
 }
 
+/* May c, silent past handshake_timeout, stay as a companion? */
+static int keep_companion(const struct store_server *s,
+                          const struct store_conn *c)
+{
+    const struct addr_slot *a = c->slot;
+    if (!a || (s->auth && s->cfg.auth_required))
+        return 0;
+    return a->q[Q_COMPANION].n < a->nlegacy + COMPANION_SPARE;
+}
+
+static void make_companion(struct store_conn *c)
+{
+    q_unlink(&c->slot->q[Q_NEW], c);
+    c->companion = 1;
+    q_push(&c->slot->q[Q_COMPANION], c);
+    LOG_DEBUG("STORE", "client %s: silent for the handshake timeout; kept "
+              "as a PyTorch client's second connection", c->addr);
+}
+
 /* Is c's time up?  1 (c freed), else 0. */
 static int overdue(struct store_server *s, struct store_conn *c, uint64_t now)
 {
@@ -485,7 +564,11 @@ static int overdue(struct store_server *s, struct store_conn *c, uint64_t now)
         return 1;
     }
     if (s->cfg.handshake_timeout_ms > 0 && c->tier == CONN_TIER_NEW &&
-        c->state != CONN_CLOSING && now - c->born_ms > hs) {
+        !c->companion && c->state != CONN_CLOSING && now - c->born_ms > hs) {
+        if (keep_companion(s, c)) {
+            make_companion(c);
+            return 0;
+        }
         store_ip_of(c->addr, ip, sizeof(ip));
         store_quiet_warn(s, QUIET_HANDSHAKE, ip, "closing client %s: no "
                          "%s within %.1f s of connecting "

@@ -38,11 +38,12 @@ static void per_type(struct store_server *s, struct codec_buf *b)
 
 void store_stats_text(struct store_server *s, struct codec_buf *b)
 {
-    uint64_t waiting = 0, paused = 0, tls = 0;
+    uint64_t waiting = 0, paused = 0, tls = 0, kept = 0;
     for (struct store_conn *c = s->conns; c; c = c->next) {
         waiting += c->wait != NULL;
         paused += c->paused;
         tls += (uint64_t)c->ct->encrypted;
+        kept += c->companion;
     }
     line(b, "connections", s->nconns);
     line(b, "connections_max", s->cfg.max_conns);
@@ -55,6 +56,7 @@ void store_stats_text(struct store_server *s, struct codec_buf *b)
     line(b, "connections_per_addr_max", s->per_addr_cap);
     line(b, "connections_told_why", s->st.conns_told);
     line(b, "connections_no_handshake", s->st.conns_no_handshake);
+    line(b, "connections_silent_kept", kept);
     line(b, "auth_proofs_refused", s->st.auth_refused);
     line(b, "auth_proofs_delayed", s->st.auth_deferred);
     line(b, "keys", s->kv.nkeys);

@@ -8,9 +8,11 @@ given as HOST:PORT, for tests/test_pytorch_compat.c.
   pt_client.py ADDR set KEY HEX
   pt_client.py ADDR idle SEC join with a world size of 2, stay idle SEC
                              seconds (its callback connection never sends
-                             anything), then set and get
+                             anything), print "cpu S" (its CPU seconds
+                             over the idle time), then set and get
 Exit status 0 when every check held; a failed check prints why, exits 1."""
 import datetime
+import resource
 import sys
 import time
 
@@ -79,7 +81,11 @@ def main():
         connect(addr).set(sys.argv[3], bytes.fromhex(sys.argv[4]))
     elif cmd == "idle":
         s = connect(addr, world_size=2)
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         time.sleep(float(sys.argv[3]))
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        print("cpu %.3f" % (r1.ru_utime + r1.ru_stime - r0.ru_utime -
+                            r0.ru_stime), flush=True)
         s.set("after_idle", "yes")
         check(s.get("after_idle") == b"yes", "set/get after idling")
         print("OK", flush=True)

@@ -41,7 +41,8 @@ run() { # NAME COMMAND...: run it, count it, show the tail on failure
 }
 
 cd "$ROOT/tests/py" || exit 1
-run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py test_install.py
+run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py test_install.py \
+    test_torch_idle_cpu.py
 cd "$ROOT/tests/py/multi" || exit 1
 for prov in shm 'tcp;ofi_rxm'; do
     for n in 1 2 3 4; do
