@@ -84,9 +84,14 @@ static int wait_failed(tstore *ts, const char *call, const char *key)
     return py_fail(missing ? FCCL_ERR_TIMEOUT : FCCL_ERR_IO, call, key);
 }
 
+/* Python 3.13 made the call public and removed the underscored one. */
 static int finalizing(void)
 {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing() != 0;
+#else
     return _Py_IsFinalizing() != 0;
+#endif
 }
 
 #define ENTER(ts)                                                              \
