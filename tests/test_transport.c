@@ -1403,3 +1403,33 @@ Test(transport, env_defaults_only_if_unset)
     tp_env_defaults();
     cr_assert_str_eq(getenv("FI_OFI_RXM_SAR_LIMIT"), "4096");
 }
+
+/* The spin budget's rule (wait.c, tp_spin_next), on numbers alone: no
+ * clock, no timing asserted.  A late peer must cost no spinning later; a
+ * wait that ends soon after the spin gave up raises the budget, up to its
+ * ceiling; one that ends just after it (the peer needed our core) lowers
+ * it; a caught wait changes nothing. */
+Test(transport, spin_budget_rule)
+{
+    const uint64_t us = 1000, floor = 5 * us;
+    /* caught while spinning: unchanged */
+    cr_assert_eq(tp_spin_next(200 * us, 150 * us), 200 * us);
+    cr_assert_eq(tp_spin_next(floor, 1 * us), floor);
+    /* a busy machine: a 300 us wait after a 5 us spin asks for 600 us */
+    cr_assert_eq(tp_spin_next(floor, 300 * us), 600 * us);
+    /* ... never above the ceiling, whatever the wait */
+    uint64_t b = floor;
+    for (int i = 0; i < 20; i++)
+        b = tp_spin_next(b, 3000 * us);
+    cr_assert(b >= 600 * us && b <= 1000 * us, "ceiling: %llu",
+              (unsigned long long)b);
+    /* a late peer (3 s) drops it back to the floor at once, so the next
+     * late peer costs 5 us of spinning, not the ceiling */
+    cr_assert_eq(tp_spin_next(b, 3000000 * us), floor);
+    cr_assert_eq(tp_spin_next(floor, 3000000 * us), floor);
+    /* ended just after the spin gave up: halved, not below the floor */
+    cr_assert_eq(tp_spin_next(400 * us, 410 * us), 200 * us);
+    cr_assert_eq(tp_spin_next(8 * us, 9 * us), floor);
+    /* no growth below the current budget */
+    cr_assert(tp_spin_next(800 * us, 1100 * us) >= 800 * us);
+}

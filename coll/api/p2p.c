@@ -13,7 +13,6 @@
  * else the group's); a wait with a timeout of its own that runs out
  * fails it and the group the same way.
  */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -279,7 +278,7 @@ int coll_p2p_wait(fccl_request_t *r, int64_t timeout_ms)
     }
     /* The caller's timeout: running out fails the request and the group
      * like its own bound would (p2p_done cancels what is posted). */
-    uint64_t deadline = fccl_deadline_ms(timeout_ms);
+    uint64_t t0 = fccl_now_ns(), deadline = fccl_deadline_ms(timeout_ms);
     for (;;) {
         int t = poll_all(r);
         if (t != 0)
@@ -290,7 +289,9 @@ int coll_p2p_wait(fccl_request_t *r, int64_t timeout_ms)
         if (fccl_now_ns() >= deadline)
             return p2p_done(r, fccl_err(FCCL_ERR_TIMEOUT, "fccl_wait gave "
                                         "up"), timeout_ms);
-        sched_yield();
+        /* back off as the engine's own waits do: a late peer costs no
+         * spinning */
+        tp_idle(g->tp, fccl_now_ns() - t0);
     }
 }
 

@@ -40,6 +40,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@
 #define SEG_STEP_ACK 1
 #define SEG_STEP_GO 2
 #define SEG_CHECK_NS 200000000ull /* liveness check while waiting */
+#define SEG_MOVE_NS 10000000ull /* at most one move_off per thread this often */
 #define SEG_GAP_NS 1000000000ull /* clock readings this far apart: we were
                                     stopped (SIGSTOP) or starved */
 
@@ -145,6 +147,14 @@ unsigned char *coll_seg_slot(const struct coll_seg *s, int q)
 static _Atomic uint64_t *arrive(const struct coll_seg *s, int q)
 {
     return seg_word(seg_line(s, 0, q), 0);
+}
+
+/* Word 1 of a member's barrier line: 1 + the CPU it last waited on (0:
+ * unknown), so a waiter can tell that the member it waits for shares its
+ * CPU (seg_wait). */
+static _Atomic uint64_t *cpu_word(const struct coll_seg *s, int q)
+{
+    return seg_word(seg_line(s, 0, q), 1);
 }
 
 /* Line i of member q's tiny set for call number t. */
@@ -326,6 +336,58 @@ static int seg_dead(struct fccl_group *g, int dead, const char *what)
                     g->name, dead, tp_dead_why(g->tp, dead), what);
 }
 
+/* Say which CPU I wait on and return it (+ 1; 0 unknown).  Written only
+ * when it changed: the others poll this line. */
+static uint64_t publish_cpu(const struct coll_seg *s)
+{
+    int c = sched_getcpu();
+    uint64_t v = c >= 0 ? (uint64_t)c + 1 : 0;
+    if (atomic_load_explicit(cpu_word(s, s->me), memory_order_relaxed) != v)
+        atomic_store_explicit(cpu_word(s, s->me), v, memory_order_relaxed);
+    return v;
+}
+
+/* The member I wait for that shares my CPU (as of its last wait), or -1.
+ * Then my spinning only keeps it off the CPU: with other work keeping
+ * every core busy the scheduler sometimes puts two ranks on one core
+ * (about one run in three, two busy loops on the 2 cores), and each wait
+ * then lasted the waiter's whole spin budget, or a 4 ms tick (2 ranks,
+ * 8-byte all_reduce: 0.3 us, or 0.5-4 ms in those runs). */
+static int shares_cpu(const struct coll_seg *s, seg_late_fn late,
+                      uint64_t target, uint64_t mine)
+{
+    for (int q = 0; mine && q < s->n; q++)
+        if (q != s->me && late(s, q, target) &&
+            atomic_load_explicit(cpu_word(s, q), memory_order_relaxed) ==
+                mine)
+            return q;
+    return -1;
+}
+
+/* Leave CPU `cpu`, which I share with a member I wait for.  Yielding
+ * alone only takes turns on it (5-20 us an 8-byte all_reduce, half the
+ * core's speed for large ones), and the kernel does not separate us: the
+ * cores are balanced by count, two tasks each.  Excluding the CPU from
+ * this thread's mask for a moment moves it now; the mask is restored at
+ * once (the thread stays where it was moved, and the balancer then
+ * evens the counts with the other work).  Of two members sharing, only
+ * the higher moves, and at most every SEG_MOVE_NS, so a stale CPU word
+ * costs little. */
+static void move_off(uint64_t now, int cpu)
+{
+    static _Thread_local uint64_t last;
+    cpu_set_t mine, others;
+    if ((last && now - last < SEG_MOVE_NS) ||
+        sched_getaffinity(0, sizeof(mine), &mine) != 0 ||
+        !CPU_ISSET(cpu, &mine) || CPU_COUNT(&mine) < 2)
+        return;
+    last = now;
+    others = mine;
+    CPU_CLR(cpu, &others);
+    if (sched_setaffinity(0, sizeof(others), &others) == 0)
+        sched_setaffinity(0, sizeof(mine), &mine);
+}
+
 /* A rank resumed after a stop, or at its deadline, first reads the
  * heartbeats' news (tp_news): declared dead meanwhile, it says so and by
  * whom, rather than that it timed out.  An abort (or a failure of the
@@ -337,16 +399,32 @@ int seg_wait(struct coll_run *run, const struct coll_seg *s,
         return FCCL_OK;
     struct fccl_group *g = run->g;
     uint64_t t0 = fccl_now_ns(), checked = t0, prev = t0;
+    uint64_t cpu = publish_cpu(s);
+    int shared = 0, ever = 0, with;
     for (unsigned polls = 1;; polls++) {
-        if (none_late(s, late, target))
+        if (none_late(s, late, target)) {
+            if (!ever) /* the transport's spin budget learns (wait.c) */
+                tp_wait_done(g->tp, t0);
             return FCCL_OK;
+        }
         if (polls % 16) {
-            /* with more ranks here than CPUs this yields at once (the
-             * member we wait for may need our CPU); else it returns */
-            tp_idle(g->tp, 0);
+            /* with more ranks here than CPUs, or a member we wait for on
+             * our CPU, this yields at once; else it returns, and the
+             * clock read below decides with the transport's rule when to
+             * stop spinning */
+            if (shared)
+                sched_yield();
+            else
+                tp_idle(g->tp, 0);
             continue;
         }
+        cpu = publish_cpu(s);
+        with = shares_cpu(s, late, target, cpu);
+        shared = with >= 0;
+        ever |= shared; /* such a wait's length teaches nothing */
         uint64_t now = fccl_now_ns();
+        if (shared && s->me > with && !tp_yields_at_once(g->tp))
+            move_off(now, (int)cpu - 1);
         int gap = now - prev >= SEG_GAP_NS, dead;
         prev = now;
         if (atomic_load(&g->stop))
@@ -363,6 +441,8 @@ int seg_wait(struct coll_run *run, const struct coll_seg *s,
             if ((dead = tp_dead_peer(g->tp, g->world, (size_t)g->size)) >= 0)
                 return seg_dead(g, dead, what);
         }
+        if (shared)
+            sched_yield();
         tp_idle(g->tp, now - t0);
     }
 }

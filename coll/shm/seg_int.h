@@ -6,7 +6,8 @@
  *
  * Head, one 64-byte line per entry, every line written by one member
  * only (except a member's grant word, see cma.c):
- *   n barrier lines (the member's barrier count)
+ *   n barrier lines (the member's barrier count; then the CPU it last
+ *   waited on, which seg_wait compares with its own)
  *   n x 2 tiny sets of COLL_SHM_TINY_LINES lines (the member's tiny data)
  *   n id lines (pid, pid namespace, CMA probe word and verdict)
  *   n exposure lines (the buffer a member offers for this CMA call)
@@ -111,9 +112,11 @@ static inline size_t seg_lines_for(size_t bytes)
 /* Is member q still short of `target` in the wait at hand? */
 typedef int (*seg_late_fn)(const struct coll_seg *s, int q, uint64_t target);
 
-/* Poll until no member is late: backs off like the transport's waits
- * (yielding at once when this host has more ranks than CPUs, sleeping
- * after 1 ms) and fails on the call's deadline (naming the late
+/* Poll until no member is late: backs off by the transport's rule
+ * (tp_idle: spinning for the budget it learns, which this wait's length
+ * teaches too; yielding at once when this host has more ranks than CPUs;
+ * sleeping after 1 ms), yields at once to a late member on its CPU (and
+ * may move off that CPU), and fails on the call's deadline (naming the late
  * members), an abort, or a member that has exited.  `what` names the
  * wait in messages ("barrier", "broadcast", ...). */
 int seg_wait(struct coll_run *run, const struct coll_seg *s,

@@ -84,7 +84,7 @@ int tp_open(const struct tp_opts *opts, struct fccl_tp **out)
     tp->always_register = o->always_register;
     tp->max_chunk = o->max_chunk;
     tp->my_rank = -1;
-    tp->spin_ns = TP_SPIN_NS;
+    atomic_store(&tp->spin_ns, TP_SPIN_NS);
     tp_cma_init(tp);
     const char *iface = o->net_iface ? o->net_iface : getenv("FCCL_NET_IFACE");
     const char *prov = forced_provider(o);

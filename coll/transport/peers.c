@@ -28,7 +28,9 @@
 /* Peers                                                              */
 /* ------------------------------------------------------------------ */
 
-/* How long waiters poll before yielding (see the top of the file). */
+/* How long waiters poll before yielding: FCCL_SPIN_US fixes it; with more
+ * ranks on this machine than CPUs it is 0 for good; else wait.c learns it,
+ * starting from TP_SPIN_NS (see the top of wait.c). */
 static void set_spin(struct fccl_tp *tp, int local)
 {
     const char *env = getenv(TP_SPIN_ENV);
@@ -36,7 +38,8 @@ static void set_spin(struct fccl_tp *tp, int local)
         char *end;
         unsigned long long us = strtoull(env, &end, 10);
         if (*end == '\0') {
-            tp->spin_ns = us * 1000ull;
+            atomic_store(&tp->spin_ns, us * 1000ull);
+            tp->spin_fixed = 1;
             return;
         }
         LOG_WARN("FABRIC", "%s=%s is not a number of microseconds; ignored",
@@ -50,10 +53,12 @@ static void set_spin(struct fccl_tp *tp, int local)
      * the core it needs (2 hosts x 2 ranks on 2 cores: 8-byte all_reduce
      * 437 us spinning, 42 us yielding). */
     int sharing = tp->machine_ranks > local ? tp->machine_ranks : local;
-    tp->spin_ns = cpus > 0 && sharing > cpus ? 0 : TP_SPIN_NS;
+    tp->spin_fixed = cpus > 0 && sharing > cpus;
+    atomic_store(&tp->spin_ns, tp->spin_fixed ? 0 : TP_SPIN_NS);
+    atomic_store(&tp->spin_calm, fccl_now_ns());
     LOG_DEBUG("FABRIC", "%d local ranks, %d on this machine, %d CPUs: "
               "waiters %s", local, sharing, cpus,
-              tp->spin_ns ? "spin 5 us, then yield" : "yield at once");
+              tp->spin_fixed ? "yield at once" : "learn how long to spin");
 }
 
 /* tp_add_peers' own table: every blob copied into one block. */

@@ -62,10 +62,12 @@
  * - isend/irecv never block: a post the provider refuses for lack of queue
  *   entries (-FI_EAGAIN, or shm's -FI_ENOMEM) is queued and retried, in
  *   order, by whichever thread drives progress.
- * - Waiting polls tightly for 5 us after the last completion (not at all
- *   when this host has more ranks than CPUs; FCCL_SPIN_US overrides),
- *   then sched_yield()s, then (after 1 ms idle) sleeps 20-500 us per
- *   round.
+ * - Waiting polls tightly after the last completion for a spin budget
+ *   learned from how this process's waits ended (5 us to 1 ms: long
+ *   while other work keeps the cores busy, 5 us on an idle machine and
+ *   after a late peer; not at all when this host has more ranks than
+ *   CPUs; FCCL_SPIN_US fixes it), then sched_yield()s, then (after 1 ms
+ *   idle) sleeps 20-500 us per round.
  * - Environment: FCCL_PROVIDER / FI_PROVIDER force a provider ("tcp" also
  *   selects "tcp;ofi_rxm"; "auto" or a FI_PROVIDER list means auto),
  *   FCCL_NET_IFACE restricts network providers to one interface/domain,
@@ -255,6 +257,13 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
  * first of ranks[0..n) on this host whose process has exited (-1 if
  * none). */
 void tp_idle(const struct fccl_tp *tp, uint64_t idle_ns);
+/* Such a wait, begun at t0 (fccl_now_ns), got what it waited for: the
+ * spin budget learns from its length (wait.c).  Call it only for waits
+ * that did wait (the condition was false at the first look). */
+void tp_wait_done(struct fccl_tp *tp, uint64_t t0);
+/* The learning rule alone, for tests: the spin budget after a wait that
+ * had `budget` ns of spinning and ended after waited_ns. */
+uint64_t tp_spin_next(uint64_t budget, uint64_t waited_ns);
 /* 1 if waiters yield the CPU at once (more ranks on this machine than
  * CPUs, or FCCL_SPIN_US=0): a rank waited for may then be off its core. */
 int tp_yields_at_once(const struct fccl_tp *tp);

@@ -17,12 +17,13 @@
 #include "tp.h"
 
 #define TP_MAX_EPS 2
-/* Waiters poll this long after progress, then poll with sched_yield(),
- * which costs nothing while the CPU has no one else to run.  Two ranks the
+/* The spin budget's floor, and its start: waiters poll at least this long
+ * after progress before yielding, as they always did.  Two ranks the
  * scheduler put on one CPU (it happens for a few ms at a time, 2 ranks on
  * 2 cores) each spun out this window before the other could answer: 50 us
  * made every message hop cost 50 us (2 hosts x 1 rank pinned to one CPU,
- * 8-byte all_reduce 170-178 us; 5 us: 70; free CPUs: 11.9 either way). */
+ * 8-byte all_reduce 170-178 us; 5 us: 70; free CPUs: 11.9 either way).
+ * wait.c learns how far above it to go. */
 #define TP_SPIN_NS 5000ull
 #define TP_PROV_MAX 64
 #define TP_ADDR_MAX 256
@@ -239,7 +240,12 @@ struct fccl_tp {
     void **zombies;          /* contexts abandoned after a failed cancel */
     size_t nzombies, zcap;
     size_t outstanding;      /* operations inside the provider */
-    uint64_t spin_ns;        /* waiters poll this long before yielding */
+    /* How long waiters poll before yielding (wait.c, "Waiting"): the
+     * learned budget, read and written by every waiting thread without
+     * the lock (a lost update only delays the learning by one wait). */
+    _Atomic uint64_t spin_ns;
+    _Atomic uint64_t spin_calm;  /* when the budget last had to grow */
+    int spin_fixed;          /* FCCL_SPIN_US, or oversubscribed: no learning */
     _Atomic int failed;      /* an operation failed (bye.c: no waiting) */
     int machine_ranks;       /* ranks sharing this machine's CPUs (0: unknown) */
     int cma_ok, pid;         /* CMA works in this process (FCCL_CMA) */

@@ -2,16 +2,38 @@
  * Posting, testing, waiting and cancelling: the calls algorithms make.
  *
  * Waiting.  Tight polling while completions flow (the 8-byte latency
- * path), sched_yield() after TP_SPIN_NS without a completion, and sleeps
- * growing to TP_SLEEP_MAX_NS after TP_YIELD_NS, so oversubscribed ranks
- * (8 on 2 cores) leave the CPU to the ones that have work; a wait idle
- * for longer than 32 ms sleeps 1/64 of its idle time (at most 20 ms).
+ * path) for up to the spin budget, then sched_yield() until TP_YIELD_NS
+ * without a completion, then sleeps growing to TP_SLEEP_MAX_NS, so
+ * oversubscribed ranks (8 on 2 cores) leave the CPU to the ones that have
+ * work; a wait idle for longer than 32 ms sleeps 1/64 of its idle time
+ * (at most 20 ms).  Every wait of the engine backs off here: tp_waitall,
+ * the shared-segment waits (shm/seg.c, through tp_idle), fccl_wait,
+ * closing.
+ *
+ * The spin budget is learned from how the waits of this process ended
+ * (tp_spin_next, one budget per transport, i.e. per process).  When other
+ * work keeps every core busy, a waiter that yields after a few us hands
+ * its core to that work for a whole time slice (ms), while the peer it
+ * waits for answers a few us later; the two ranks then rarely run at the
+ * same time (2 ranks, two busy loops on the 2 cores: 8-byte all_reduce
+ * 15 us, 1 MiB 4 ms, against 0.3 us and 0.28 ms when spinning 0.5-1 ms;
+ * spinning 5 ms made 1 MiB 12 ms: a waiter that never sleeps spends its
+ * share of the core on spinning).  So a wait that ends soon after the
+ * spin gave up (the peer was off its core, or computing) raises the
+ * budget towards twice its length, up to TP_SPIN_CAP_NS; one that ends
+ * only after TP_SPIN_LATE_NS (a late peer, not a busy machine) drops it
+ * to TP_SPIN_NS, so a rank that keeps waiting for a late peer spins
+ * almost nothing; one that ends just after the spin gave up (the peer got
+ * our core only when we stopped) halves it; and the budget halves after
+ * TP_SPIN_CALM_NS without a reason to grow, back to TP_SPIN_NS on an idle
+ * machine, where spinning 5 us then yielding is as fast.
+ *
  * With more of the job's ranks on this machine (every host sharing its
  * kernel) than CPUs we may run on, a waiter yields after every empty poll
- * instead (peers.c sets tp->spin_ns): the rank it
- * waits for may be the one it keeps off the CPU (4 ranks on 2 cores:
- * 8-byte all_reduce 112 -> 15 us; with spare cores spinning is 2.5x
- * faster, 0.6 against 1.6 us).  FCCL_SPIN_US overrides the spin time.
+ * instead, learning nothing (peers.c sets tp->spin_ns and spin_fixed):
+ * the rank it waits for may be the one it keeps off the CPU (4 ranks on 2
+ * cores: 8-byte all_reduce 112 -> 15 us; with spare cores spinning is
+ * 2.5x faster, 0.6 against 1.6 us).  FCCL_SPIN_US fixes the budget.
  */
 #include <errno.h>
 #include <limits.h>
@@ -26,6 +48,10 @@
 #include "log.h"
 #include "tp_int.h"
 
+#define TP_SPIN_CAP_NS 1000000ull /* the learned spin budget's ceiling */
+#define TP_SPIN_LATE_NS 20000000ull /* a wait this long: a late peer */
+#define TP_SPIN_CALM_NS 200000000ull /* no growth this long: halve */
+#define TP_SPIN_NEAR_NS 20000ull /* ended this soon after the spin: its fault */
 #define TP_YIELD_NS 1000000ull  /* then sched_yield() until this */
 #define TP_SLEEP_MIN_NS 20000L  /* then sleep, doubling up to the max */
 #define TP_SLEEP_MAX_NS 500000L
@@ -276,10 +302,59 @@ int tp_test(struct fccl_tp *tp, struct tp_req *req)
     return 1;
 }
 
+uint64_t tp_spin_next(uint64_t budget, uint64_t waited_ns)
+{
+    if (waited_ns <= budget) /* spinning caught it */
+        return budget;
+    if (waited_ns >= TP_SPIN_LATE_NS) /* spinning only burnt CPU */
+        return TP_SPIN_NS;
+    /* Ended just after we stopped polling: the peer may have needed our
+     * core.  Growing on it would feed itself (2 ranks on one CPU: each
+     * wait lasts as long as the other's spin). */
+    if (waited_ns <= budget + budget / 4 + TP_SPIN_NEAR_NS)
+        return budget / 2 > TP_SPIN_NS ? budget / 2 : TP_SPIN_NS;
+    uint64_t want = 2 * waited_ns;
+    if (want < budget)
+        want = budget;
+    return want < TP_SPIN_CAP_NS ? want : TP_SPIN_CAP_NS;
+}
+
+static uint64_t spin_budget(const struct fccl_tp *tp)
+{
+    return atomic_load_explicit(&tp->spin_ns, memory_order_relaxed);
+}
+
+/* A wait that had to wait ended after waited_ns: learn from it (see the
+ * top of the file).  Threads race on the two words; a lost update costs
+ * one wait's lesson. */
+static void spin_learn(struct fccl_tp *tp, uint64_t waited_ns, uint64_t now)
+{
+    if (tp->spin_fixed)
+        return;
+    uint64_t b = spin_budget(tp), next = tp_spin_next(b, waited_ns);
+    uint64_t calm = atomic_load_explicit(&tp->spin_calm, memory_order_relaxed);
+    if (next > b || (next == b && b == TP_SPIN_CAP_NS && waited_ns > b)) {
+        atomic_store_explicit(&tp->spin_calm, now, memory_order_relaxed);
+    } else if (next == b && now - calm >= TP_SPIN_CALM_NS) {
+        atomic_store_explicit(&tp->spin_calm, now, memory_order_relaxed);
+        next = b / 2 > TP_SPIN_NS ? b / 2 : TP_SPIN_NS;
+    }
+    if (next != b)
+        atomic_store_explicit(&tp->spin_ns, next, memory_order_relaxed);
+}
+
+void tp_wait_done(struct fccl_tp *tp, uint64_t t0)
+{
+    if (!tp)
+        return;
+    uint64_t now = fccl_now_ns();
+    spin_learn(tp, now - t0, now);
+}
+
 /* Back off according to how long nothing has completed. */
 static void backoff(const struct fccl_tp *tp, uint64_t idle_ns)
 {
-    if (idle_ns < tp->spin_ns)
+    if (idle_ns < spin_budget(tp))
         return;
     if (idle_ns < TP_YIELD_NS) {
         sched_yield();
@@ -311,7 +386,7 @@ void tp_idle(const struct fccl_tp *tp, uint64_t idle_ns)
 
 int tp_yields_at_once(const struct fccl_tp *tp)
 {
-    return tp && tp->spin_ns == 0;
+    return tp && tp->spin_fixed && spin_budget(tp) == 0;
 }
 
 int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n)
@@ -448,8 +523,11 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
             cancel_many(tp, reqs, n);
             return blame(tp, req_error(tp, &reqs[bad]), reqs[bad].peer);
         }
-        if (pend == n)
+        if (pend == n) {
+            if (t0) /* it had to wait (a quick one is no lesson) */
+                tp_wait_done(tp, last);
             return FCCL_OK;
+        }
         /* Our own requests advancing counts as progress too: another
          * thread may be the one reading the CQ. */
         moved |= got | (pend != from);
@@ -463,7 +541,7 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
         }
         /* While spinning, read the clock only every TP_CLOCK_POLLS polls:
          * it was 15% of an 8-byte all_reduce. */
-        if (tp->spin_ns && ++polls % TP_CLOCK_POLLS)
+        if (spin_budget(tp) && ++polls % TP_CLOCK_POLLS)
             continue;
         uint64_t now = fccl_now_ns();
         if (t0 == 0)
