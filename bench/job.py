@@ -5,7 +5,8 @@
         --backend fccl|gloo [--steps 10] [--tp-iters 200] [--parts ddp,tp]
 
 torch's default thread settings (no set_num_threads).  Each figure is the
-slowest rank's (MAX over ranks) median:
+slowest rank's (MAX over ranks) median; a step and its reference are timed
+alternately (a barrier before each), so both see the same machine:
 
   ddp-comm   DDP step (forward, backward with DDP's gradient all_reduce,
              SGD step) of a communication-heavy MLP (about 26M float32
@@ -23,8 +24,11 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "build", "python"))
+# PYTHONPATH names the build (bench/job.sh sets it); the tree's own
+# build/python otherwise
+if not os.environ.get("PYTHONPATH"):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "build", "python"))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
@@ -47,16 +51,20 @@ def slowest(x):
     return t.item()
 
 
-def median_time(fn, n, warm=2):
+def paired_medians(full_fn, alone_fn, n, warm=1):
+    """Time full_fn and alone_fn alternately, n times each (after warm
+    calls of each), so that both see the same machine: their medians."""
     for _ in range(warm):
-        fn()
-    ts = []
+        full_fn()
+        alone_fn()
+    full, alone = [], []
     for _ in range(n):
-        dist.barrier()
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+        for fn, ts in ((full_fn, full), (alone_fn, alone)):
+            dist.barrier()
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return statistics.median(full), statistics.median(alone)
 
 
 def ddp_part(name, steps):
@@ -75,12 +83,8 @@ def ddp_part(name, steps):
         with model.no_sync():
             step()
 
-    # interleaved, so that both see the same machine
-    full, alone = [], []
-    for _ in range(2):
-        full.append(median_time(step, max(1, steps // 2), warm=1))
-        alone.append(median_time(compute_only, max(1, steps // 2), warm=1))
-    return slowest(min(full)), slowest(min(alone))
+    full, alone = paired_medians(step, compute_only, steps)
+    return slowest(full), slowest(alone)
 
 
 def tp_part(iters):
@@ -93,11 +97,8 @@ def tp_part(iters):
     def step():
         dist.all_reduce(x @ w)
 
-    full, alone = [], []
-    for _ in range(3):
-        full.append(median_time(step, iters // 3))
-        alone.append(median_time(matmul, iters // 3))
-    return slowest(min(full)), slowest(min(alone))
+    full, alone = paired_medians(step, matmul, iters, warm=5)
+    return slowest(full), slowest(alone)
 
 
 def main():
