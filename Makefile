@@ -7,6 +7,9 @@
 # it lives says whether it is installed:
 #   cli/NAME.c         a program users run: build/bin/NAME, `make install`
 #                      puts it in PREFIX/bin
+#   cli/NAME/*.c       the same, for a program in several files (one job
+#                      each); a header there with a "Module map" is held
+#                      to it (scripts/check-calls.sh) when NAME is linked
 #   cli/bench/NAME.c   a benchmark helper the bench/ scripts run:
 #                      build/bench/NAME, never installed;
 #                      cli/bench/mpi_*.c are built by those scripts with
@@ -16,6 +19,7 @@
 # Sources are picked up by directory, so adding a file needs no edit here:
 #   common/ store/ coll/ bootstrap/ moe/  **/*.c (any depth) -> libfccl
 #   cli/NAME.c                            -> build/bin/NAME
+#   cli/NAME/*.c                          -> build/bin/NAME
 #   cli/bench/NAME.c                      -> build/bench/NAME
 #   tests/test_NAME.c                     -> build/tests/test_NAME (Criterion)
 #   tests/*.c without test_ prefix        -> helper programs build/tests/NAME
@@ -140,7 +144,11 @@ PUB_HDRS := $(sort $(wildcard include/fccl/*.h))
 LIB_SRCS := $(sort $(shell find common store coll bootstrap moe -name '*.c'))
 LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 CLI_SRCS := $(sort $(wildcard cli/*.c))
-PROGS := $(patsubst cli/%.c,$(BUILD)/bin/%,$(CLI_SRCS))
+# Programs in a folder of their own (cli/bench/ holds helpers instead).
+CLI_DIRS := $(filter-out bench,$(patsubst cli/%/,%,$(sort $(dir \
+  $(wildcard cli/*/*.c)))))
+PROGS := $(patsubst cli/%.c,$(BUILD)/bin/%,$(CLI_SRCS)) \
+  $(addprefix $(BUILD)/bin/,$(CLI_DIRS))
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))
 TESTS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 THELP_SRCS := $(filter-out tests/test_%.c,$(sort $(wildcard tests/*.c)))
@@ -256,6 +264,19 @@ $(BUILD)/lib/libfccl-preload.so: preload/kallsyms.c
 $(BUILD)/bin/%: $(BUILD)/obj/cli/%.o $(INTLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
+
+# A program of several files, cli/NAME/*.c; its module map (the header
+# there that has one) is checked on its objects before it is linked.
+define CLI_DIR_PROG
+$(BUILD)/bin/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard \
+  cli/$(1)/*.c))) $(INTLIB) scripts/check-calls.sh $(wildcard cli/$(1)/*.h)
+	@mkdir -p $$(dir $$@)
+	$(foreach h,$(shell grep -l 'Module map' cli/$(1)/*.h 2>/dev/null),
+	@scripts/check-calls.sh $(BUILD)/obj/cli/$(1) --map $(h) -- \
+	  $$(filter %.o,$$^))
+	$$(CC) $$(SANLD) -o $$@ $$(filter %.o,$$^) $$(INTLIB) $$(LIBS)
+endef
+$(foreach p,$(CLI_DIRS),$(eval $(call CLI_DIR_PROG,$(p))))
 
 # The test helper library is an archive, so a program takes only the
 # members it uses: the helper programs, which have no Criterion, never
