@@ -2,7 +2,7 @@
  * Internal: what a store handle is to the public calls of fccl/store.h.
  *
  * Every fccl_store_t points at a table of the operations of its kind of
- * store (a TCPStore connection, client.c; a table of the caller's,
+ * store (a TCPStore connection, tcp_store.c; a table of the caller's,
  * store_ops.c; etcd's, when it is there) and the public calls
  * (store_api.c) check their arguments, then call through it.  A missing
  * entry is FCCL_ERR_UNSUPPORTED, except where store_api.c can build the
@@ -73,14 +73,14 @@ struct fccl_store {
     const char *name;   /* the store's address, for messages; owned by
                            what the handles share */
     int64_t timeout_ms; /* the default of calls with timeout_ms < 0 */
-    struct store_client_conn *c; /* a TCPStore's connection (client.c) */
+    struct store_client_conn *c; /* a TCPStore's connection (client_conn.c) */
     void *be;           /* what other kinds share between views */
     char *kpre;         /* the view's key prefix (a TCPStore's starts with
                            "/" unless raw_keys) */
     size_t kprelen;
 };
 
-/* The TCPStore client (client.c): connect to opts->addr ("HOST:PORT"). */
+/* The TCPStore client (tcp_store.c): connect to opts->addr ("HOST:PORT"). */
 int tcp_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
 
 /* Allocate a handle of kind vt sharing `be`, its prefix pre[0..prelen)
