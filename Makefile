@@ -1,6 +1,7 @@
 # fccl: build, install, test.  `make` builds libfccl (shared + static) and
-# the programs into build/; `make test` runs every test (plain, then a
-# sanitized build); `make install PREFIX=/usr/local DESTDIR=`.
+# the programs into build/; `make check` runs the quick tier of the tests,
+# `make test` every test (plain, then a sanitized build); `make install
+# PREFIX=/usr/local DESTDIR=`.
 #
 # Every program of ours that users or benchmarks run lives under cli/
 # (test helper programs are in tests/, fuzz targets in fuzz/), and where
@@ -46,18 +47,25 @@ endif
 PKGS := libevent_core libevent_extra libevent_pthreads libevent_openssl \
   libfabric openssl libcurl json-c
 # A missing dependency is installed before anything else is computed, so
-# the flags below see it (scripts/install-deps.sh is a no-op when all is
-# present).
-# (also for a plain `make`, whose MAKECMDGOALS is empty)
+# the flags below see it.  Building (a plain `make`, whose MAKECMDGOALS is
+# empty, `make demo`, `make install`) installs only what building needs
+# (scripts/install-deps.sh --build, run when pkg-config misses one); a
+# goal that runs or builds tests installs the test tools too (etcd, torch,
+# chromium, ...: scripts/install-deps.sh, a no-op when all is present).
+TEST_GOALS := test check check-san check-lines tests test-multihost \
+  check-embed test-python
 ifneq ($(filter-out clean uninstall,$(or $(MAKECMDGOALS),all)),)
-DEPS_OK := $(shell pkg-config --exists $(PKGS) criterion 2>/dev/null && \
-  command -v etcd >/dev/null && echo 1)
-ifneq ($(DEPS_OK),1)
-$(info make: dependencies missing, running scripts/install-deps.sh)
+ifneq ($(filter $(TEST_GOALS),$(MAKECMDGOALS)),)
 DEPS_RC := $(shell scripts/install-deps.sh >&2; echo $$?)
-ifneq ($(DEPS_RC),0)
-$(error scripts/install-deps.sh failed)
+else
+DEPS_OK := $(shell pkg-config --exists $(PKGS) python3 2>/dev/null && echo 1)
+ifneq ($(DEPS_OK),1)
+$(info make: build dependencies missing, running scripts/install-deps.sh --build)
+DEPS_RC := $(shell scripts/install-deps.sh --build >&2; echo $$?)
 endif
+endif
+ifneq ($(or $(DEPS_RC),0),0)
+$(error scripts/install-deps.sh failed)
 endif
 endif
 
@@ -200,7 +208,7 @@ MAN_SED = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DATE@|$(MAN_DATE)|g' \
 
 .SECONDARY:
 .PHONY: check-embed all lib progs benches tests test check check-san install uninstall clean demo bench \
-  test-multihost man
+  test-multihost man check-lines
 
 all: lib progs benches man
 man: $(MANPAGES)
@@ -298,10 +306,19 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(TLIB) $(INTLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANLD) -o $@ $< $(TLIB) $(INTLIB) $(LIBS)
 
-# The README's test command.  Plain build runs everything; the sanitized
-# build runs the unit/store tests and a reduced collective matrix
-# (FCCL_TEST_REDUCED=1).
+# Two tiers (docs/testing.md):
+#   make check  the quick one, for the edit-build-test loop: the plain
+#               build, the file-size check, every C suite with its long
+#               cases left out and the reduced collective matrix, and the
+#               Python suites' fast cases (FCCL_TEST_QUICK=1; a few
+#               minutes after `make -j2`)
+#   make test   everything, the README's test command and CI's: every
+#               case of the plain build (8-rank matrices, soaks, CPU
+#               measurements, kill loops), the multi-host suite, then the
+#               sanitized build's unit/store tests and a reduced
+#               collective matrix (FCCL_TEST_REDUCED=1)
 test: all tests
+	scripts/check-lines.sh
 	$(MAKE) check-embed
 	scripts/run-tests.sh $(BUILD)
 	tests/py/run.sh $(BUILD)
@@ -311,9 +328,14 @@ test: all tests
 	tests/multihost/run.sh build-san
 
 check: all tests
-	scripts/run-tests.sh $(BUILD)
-	tests/py/run.sh $(BUILD)
-	tests/multihost/run.sh $(BUILD)
+	scripts/check-lines.sh
+	FCCL_TEST_QUICK=1 scripts/run-tests.sh $(BUILD)
+	FCCL_TEST_QUICK=1 tests/py/run.sh $(BUILD)
+
+# No .c or .cpp file of the library, the programs or the bindings over
+# 900 lines (scripts/check-lines.sh; part of both tiers).
+check-lines:
+	scripts/check-lines.sh
 
 # Jobs across network-namespace hosts (root only; prints SKIPPED and
 # passes otherwise): tests/multihost/.

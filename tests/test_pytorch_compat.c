@@ -654,6 +654,7 @@ static void cli_expect(struct th_result r, int status, const char *out,
  * notice: its main connection, which joined with ADD, goes on. */
 Test(compat, pytorch_client_survives_its_silent_connection_being_closed)
 {
+    TH_LONG_CASE("an idle torch client for seconds");
     NEED_TORCH();
     srv_start_local(&srv, (const char *[]){"--handshake-timeout", "1",
                                            NULL});
