@@ -103,8 +103,8 @@ LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -pthread
 #     select        the algorithm tables and the selector       (on algo)
 #     api           the public collective and point-to-point calls
 #                                                             (on select)
-#   bootstrap       init, topology, groups   (on store client and server,
-#                   all of coll)
+#   bootstrap       init, topology, groups   (on all of coll, the store's
+#                   public calls and etcd's addresses)
 #   moe             the MoE operators, on the public collective and group
 #                   API (so above the bootstrap) and common only
 INC_common := include common
@@ -121,10 +121,12 @@ INC_select := $(INC_algo) coll/select
 INC_api := $(INC_select) coll/api
 # all of coll (api sees every floor below it)
 INC_coll := $(INC_api)
-INC_bootstrap := $(INC_coll) store/proto store/etcd store/client store/server \
-  bootstrap
+# (the store's client and server it reaches through the public headers,
+# fccl/store.h and fccl/server.h; of store/ it includes etcd_addr.h only)
+INC_bootstrap := $(INC_coll) store/etcd bootstrap
 INC_moe := include common moe
-INC_all := $(INC_bootstrap) moe
+INC_all := $(INC_coll) store/proto store/etcd store/client store/server \
+  bootstrap moe
 
 $(BUILD)/obj/%.o: INC = $(INC_all)
 $(BUILD)/obj/common/%.o: INC = $(INC_common)
@@ -171,13 +173,15 @@ BENCHES := $(patsubst cli/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 
 # The one-way call orders the headers state, checked on the objects
 # before any library is made (scripts/check-calls.sh): the top floors,
-# coll's floors, and the files of the transport and of the API in the
-# order of their module maps (tp.h, request.h).  Include paths cannot see
+# the store's floors (its client and server side by side: neither calls
+# the other), coll's floors, and the files of store/client, store/server,
+# the transport and the API in the order of their module maps
+# (store_vt.h, server_int.h, tp.h, request.h).  Include paths cannot see
 # a call through a public header (fccl_dtype_size from an algorithm); the
 # symbols do.
 CALLS_OK := $(BUILD)/obj/.calls-ok
 LIB_ORDER := moe bootstrap coll store common
-STORE_ORDER := client server etcd proto
+STORE_ORDER := client,server etcd proto
 COLL_ORDER := api select algo shm run transport reduce
 
 SHLIB := $(BUILD)/lib/libfccl.so.$(VERSION)
@@ -227,9 +231,11 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(ALL_CFLAGS) $(addprefix -I,$(INC)) -MMD -MP -c $< -o $@
 
 $(CALLS_OK): $(LIB_OBJS) scripts/check-calls.sh coll/transport/tp.h \
-  coll/api/request.h
+  coll/api/request.h store/client/store_vt.h
 	@scripts/check-calls.sh $(BUILD)/obj $(LIB_ORDER) -- $(LIB_OBJS)
 	@scripts/check-calls.sh $(BUILD)/obj/store $(STORE_ORDER) -- $(LIB_OBJS)
+	@scripts/check-calls.sh $(BUILD)/obj/store/client \
+	  --map store/client/store_vt.h -- $(LIB_OBJS)
 	@scripts/check-calls.sh $(BUILD)/obj/coll $(COLL_ORDER) -- $(LIB_OBJS)
 	@scripts/check-calls.sh $(BUILD)/obj/coll/transport \
 	  --map coll/transport/tp.h -- $(LIB_OBJS)

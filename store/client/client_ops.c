@@ -1,5 +1,5 @@
 /*
- * Store client, part 2: the single-key operations of store.h.  Each
+ * Store client: the single-key operations of store.h.  Each
  * operation encodes its request(s) into the connection's buffer, sends
  * them with one send, and reads the reply under the connection's mutex
  * (client_call.c); WAITs follow the protocol of client_wait.c.

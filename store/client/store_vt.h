@@ -15,6 +15,37 @@
  * key prefix (kpre) itself, where it is cheapest (the TCPStore client
  * writes it straight into the request).  timeout_ms < 0 means the
  * handle's default, as in the public calls.
+ *
+ * Module map of store/client, top down:
+ *   store_api.c      the public calls: arguments, then the handle's table;
+ *                    connect picks the kind by the address
+ *   store_ops.c      the kind of a caller's table (fccl_store_from_ops)
+ *   tcp_store.c      the TCPStore kind: its table and handles
+ *   client_multi.c   TCPStore: multi-key calls, key listing, queues
+ *   client_barrier.c TCPStore: PyTorch's BARRIER
+ *   client_ops.c     TCPStore: the single-key calls
+ *   client_wait.c    TCPStore: the WAIT protocol and its cancelling
+ *   client_sync.c    TCPStore: the fence after reply-less writes
+ *   client_call.c    TCPStore: one call (lock, failure, retries,
+ *                    encoding, reading replies)
+ *   client_conn.c    TCPStore: a connection's life (connect, backoff,
+ *                    VALIDATE and the hello, reconnect)
+ *   client_auth.c    TCPStore: proving the token
+ *   client_io.c      TCPStore: a connection's bytes and the hello's reply
+ *   client_tls.c     TCPStore: TLS (handshake, send, receive)
+ *   client_sock.c    TCPStore: waiting on the socket
+ *   etcd_store.c     the etcd kind: its table, connecting, handles
+ *   etcd_ops.c       etcd: the calls that do not wait
+ *   etcd_wait.c      etcd: the calls that wait (watches)
+ *   etcd_kv.c        etcd: key requests, read-modify-write, receipts
+ *   etcd_lease.c     etcd: the lease and its keep-alive
+ *   etcd_client.c    etcd: one request (the pool, failover, login)
+ *   store_handle.c   handles of every kind, key prefixes, key lists
+ *   store_opts.c     the options: defaults and FCCL_STORE_* variables
+ * Each file calls only files below it in this list (the build checks it
+ * on the objects, scripts/check-calls.sh), so the public calls sit on
+ * the kinds, each kind on its own layers, and every kind on the handles;
+ * the TCPStore and etcd kinds never call each other.
  */
 #ifndef FCCL_STORE_VT_H
 #define FCCL_STORE_VT_H
