@@ -62,31 +62,29 @@ for o in "$@"; do
     objs+=("$o") idx+=("${rank_of[$u]}") unit+=("$u")
 done
 
-# Which unit defines each global symbol (its object's index).
-declare -A def
-for k in "${!objs[@]}"; do
-    for s in $(nm --defined-only -g "${objs[$k]}" | awk '{print $3}'); do
-        def[$s]=$k
-    done
-done
-
+# Which object defines each global symbol, then every undefined symbol
+# of every object against it: one nm pass each way, joined in awk.
+table=$(for k in "${!objs[@]}"; do
+            printf '%s %s %s\n' "${objs[$k]}" "${idx[$k]}" "${unit[$k]}"
+        done)
 bad=0
-for k in "${!objs[@]}"; do
-    for s in $(nm -u "${objs[$k]}" | awk '{print $2}'); do
-        d=${def[$s]:-}
-        [ -n "$d" ] || continue
-        j=${idx[$d]}
-        if [ "$j" -lt "${idx[$k]}" ]; then
-            echo "check-calls: ${objs[$k]#"$base"/} calls $s of" \
-                 "${unit[$d]}, which is above it" >&2
-            bad=1
-        elif [ "$j" -eq "${idx[$k]}" ] && [ "${unit[$d]}" != "${unit[$k]}" ]; then
-            echo "check-calls: ${objs[$k]#"$base"/} calls $s of" \
-                 "${unit[$d]}, which stands beside it" >&2
-            bad=1
-        fi
-    done
-done
+{ nm -A --defined-only -g "${objs[@]}" | sed 's/^/D /'
+  nm -A -u "${objs[@]}" | sed 's/^/U /'; } |
+awk -v table="$table" -v base="$base/" '
+    BEGIN { n = split(table, t, "\n")
+            for (i = 1; i <= n; i++) { split(t[i], f, " ")
+                                        rank[f[1]] = f[2]; unit[f[1]] = f[3] } }
+    { file = $2; sub(/:[^:]*$/, "", file); sym = $NF }
+    $1 == "D" { def[sym] = file; next }
+    $1 == "U" && (sym in def) {
+        d = def[sym]; rel = file; sub("^" base, "", rel)
+        if (rank[d] + 0 < rank[file] + 0)
+            printf "check-calls: %s calls %s of %s, which is above it\n", rel, sym, unit[d]
+        else if (rank[d] == rank[file] && unit[d] != unit[file])
+            printf "check-calls: %s calls %s of %s, which stands beside it\n", rel, sym, unit[d]
+        else next
+        bad = 1 }
+    END { exit bad }' >&2 || bad=1
 [ $bad = 0 ] || exit 1
 echo "check-calls: $base: ${#objs[@]} objects, calls go one way" \
      "(${units[*]})"
