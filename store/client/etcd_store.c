@@ -104,15 +104,7 @@ static int etcd_prefixed(fccl_store_t *parent, const char *prefix,
                          fccl_store_t **out)
 {
     struct etcd_be *b = parent->be;
-    size_t pl = strlen(prefix), n = parent->kprelen + pl;
-    char *buf = malloc(n + 1);
-    if (!buf)
-        return fccl_err(FCCL_ERR_NOMEM, "store prefixed: out of memory");
-    memcpy(buf, parent->kpre, parent->kprelen);
-    memcpy(buf + parent->kprelen, prefix, pl + 1);
-    int rc = store_handle_new(parent->vt, b, b->conf.name, parent->timeout_ms,
-                              buf, n, out);
-    free(buf);
+    int rc = store_handle_view(parent, prefix, out);
     if (rc < 0)
         return rc;
     pthread_mutex_lock(&b->mu);

@@ -59,3 +59,21 @@ void fccl_store_free_keys(char **keys, size_t n)
         free(keys[i]);
     free(keys);
 }
+
+int store_handle_view(const fccl_store_t *parent, const char *prefix,
+                      fccl_store_t **out)
+{
+    size_t pl = strlen(prefix), n = parent->kprelen + pl;
+    char *buf = malloc(n + 1);
+    if (!buf)
+        return fccl_err(FCCL_ERR_NOMEM, "store %s: prefixed: out of memory",
+                        parent->name);
+    memcpy(buf, parent->kpre, parent->kprelen);
+    memcpy(buf + parent->kprelen, prefix, pl + 1);
+    int rc = store_handle_new(parent->vt, parent->be, parent->name,
+                              parent->timeout_ms, buf, n, out);
+    free(buf);
+    if (rc == FCCL_OK)
+        (*out)->c = parent->c;
+    return rc;
+}

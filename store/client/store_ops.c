@@ -303,13 +303,8 @@ static int o_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
 static int o_prefixed(fccl_store_t *parent, const char *prefix,
                       fccl_store_t **out)
 {
-    char *pre = store_full_key(parent, prefix);
-    if (!pre)
-        return nomem(parent, "prefixed");
     struct ops_store *b = be_of(parent);
-    int rc = store_handle_new(&b->vt, b, b->name, b->timeout_ms, pre,
-                              strlen(pre), out);
-    free(pre);
+    int rc = store_handle_view(parent, prefix, out);
     if (rc < 0)
         return rc;
     pthread_mutex_lock(&b->mu);

@@ -47,15 +47,8 @@ int tcp_store_prefixed(fccl_store_t *parent, const char *prefix,
 {
     if (!parent || !prefix || !out)
         return fccl_err(FCCL_ERR_INVALID, "store prefixed: NULL argument");
-    size_t pl = strlen(prefix), n = parent->kprelen + pl;
-    char *buf = malloc(n + 1);
-    if (!buf)
-        return fccl_err(FCCL_ERR_NOMEM, "store prefixed: out of memory");
-    memcpy(buf, parent->kpre, parent->kprelen);
-    memcpy(buf + parent->kprelen, prefix, pl + 1);
     struct store_client_conn *c = parent->c;
-    int rc = handle_new(c, buf, n, out);
-    free(buf);
+    int rc = store_handle_view(parent, prefix, out);
     if (rc < 0)
         return rc;
     pthread_mutex_lock(&c->mu);
