@@ -117,6 +117,23 @@ Test(layout, store_client_and_server_stand_side_by_side)
             "stands beside it");
 }
 
+Test(layout, store_server_etcd_backend_goes_one_way)
+{
+    char *out = NULL;
+    const char *map = "--map store/server/backend_etcd.h";
+    /* the transfers calling back into the handlers */
+    plant("store/server", "backend_etcd", "store_be_dispatch");
+    char line[2048];
+    snprintf(line, sizeof(line), "scripts/check-calls.sh '%s/store/server' "
+             "%s -- '%s/store/server/backend_etcd.o' "
+             "'%s/store/server/backend_ops.o'", tmp, map, tmp, tmp);
+    int rc = sh(&out, "%s%s", line, "");
+    cr_assert_eq(rc, 1, "%s: exit %d: %s", line, rc, out);
+    cr_assert(strstr(out, "backend_etcd.o calls store_be_dispatch of "
+                          "backend_ops, which is above it"), "%s", out);
+    free(out);
+}
+
 Test(layout, coll_transport_map_refuses_an_upward_call)
 {
     const char *map = "--map coll/transport/tp.h";
