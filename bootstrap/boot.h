@@ -48,6 +48,29 @@ struct boot_init_stats {
 };
 const struct boot_init_stats *boot_last_init_stats(void);
 
+/* ---- records.c: the ranks' records and the world built from them ---- */
+
+/* The store key of rank's record. */
+void boot_addr_key(char *out, size_t len, int rank);
+/* This rank's record (version, host id, the transport's endpoint names),
+ * malloc'd into *out. */
+int boot_make_record(struct fccl_tp *tp, void **out, size_t *outlen);
+/* Publish rec and fetch the two ring neighbours' records (boot.recs). */
+int boot_exchange_records(void *rec, size_t reclen);
+/* Gather every other record over the fabric (log2(n) rounds). */
+int boot_ring_gather(void);
+/* The transport's lookup of rank r's endpoint names in the records. */
+int boot_record_lookup(void *arg, int r, const void **name, size_t *len,
+                       int *local);
+/* After a failed wait for the others: rc, with the ranks whose records
+ * never reached the store named (one store request). */
+int boot_name_missing(int rc);
+/* Check the versions, assign nodes, tell the transport the local ranks,
+ * make boot.world. */
+int boot_build_world(void);
+/* Free boot.recs (after tp_close: the transport's lookups read them). */
+void boot_free_records(void);
+
 /* Allocate a group of `size` members with zeroed fields; arrays allocated. */
 struct fccl_group *boot_group_alloc(int size);
 /* Fill topology fields of g from its world[] and boot.node_of, then call

@@ -14,7 +14,9 @@
 # Units are listed top-down, or read from HEADER's "Module map" (the .c
 # files it lists, in order).  A unit may call itself and the units after
 # it, never one before it; an object whose unit is not listed fails too,
-# so a new file or folder has to be given its place first.
+# so a new file or folder has to be given its place first.  Units joined
+# by commas ("client,server") stand side by side on one floor: each may
+# call the units after them, neither may call the other.
 set -euo pipefail
 usage() { echo "usage: $0 BASE (UNIT... | --map HEADER) -- OBJ..." >&2
           exit 2; }
@@ -41,10 +43,13 @@ fi
 shift
 
 declare -A rank_of
-for i in "${!units[@]}"; do rank_of[${units[$i]}]=$i; done
+for i in "${!units[@]}"; do
+    IFS=, read -r -a side <<<"${units[$i]}"
+    for u in "${side[@]}"; do rank_of[$u]=$i; done
+done
 
-# Each object below BASE with the index of its unit.
-objs=() idx=()
+# Each object below BASE with the index of its unit, and the unit.
+objs=() idx=() unit=()
 for o in "$@"; do
     case $o in "$base"/*) ;; *) continue ;; esac
     rel=${o#"$base"/}
@@ -54,28 +59,32 @@ for o in "$@"; do
              "(${units[*]})" >&2
         exit 1
     fi
-    objs+=("$o") idx+=("${rank_of[$u]}")
+    objs+=("$o") idx+=("${rank_of[$u]}") unit+=("$u")
 done
 
-# Which unit defines each global symbol.
-declare -A def
-for k in "${!objs[@]}"; do
-    for s in $(nm --defined-only -g "${objs[$k]}" | awk '{print $3}'); do
-        def[$s]=${idx[$k]}
-    done
-done
-
+# Which object defines each global symbol, then every undefined symbol
+# of every object against it: one nm pass each way, joined in awk.
+table=$(for k in "${!objs[@]}"; do
+            printf '%s %s %s\n' "${objs[$k]}" "${idx[$k]}" "${unit[$k]}"
+        done)
 bad=0
-for k in "${!objs[@]}"; do
-    for s in $(nm -u "${objs[$k]}" | awk '{print $2}'); do
-        j=${def[$s]:-}
-        if [ -n "$j" ] && [ "$j" -lt "${idx[$k]}" ]; then
-            echo "check-calls: ${objs[$k]#"$base"/} calls $s of" \
-                 "${units[$j]}, which is above it" >&2
-            bad=1
-        fi
-    done
-done
+{ nm -A --defined-only -g "${objs[@]}" | sed 's/^/D /'
+  nm -A -u "${objs[@]}" | sed 's/^/U /'; } |
+awk -v table="$table" -v base="$base/" '
+    BEGIN { n = split(table, t, "\n")
+            for (i = 1; i <= n; i++) { split(t[i], f, " ")
+                                        rank[f[1]] = f[2]; unit[f[1]] = f[3] } }
+    { file = $2; sub(/:[^:]*$/, "", file); sym = $NF }
+    $1 == "D" { def[sym] = file; next }
+    $1 == "U" && (sym in def) {
+        d = def[sym]; rel = file; sub("^" base, "", rel)
+        if (rank[d] + 0 < rank[file] + 0)
+            printf "check-calls: %s calls %s of %s, which is above it\n", rel, sym, unit[d]
+        else if (rank[d] == rank[file] && unit[d] != unit[file])
+            printf "check-calls: %s calls %s of %s, which stands beside it\n", rel, sym, unit[d]
+        else next
+        bad = 1 }
+    END { exit bad }' >&2 || bad=1
 [ $bad = 0 ] || exit 1
 echo "check-calls: $base: ${#objs[@]} objects, calls go one way" \
      "(${units[*]})"

@@ -1,12 +1,34 @@
 #!/usr/bin/env bash
-# Install what fccl needs to build, test and benchmark, from Debian's
-# packages.  Does nothing when everything is already present.
+# Install what fccl needs, from Debian's packages.  Does nothing when
+# everything asked for is already present.
+#
+#   scripts/install-deps.sh           what building and testing need (CI)
+#   scripts/install-deps.sh --build   what building needs, only (a plain
+#                                     `make`, `make demo`, `make install`)
+#
+# `make check` and `make test` run it without --build, so the test tools
+# (etcd, torch, chromium, ...) come with the first test run, not with the
+# first build.  FCCL_BENCH_DEPS, FCCL_FUZZ_DEPS and FCCL_PLOT_DEPS add the
+# benchmarks', fuzzing's and the plots' packages.
 set -euo pipefail
 
-BUILD_PKGS="gcc make pkg-config libevent-dev libssl-dev libfabric-dev libfabric-bin libcriterion-dev libcurl4-openssl-dev libjson-c-dev"
-# libtorch-dev and pybind11-dev: fccl.torch's C++ Work (python/fccl/torch/_work.cpp);
-# curl and chromium: the status port's tests; systemd: systemd-analyze verify
-TEST_PKGS="etcd-server etcd-client python3-torch libtorch-dev pybind11-dev g++ python3-dev python3-numpy python3-pytest valgrind procps iproute2 man-db groff-base curl chromium systemd"
+build_only=0
+case "${1:-}" in
+--build) build_only=1 ;;
+"") ;;
+*) echo "usage: $0 [--build]" >&2; exit 2 ;;
+esac
+
+# The library, the programs and the Python extension (python3-dev).
+BUILD_PKGS="gcc make pkg-config libevent-dev libssl-dev libfabric-dev libcurl4-openssl-dev libjson-c-dev python3-dev"
+# Criterion: the C suites; libtorch-dev, pybind11-dev and g++: fccl.torch's
+# C++ Work (python/fccl/torch/_work.cpp, built when they are there);
+# libfabric-bin: fi_info for the transport tests; curl and chromium: the
+# status port's tests; systemd: systemd-analyze verify
+TEST_PKGS=""
+if [ $build_only = 0 ]; then
+    TEST_PKGS="libcriterion-dev libfabric-bin etcd-server etcd-client python3-torch libtorch-dev pybind11-dev g++ python3-numpy python3-pytest valgrind procps iproute2 man-db groff-base curl chromium systemd"
+fi
 # the benchmarks' peers and tools: MPIs (coll.sh, cells.sh, init_mpi.sh), mpi4py
 # (py_compare.sh), redis (tcpstore.sh), sockperf and iperf3 (net.sh), hyperfine, bc
 BENCH_PKGS="${FCCL_BENCH_DEPS:+openmpi-bin libopenmpi-dev mpich libmpich-dev python3-mpi4py redis-server redis-tools sockperf iperf3 hyperfine bc}"

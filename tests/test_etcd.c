@@ -496,6 +496,7 @@ static void *late_setter(void *arg)
 
 Test(etcd_own, calls_go_on_when_the_leader_is_killed)
 {
+    TH_LONG_CASE("a 3-member cluster and its leader killed, about 7 s");
     up(3, NULL, "/ha");
     fccl_store_t *s = store();
     int64_t v = 0;
@@ -723,6 +724,7 @@ Test(etcd_own, job_loses_a_member_during_group_creation, .timeout = 120)
 
 Test(etcd_own, a_killed_launcher_leaves_no_keys_after_the_lease, .timeout = 60)
 {
+    TH_LONG_CASE("waits out a lease");
     up(1, NULL, "/lease");
     char log[200], cmd[1500];
     snprintf(log, sizeof(log), "%s/launcher.log", cl.dir);
@@ -766,6 +768,7 @@ Test(etcd_own, a_killed_launcher_leaves_no_keys_after_the_lease, .timeout = 60)
 
 Test(etcd_own, ranks_without_a_launcher_share_the_jobs_lease, .timeout = 90)
 {
+    TH_LONG_CASE("waits out a lease");
     up(1, NULL, "/nolaunch");
     char cmd[2000], log[2][200];
     pid_t pid[2];

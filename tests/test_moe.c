@@ -20,6 +20,8 @@
 
 static void job(const char *prov, int n, const char *mode, int min_cases)
 {
+    if (n > 4)
+        TH_LONG_CASE("more than 4 ranks");
     if (th_reduced() && strcmp(prov, "shm") != 0)
         cr_skip_test("reduced: shm only");
     char cmd[512];

@@ -657,6 +657,7 @@ static void cli_expect(struct th_result r, int status, const char *out,
  * timeout that connection is kept, and the client stays idle. */
 Test(compat, pytorch_client_keeps_its_silent_connection)
 {
+    TH_LONG_CASE("an idle torch client for seconds");
     NEED_TORCH();
     srv_start_local(&srv, (const char *[]){"--handshake-timeout", "1",
                                            NULL});

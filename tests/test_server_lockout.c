@@ -160,6 +160,7 @@ static void close_all(int *fds, int n)
 
 Test(lockout, silent_flood_of_one_address_with_default_limits)
 {
+    TH_LONG_CASE("a flood of 1100 connections, about 20 s");
     enum { SILENT = 1100 };
     raise_fd_limit(SILENT + 200);
     struct srv s;

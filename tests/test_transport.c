@@ -87,6 +87,11 @@ static struct shared *shared_new(void)
 
 static void run(const char *prov, int n, tp_harness_fn fn, void *arg)
 {
+    /* The quick tier: each case on shm and on net, the providers the
+     * transport picks by itself here; tcp;ofi_rxm and the smoke providers
+     * in `make test`. */
+    if (th_quick() && strcmp(prov, "shm") != 0 && strcmp(prov, NET) != 0)
+        cr_skip_test("quick tier: shm and net only");
     struct tp_harness h = {.provider = prov, .nranks = n,
                            .timeout_ms = 45000};
     int rc = tp_harness_run(&h, fn, arg);
@@ -734,6 +739,7 @@ static int body_a2a(struct fccl_tp *tp, int rank, int n, void *arg)
 
 static void a2a(const char *prov)
 {
+    TH_LONG_CASE("8 ranks");
     struct shared *sh = shared_new();
     run(prov, 8, body_a2a, sh);
     fprintf(stderr, "all-to-all %s: 8 ranks x %d rounds in %.0f ms\n", prov,
@@ -1374,6 +1380,7 @@ static int body_perf(struct fccl_tp *tp, int rank, int n, void *arg)
 
 static void perf(const char *prov)
 {
+    TH_LONG_CASE("a performance measurement");
     struct shared *sh = shared_new();
     run(prov, 2, body_perf, sh);
     fprintf(stderr, "PERF %s: 8 B half round trip %.2f us, 64 MiB %.0f MB/s\n",

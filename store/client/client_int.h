@@ -39,6 +39,9 @@
 /* Time allowed to drain a cancelled WAIT once the call's own deadline has
  * passed (capped by the handle's default timeout). */
 #define SC_DRAIN_MS 10000
+/* Longest a blocking recv sleeps before looking at its deadline again
+ * (the socket's SO_RCVTIMEO, client_conn.c; client_io.c). */
+#define RECV_SLICE_MS 1000
 
 struct store_client_conn {
     pthread_mutex_t mu;
@@ -50,7 +53,7 @@ struct store_client_conn {
     int port;
     /* "H:P,H:P,...": the servers in turn (front-ends of one store, see
      * tcpstore-server --backend); a connect that fails moves to the next
-     * (client.c).  nalt 1 for a single address. */
+     * (client_conn.c).  nalt 1 for a single address. */
     int nalt, alt;
     struct sc_alt {
         char host[FCCL_HOST_MAX];
@@ -239,18 +242,40 @@ int sc_auth_config(struct store_client_conn *c, const fccl_store_opts_t *o);
  * naming the cause (refused, server without tokens or without AUTH). */
 int sc_auth(struct store_client_conn *c, uint64_t deadline);
 void sc_auth_free(struct store_client_conn *c);
-/* Read exactly n reply bytes outside a call (connection setup). */
-int sc_conn_read(struct store_client_conn *c, void *p, size_t n,
-                 uint64_t deadline);
-
-/* Send all of p (TLS or plain) before the deadline. */
-int sc_send(struct store_client_conn *c, const void *p, size_t n,
-            uint64_t deadline);
+/* Send all of p over TLS before the deadline (SIGPIPE held back). */
+int sc_tls_send(struct store_client_conn *c, const void *p, size_t n,
+                uint64_t deadline);
 /* One TLS read of up to cap bytes: the count, or a status. */
 ssize_t sc_tls_recv(struct store_client_conn *c, void *buf, size_t cap,
                     uint64_t deadline);
 
-/* ---- the TCPStore's table (client.c) and its entries ---- */
+/* ---- the connection (client_conn.c) ---- */
+
+/* A connection for the options (addresses parsed, TLS and token loaded),
+ * not yet connected, with one reference. */
+int sc_conn_new(const fccl_store_opts_t *o, struct store_client_conn **out);
+/* Connect (backoff, the next server of a list, TLS, VALIDATE, AUTH)
+ * before the deadline; a setup cut short on a reconnect is tried again. */
+int sc_conn_open(struct store_client_conn *c, uint64_t deadline);
+/* Close the socket (the next call reconnects); unread bytes are lost. */
+void sc_conn_drop(struct store_client_conn *c);
+/* Drop one handle's reference; the last frees the connection. */
+void sc_conn_unref(struct store_client_conn *c);
+
+/* ---- the connection's bytes (client_io.c) ---- */
+
+/* Send all of p (TLS or plain) before the deadline. */
+int sc_send(struct store_client_conn *c, const void *p, size_t n,
+            uint64_t deadline);
+/* Read exactly n reply bytes (the hello's reply first, if due); a timeout
+ * is returned without a message, so the WAIT path can cancel. */
+int sc_read_raw(struct store_client_conn *c, void *p, size_t n,
+                uint64_t deadline);
+/* Read exactly n reply bytes outside a call (connection setup). */
+int sc_conn_read(struct store_client_conn *c, void *p, size_t n,
+                 uint64_t deadline);
+
+/* ---- the TCPStore's table (tcp_store.c) and its entries ---- */
 
 extern const struct store_vt tcp_store_vt;
 

@@ -1,5 +1,5 @@
 /*
- * Store client, part 3: the multi-key operations, key listing and queues.
+ * Store client: the multi-key operations, key listing and queues.
  * The modern dialect has MULTI_GET/MULTI_SET; on the legacy one (PyTorch
  * 1.13 has neither) multi_get is one WAIT for all keys followed by N GETs
  * in one send, and multi_set is N SETs in one send.  As for get
@@ -176,15 +176,6 @@ int tcp_store_multi_set(fccl_store_t *s, const char *const *keys,
 }
 
 /* ---- LIST_KEYS (fccl extension) ---- */
-
-void fccl_store_free_keys(char **keys, size_t n)
-{
-    if (!keys)
-        return;
-    for (size_t i = 0; i < n; i++)
-        free(keys[i]);
-    free(keys);
-}
 
 /* Read the listing, stripping the view's prefix from each key. */
 static int cmp_key(const void *a, const void *b)

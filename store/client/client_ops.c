@@ -1,8 +1,8 @@
 /*
- * Store client, part 2: the single-key operations of store.h.  Each
+ * Store client: the single-key operations of store.h.  Each
  * operation encodes its request(s) into the connection's buffer, sends
  * them with one send, and reads the reply under the connection's mutex
- * (client.c); WAITs follow the protocol of client_wait.c.
+ * (client_call.c); WAITs follow the protocol of client_wait.c.
  */
 #include "client_int.h"
 #include "clock.h"

@@ -30,40 +30,6 @@
 #include "err.h"
 #include "private_file.h"
 
-static void env_field(const char **field, const char *prefix,
-                      const char *name)
-{
-    char var[96];
-    snprintf(var, sizeof(var), "%s_%s", prefix, name);
-    const char *v = getenv(var);
-    if (v && *v)
-        *field = v;
-}
-
-void fccl_store_opts_env(fccl_store_opts_t *o, const char *prefix)
-{
-    if (!o || !prefix)
-        return;
-    env_field(&o->tls_ca, prefix, "TLS_CA");
-    env_field(&o->tls_cert, prefix, "TLS_CERT");
-    env_field(&o->tls_key, prefix, "TLS_KEY");
-    env_field(&o->tls_server_name, prefix, "TLS_SERVER_NAME");
-    env_field(&o->token_file, prefix, "TOKEN_FILE");
-    const char *rc = NULL;
-    env_field(&rc, prefix, "RECONNECT");
-    if (rc)
-        o->reconnect = atoi(rc) != 0;
-    env_field(&o->etcd_user, prefix, "ETCD_USER");
-    env_field(&o->etcd_password_file, prefix, "ETCD_PASSWORD_FILE");
-    const char *ttl = NULL, *lease = NULL;
-    env_field(&ttl, prefix, "LEASE_TTL");
-    if (ttl)
-        o->lease_ttl_s = strtoll(ttl, NULL, 10);
-    env_field(&lease, prefix, "LEASE");
-    if (lease)
-        o->lease_id = strtoll(lease, NULL, 10);
-}
-
 static const char *ssl_reason(unsigned long e)
 {
     static _Thread_local char buf[256];
@@ -327,11 +293,9 @@ static int io_error(struct store_client_conn *c, int err, const char *op)
 static int tls_send(struct store_client_conn *c, const void *p, size_t n,
                     uint64_t deadline);
 
-int sc_send(struct store_client_conn *c, const void *p, size_t n,
-            uint64_t deadline)
+int sc_tls_send(struct store_client_conn *c, const void *p, size_t n,
+                uint64_t deadline)
 {
-    if (!c->ssl)
-        return fccl_write_full(c->fd, p, n, deadline);
     struct pipe_guard g;
     pipe_block(&g);
     int rc = tls_send(c, p, n, deadline);

@@ -74,13 +74,35 @@ struct ecall {
                          `deadline`) */
 };
 
+/* ---- etcd_store.c: the kind's table, connecting, the handles ---- */
+
 extern const struct store_vt etcd_store_vt;
 
 int etcd_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
 int64_t etcd_handle_lease(const fccl_store_t *s);
-int etcd_vt_prefixed(fccl_store_t *parent, const char *prefix,
-                     fccl_store_t **out);
-void etcd_vt_close(fccl_store_t *s);
+
+/* ---- etcd_ops.c: the calls that do not wait (the table's entries) ---- */
+
+int etcd_set(fccl_store_t *s, const char *key, const void *val, size_t len);
+int etcd_add(fccl_store_t *s, const char *key, int64_t delta, int64_t *out);
+int etcd_compare_set(fccl_store_t *s, const char *key, const void *expected,
+                     size_t elen, const void *desired, size_t dlen,
+                     void **cur, size_t *curlen);
+int etcd_check(fccl_store_t *s, const char *const *keys, size_t n,
+               int *all_present);
+int etcd_delete(fccl_store_t *s, const char *key, int *deleted);
+int etcd_num_keys(fccl_store_t *s, int64_t *n);
+int etcd_append(fccl_store_t *s, const char *key, const void *val,
+                size_t len);
+int etcd_multi_set(fccl_store_t *s, const char *const *keys,
+                   const void *const *vals, const size_t *lens, size_t n);
+int etcd_ping(fccl_store_t *s, double *rtt_us);
+int etcd_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
+                   size_t *n);
+int etcd_stats(fccl_store_t *s, char **text, size_t *len);
+int etcd_queue_push(fccl_store_t *s, const char *key, const void *val,
+                    size_t len);
+int etcd_queue_len(fccl_store_t *s, const char *key, int64_t *n);
 
 /* ---- etcd_client.c ---- */
 
@@ -106,8 +128,21 @@ uint64_t ec_next_seq(struct ecall *k);
  * the number into *rest, malloc'd, may be NULL), 0 no, or a status. */
 int ec_receipt_says(struct ecall *k, uint64_t seq, char **rest);
 int64_t ec_lease(const struct ecall *k);
+/* Log in (etcd's auth, the handle's user and password): the token every
+ * later request carries. */
+int ec_authenticate(struct ecall *k);
 
-/* ---- etcd_ops.c ---- */
+/* ---- etcd_lease.c ---- */
+
+/* One lease request (grant, keepalive, revoke, timetolive) of id/ttl. */
+int ec_lease_call(struct ecall *k, const char *path, int64_t id,
+                  int64_t ttl, json_object **out);
+/* The lease the handle's writes go under, from the options: the
+ * launcher's (o->lease_id), or one granted and then kept alive by a
+ * thread, its own (o->lease_revoke) or shared by the job's ranks. */
+int ec_lease_setup(fccl_store_t *s, const fccl_store_opts_t *o);
+
+/* ---- etcd_kv.c: key requests ---- */
 
 /* One range of [lo, hi) (hi NULL: the key alone) through k: the reply. */
 int ec_range(struct ecall *k, const struct ek_key *lo, const struct ek_key *hi,
@@ -145,8 +180,22 @@ int etcd_barrier(fccl_store_t *s, const char *key, int64_t world_size,
                  int64_t timeout_ms);
 int etcd_queue_pop(fccl_store_t *s, const char *key, int block, void **val,
                    size_t *len, int64_t timeout_ms);
-/* etcd_ops.c's read-modify-write, for the barrier's count: *num. */
+/* The read-modify-write of ADD (the barrier's count too): *num the new
+ * value, *rev the revision of the write (each may be NULL). */
 int ec_add(struct ecall *k, const char *key, int64_t delta, int64_t *num,
            int64_t *rev);
+/* One read-modify-write of key by `in` (etcd_rmw.h), retried past
+ * conflicting writers; free m and o with ec_rmw_free in every case. */
+struct rmw {
+    struct ek_key key, rk;
+    int present, known; /* known: present/cur/mod were read */
+    struct ej_kv cur;
+    int64_t mod, rev;
+};
+struct ermw_in;
+struct ermw_out;
+int ec_rmw_run(struct ecall *k, const char *key, const struct ermw_in *in,
+               struct rmw *m, struct ermw_out *o);
+void ec_rmw_free(struct rmw *m, struct ermw_out *o);
 
 #endif

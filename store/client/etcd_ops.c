@@ -1,5 +1,6 @@
 /*
- * The etcd store client, part 2: the calls that do not wait (etcd_int.h).
+ * The etcd store client: the calls that do not wait (etcd_int.h); their
+ * key requests are in etcd_kv.c.
  *
  * Cost in etcd round trips: SET, DELETE, CHECK, NUM_KEYS, LIST_KEYS,
  * QUEUE_PUSH, QUEUE_LEN, PING one; MULTI_SET one per 128 keys (or per
@@ -18,7 +19,6 @@
 #include "etcd_rmw.h"
 
 #define TXN_VALUE_BYTES (1u << 20) /* value bytes in one MULTI_SET txn */
-#define CONFLICT_PAUSE_MS 32        /* cap of the pause between conflicts */
 
 static int no_key(const fccl_store_t *s, const char *op)
 {
@@ -28,14 +28,6 @@ static int no_key(const fccl_store_t *s, const char *op)
 static int nomem(struct ecall *k)
 {
     return ec_soft(k, FCCL_ERR_NOMEM, "out of memory");
-}
-
-int ec_range(struct ecall *k, const struct ek_key *lo, const struct ek_key *hi,
-             unsigned flags, int64_t limit, json_object **out)
-{
-    json_object *r = ej_range(lo->p, lo->n, hi ? hi->p : NULL, hi ? hi->n : 0,
-                              flags, limit);
-    return ec_request(k, "/v3/kv/range", r, 1, out);
 }
 
 /* A request whose reply we only need to be a success. */
@@ -48,7 +40,7 @@ static int request_ok(struct ecall *k, const char *path, json_object *req,
     return rc;
 }
 
-static int e_set(fccl_store_t *s, const char *key, const void *val,
+int etcd_set(fccl_store_t *s, const char *key, const void *val,
                  size_t len)
 {
     if (!key)
@@ -70,165 +62,7 @@ static int e_set(fccl_store_t *s, const char *key, const void *val,
     return rc;
 }
 
-/* ---- read-modify-write ---- */
-
-struct rmw {
-    struct ek_key key, rk;
-    int present, known; /* known: present/cur/mod were read */
-    struct ej_kv cur;
-    int64_t mod, rev;
-};
-
-/* The state of the key from a range reply. */
-static int take_state(struct ecall *k, struct rmw *m, json_object *range)
-{
-    ej_kv_free(&m->cur);
-    m->present = ej_nkvs(range) > 0;
-    m->known = 1;
-    m->mod = 0;
-    if (!m->present)
-        return FCCL_OK;
-    int rc = ej_kv_at(range, 0, &m->cur);
-    if (rc < 0)
-        return ec_fail(k, rc);
-    m->mod = m->cur.mod_rev;
-    return FCCL_OK;
-}
-
-static int reread(struct ecall *k, struct rmw *m)
-{
-    json_object *rep = NULL;
-    int rc = ec_range(k, &m->key, NULL, 0, 0, &rep);
-    if (rc == FCCL_OK)
-        rc = take_state(k, m, rep);
-    json_object_put(rep);
-    return rc;
-}
-
-/* Write nv if the key is still as read (missing: version 0), with the
- * receipt; else read it.  1 applied, 0 conflict (state re-read), or a
- * status. */
-static int try_write(struct ecall *k, struct rmw *m, const struct ermw_out *o)
-{
-    uint64_t seq = ec_next_seq(k);
-    char rtxt[24];
-    int rn = snprintf(rtxt, sizeof(rtxt), "%" PRIu64, seq);
-    json_object *txn = ej_txn(), *rep = NULL;
-    int rc = txn ? FCCL_OK : FCCL_ERR_NOMEM;
-    if (rc == FCCL_OK)
-        rc = ej_txn_add(txn, "compare", NULL,
-                        m->present ? ej_cmp(m->key.p, m->key.n, EJ_MOD,
-                                            m->mod, NULL, 0)
-                                   : ej_cmp(m->key.p, m->key.n, EJ_VERSION,
-                                            0, NULL, 0));
-    if (rc == FCCL_OK)
-        rc = ej_txn_add(txn, "success", "put",
-                        ej_put(m->key.p, m->key.n, o->nv, o->nvlen,
-                               ec_lease(k)));
-    if (rc == FCCL_OK)
-        rc = ej_txn_add(txn, "success", "put",
-                        ej_put(m->rk.p, m->rk.n, rtxt, (size_t)rn,
-                               ec_lease(k)));
-    if (rc == FCCL_OK)
-        rc = ej_txn_add(txn, "failure", "range",
-                        ej_range(m->key.p, m->key.n, NULL, 0, 0, 0));
-    if (rc < 0) {
-        json_object_put(txn);
-        return nomem(k);
-    }
-    rc = ec_request(k, "/v3/kv/txn", txn, 0, &rep);
-    if (rc == EC_UNCERTAIN) {
-        rc = ec_receipt_says(k, seq, NULL);
-        if (rc == 0)
-            rc = reread(k, m);
-        return rc;
-    }
-    if (rc < 0)
-        return rc;
-    m->rev = ej_header_rev(rep);
-    if (ej_bool(rep, "succeeded")) {
-        json_object_put(rep);
-        return 1;
-    }
-    atomic_fetch_add(&k->b->nconflict, 1);
-    rc = take_state(k, m, ej_txn_resp(rep, 0));
-    json_object_put(rep);
-    return rc;
-}
-
-static void conflict_pause(int tries)
-{
-    if (tries < 2)
-        return;
-    int cap = 1 << (tries < 6 ? tries : 5);
-    if (cap > CONFLICT_PAUSE_MS)
-        cap = CONFLICT_PAUSE_MS;
-    int64_t us = rand() % (cap * 1000);
-    struct timespec ts = {0, (long)us * 1000};
-    nanosleep(&ts, NULL);
-}
-
-/* Run `in` on key until it is applied.  *o keeps the outcome (the caller
- * frees it); m->rev is the revision of the write. */
-static int rmw_run(struct ecall *k, const char *key, const struct ermw_in *in,
-                   struct rmw *m, struct ermw_out *o)
-{
-    memset(m, 0, sizeof(*m));
-    memset(o, 0, sizeof(*o));
-    m->key = ec_key(k, key);
-    m->rk = ec_receipt_key(k);
-    if (!m->key.p || !m->rk.p)
-        return nomem(k);
-    for (int tries = 0;; tries++) {
-        ermw_out_free(o);
-        int rc = ermw_apply(in, m->present, m->cur.val, m->cur.vlen, o);
-        if (rc < 0)
-            return ec_fail(k, rc);
-        if (!o->write) {
-            if (m->known)
-                return FCCL_OK; /* COMPARE_SET that stores nothing */
-            if ((rc = reread(k, m)) < 0)
-                return rc;
-            continue;
-        }
-        /* The first try guesses "missing" without reading: one round trip
-         * for a new key, and the failure branch reads it otherwise. */
-        rc = try_write(k, m, o);
-        if (rc != 0)
-            return rc < 0 ? rc : FCCL_OK;
-        if (fccl_ms_left(k->deadline) <= 0)
-            return ec_soft(k, FCCL_ERR_TIMEOUT, "gave up after %d "
-                           "conflicting writers", tries + 1);
-        conflict_pause(tries);
-    }
-}
-
-static void rmw_free(struct rmw *m, struct ermw_out *o)
-{
-    ek_free(&m->key);
-    ek_free(&m->rk);
-    ej_kv_free(&m->cur);
-    ermw_out_free(o);
-}
-
-int ec_add(struct ecall *k, const char *key, int64_t delta, int64_t *num,
-           int64_t *rev)
-{
-    struct ermw_in in = {.kind = ERMW_ADD, .delta = delta};
-    struct rmw m;
-    struct ermw_out o;
-    int rc = rmw_run(k, key, &in, &m, &o);
-    if (rc == FCCL_OK) {
-        if (num)
-            *num = o.num;
-        if (rev)
-            *rev = m.rev;
-    }
-    rmw_free(&m, &o);
-    return rc;
-}
-
-static int e_add(fccl_store_t *s, const char *key, int64_t delta,
+int etcd_add(fccl_store_t *s, const char *key, int64_t delta,
                  int64_t *out)
 {
     if (!key)
@@ -241,7 +75,7 @@ static int e_add(fccl_store_t *s, const char *key, int64_t delta,
     return rc;
 }
 
-static int e_append(fccl_store_t *s, const char *key, const void *val,
+int etcd_append(fccl_store_t *s, const char *key, const void *val,
                     size_t len)
 {
     if (!key)
@@ -252,8 +86,8 @@ static int e_append(fccl_store_t *s, const char *key, const void *val,
     struct ermw_out o;
     int rc = ec_begin(&k, s, "APPEND", key, -1);
     if (rc == FCCL_OK) {
-        rc = rmw_run(&k, key, &in, &m, &o);
-        rmw_free(&m, &o);
+        rc = ec_rmw_run(&k, key, &in, &m, &o);
+        ec_rmw_free(&m, &o);
     }
     ec_end(&k);
     return rc;
@@ -274,7 +108,7 @@ static int copy_out(const uint8_t *p, size_t n, void **cur, size_t *curlen)
     return FCCL_OK;
 }
 
-static int e_compare_set(fccl_store_t *s, const char *key,
+int etcd_compare_set(fccl_store_t *s, const char *key,
                          const void *expected, size_t elen,
                          const void *desired, size_t dlen, void **cur,
                          size_t *curlen)
@@ -288,10 +122,10 @@ static int e_compare_set(fccl_store_t *s, const char *key,
     struct ermw_out o;
     int rc = ec_begin(&k, s, "COMPARE_SET", key, -1);
     if (rc == FCCL_OK) {
-        rc = rmw_run(&k, key, &in, &m, &o);
+        rc = ec_rmw_run(&k, key, &in, &m, &o);
         if (rc == FCCL_OK)
             rc = copy_out(o.reply, o.rlen, cur, curlen);
-        rmw_free(&m, &o);
+        ec_rmw_free(&m, &o);
     }
     ec_end(&k);
     return rc;
@@ -299,53 +133,7 @@ static int e_compare_set(fccl_store_t *s, const char *key,
 
 /* ---- keys ---- */
 
-/* A txn of one range per key in keys[0..n) (count only when !vals): the
- * reply, for up to ETCD_TXN_OPS keys. */
-int ec_ranges(struct ecall *k, const char *const *keys, size_t n, int values,
-              json_object **out)
-{
-    json_object *txn = ej_txn();
-    int rc = txn ? FCCL_OK : FCCL_ERR_NOMEM;
-    for (size_t i = 0; i < n && rc == FCCL_OK; i++) {
-        struct ek_key ek = ec_key(k, keys[i]);
-        rc = ek.p ? ej_txn_add(txn, "success", "range",
-                               ej_range(ek.p, ek.n, NULL, 0,
-                                        values ? 0 : EJ_COUNT_ONLY, 0))
-                  : FCCL_ERR_NOMEM;
-        ek_free(&ek);
-    }
-    if (rc < 0) {
-        json_object_put(txn);
-        return nomem(k);
-    }
-    return ec_request(k, "/v3/kv/txn", txn, 1, out);
-}
-
-/* Which keys are missing: *first the first one (n if none), *rev the
- * revision of the read. */
-int ec_first_missing(struct ecall *k, const char *const *keys, size_t n,
-                     size_t *first, int64_t *rev)
-{
-    *first = n;
-    for (size_t at = 0; at < n; at += ETCD_TXN_OPS) {
-        size_t m = n - at < ETCD_TXN_OPS ? n - at : ETCD_TXN_OPS;
-        json_object *rep = NULL;
-        int rc = ec_ranges(k, keys + at, m, 0, &rep);
-        if (rc < 0)
-            return rc;
-        if (at == 0)
-            *rev = ej_header_rev(rep);
-        for (size_t i = 0; i < m && *first == n; i++)
-            if (ej_i64(ej_txn_resp(rep, i), "count") == 0)
-                *first = at + i;
-        json_object_put(rep);
-        if (*first < n)
-            return FCCL_OK;
-    }
-    return FCCL_OK;
-}
-
-static int e_check(fccl_store_t *s, const char *const *keys, size_t n,
+int etcd_check(fccl_store_t *s, const char *const *keys, size_t n,
                    int *all_present)
 {
     int rc;
@@ -367,7 +155,7 @@ static int e_check(fccl_store_t *s, const char *const *keys, size_t n,
     return rc;
 }
 
-static int e_delete(fccl_store_t *s, const char *key, int *deleted)
+int etcd_delete(fccl_store_t *s, const char *key, int *deleted)
 {
     if (!key)
         return no_key(s, "DELETE_KEY");
@@ -404,7 +192,7 @@ static int view_range(struct ecall *k, const char *p, struct ek_key *lo,
     return rc < 0 ? nomem(k) : FCCL_OK;
 }
 
-static int e_num_keys(fccl_store_t *s, int64_t *n)
+int etcd_num_keys(fccl_store_t *s, int64_t *n)
 {
     struct ecall k;
     int rc = ec_begin(&k, s, "GETNUMKEYS", NULL, -1);
@@ -457,7 +245,7 @@ static int set_chunk(struct ecall *k, const char *const *keys,
     return request_ok(k, "/v3/kv/txn", txn, 1);
 }
 
-static int e_multi_set(fccl_store_t *s, const char *const *keys,
+int etcd_multi_set(fccl_store_t *s, const char *const *keys,
                        const void *const *vals, const size_t *lens, size_t n)
 {
     if (n == 0)
@@ -488,7 +276,7 @@ static int e_multi_set(fccl_store_t *s, const char *const *keys,
     return rc;
 }
 
-static int e_ping(fccl_store_t *s, double *rtt_us)
+int etcd_ping(fccl_store_t *s, double *rtt_us)
 {
     struct ecall k;
     int rc = ec_begin(&k, s, "PING", NULL, -1);
@@ -534,7 +322,7 @@ static int list_from(json_object *rep, size_t strip, char ***keys, size_t *n)
     return FCCL_OK;
 }
 
-static int e_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
+int etcd_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
                        size_t *n)
 {
     if (!keys || !n)
@@ -561,7 +349,7 @@ static int e_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
     return rc;
 }
 
-static int e_stats(fccl_store_t *s, char **text, size_t *len)
+int etcd_stats(fccl_store_t *s, char **text, size_t *len)
 {
     if (!text)
         return fccl_err(FCCL_ERR_INVALID, "store %s: STATS: NULL output",
@@ -607,7 +395,7 @@ static int e_stats(fccl_store_t *s, char **text, size_t *len)
 
 /* ---- queues ---- */
 
-static int e_queue_push(fccl_store_t *s, const char *key, const void *val,
+int etcd_queue_push(fccl_store_t *s, const char *key, const void *val,
                         size_t len)
 {
     if (!key)
@@ -663,7 +451,7 @@ static int e_queue_push(fccl_store_t *s, const char *key, const void *val,
     return rc;
 }
 
-static int e_queue_len(fccl_store_t *s, const char *key, int64_t *n)
+int etcd_queue_len(fccl_store_t *s, const char *key, int64_t *n)
 {
     if (!key || !n)
         return key ? fccl_err(FCCL_ERR_INVALID, "store %s: QUEUE_LEN: NULL "
@@ -691,27 +479,3 @@ static int e_queue_len(fccl_store_t *s, const char *key, int64_t *n)
     ec_end(&k);
     return rc;
 }
-
-const struct store_vt etcd_store_vt = {
-    .kind = "etcd",
-    .prefixed = etcd_vt_prefixed,
-    .close = etcd_vt_close,
-    .set = e_set,
-    .get = etcd_get,
-    .add = e_add,
-    .compare_set = e_compare_set,
-    .check = e_check,
-    .wait = etcd_wait,
-    .delete_key = e_delete,
-    .num_keys = e_num_keys,
-    .append = e_append,
-    .multi_get = etcd_multi_get,
-    .multi_set = e_multi_set,
-    .ping = e_ping,
-    .list_keys = e_list_keys,
-    .stats = e_stats,
-    .barrier = etcd_barrier,
-    .queue_push = e_queue_push,
-    .queue_pop = etcd_queue_pop,
-    .queue_len = e_queue_len,
-};

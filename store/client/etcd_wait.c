@@ -1,5 +1,5 @@
 /*
- * The etcd store client, part 3: the calls that wait (etcd_int.h).
+ * The etcd store client: the calls that wait (etcd_int.h).
  *
  * A wait reads first, then watches from the revision after the read, so
  * a write between the two is never missed and nothing polls.  A watch

@@ -35,50 +35,6 @@ static int unsupported(const fccl_store_t *s, const char *op)
             return unsupported(s, op);                                         \
     } while (0)
 
-/* ---- handles ---- */
-
-int store_handle_new(const struct store_vt *vt, void *be, const char *name,
-                     int64_t timeout_ms, const char *pre, size_t prelen,
-                     fccl_store_t **out)
-{
-    fccl_store_t *s = calloc(1, sizeof(*s));
-    char *kp = malloc(prelen + 1);
-    if (!s || !kp) {
-        free(s);
-        free(kp);
-        return fccl_err(FCCL_ERR_NOMEM, "store %s: out of memory", name);
-    }
-    memcpy(kp, pre, prelen);
-    kp[prelen] = '\0';
-    s->vt = vt;
-    s->be = be;
-    s->name = name;
-    s->timeout_ms = timeout_ms;
-    s->kpre = kp;
-    s->kprelen = prelen;
-    *out = s;
-    return FCCL_OK;
-}
-
-void store_handle_free(fccl_store_t *s)
-{
-    if (!s)
-        return;
-    free(s->kpre);
-    free(s);
-}
-
-char *store_full_key(const fccl_store_t *s, const char *key)
-{
-    size_t kl = strlen(key);
-    char *k = malloc(s->kprelen + kl + 1);
-    if (!k)
-        return NULL;
-    memcpy(k, s->kpre, s->kprelen);
-    memcpy(k + s->kprelen, key, kl + 1);
-    return k;
-}
-
 int fccl_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out)
 {
     if (opts && out && etcd_is_addr(opts->addr))

@@ -196,13 +196,6 @@ static int o_stats(fccl_store_t *s, char **text, size_t *len)
 
 /* ---- several keys: a prefixed copy of the list ---- */
 
-static void free_keys(char **k, size_t n)
-{
-    for (size_t i = 0; k && i < n; i++)
-        free(k[i]);
-    free(k);
-}
-
 static int full_keys(const fccl_store_t *s, const char *op,
                      const char *const *keys, size_t n, char ***out)
 {
@@ -213,11 +206,11 @@ static int full_keys(const fccl_store_t *s, const char *op,
         return nomem(s, op);
     for (size_t i = 0; i < n; i++) {
         if (!keys[i]) {
-            free_keys(k, i);
+            fccl_store_free_keys(k, i);
             return no_key(s, op);
         }
         if (!(k[i] = store_full_key(s, keys[i]))) {
-            free_keys(k, i);
+            fccl_store_free_keys(k, i);
             return nomem(s, op);
         }
     }
@@ -236,7 +229,7 @@ static int o_check(fccl_store_t *s, const char *const *keys, size_t n,
     rc = be_of(s)->ops.check(be_of(s)->ctx, (const char *const *)k, n,
                              all_present);
     rc = failed(s, rc, "CHECK", n ? k[0] : NULL);
-    free_keys(k, n);
+    fccl_store_free_keys(k, n);
     return rc;
 }
 
@@ -250,7 +243,7 @@ static int o_wait(fccl_store_t *s, const char *const *keys, size_t n,
     rc = be_of(s)->ops.wait(be_of(s)->ctx, (const char *const *)k, n,
                             ms_of(s, timeout_ms));
     rc = failed(s, rc, "WAIT", n ? k[0] : NULL);
-    free_keys(k, n);
+    fccl_store_free_keys(k, n);
     return rc;
 }
 
@@ -264,7 +257,7 @@ static int o_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
     rc = be_of(s)->ops.multi_get(be_of(s)->ctx, (const char *const *)k, n,
                                  vals, lens, ms_of(s, timeout_ms));
     rc = failed(s, rc, "MULTI_GET", n ? k[0] : NULL);
-    free_keys(k, n);
+    fccl_store_free_keys(k, n);
     return rc;
 }
 
@@ -278,7 +271,7 @@ static int o_multi_set(fccl_store_t *s, const char *const *keys,
     rc = be_of(s)->ops.multi_set(be_of(s)->ctx, (const char *const *)k,
                                  vals, lens, n);
     rc = failed(s, rc, "MULTI_SET", n ? k[0] : NULL);
-    free_keys(k, n);
+    fccl_store_free_keys(k, n);
     return rc;
 }
 
@@ -310,13 +303,8 @@ static int o_list_keys(fccl_store_t *s, const char *prefix, char ***keys,
 static int o_prefixed(fccl_store_t *parent, const char *prefix,
                       fccl_store_t **out)
 {
-    char *pre = store_full_key(parent, prefix);
-    if (!pre)
-        return nomem(parent, "prefixed");
     struct ops_store *b = be_of(parent);
-    int rc = store_handle_new(&b->vt, b, b->name, b->timeout_ms, pre,
-                              strlen(pre), out);
-    free(pre);
+    int rc = store_handle_view(parent, prefix, out);
     if (rc < 0)
         return rc;
     pthread_mutex_lock(&b->mu);

@@ -2,7 +2,7 @@
  * Internal: what a store handle is to the public calls of fccl/store.h.
  *
  * Every fccl_store_t points at a table of the operations of its kind of
- * store (a TCPStore connection, client.c; a table of the caller's,
+ * store (a TCPStore connection, tcp_store.c; a table of the caller's,
  * store_ops.c; etcd's, when it is there) and the public calls
  * (store_api.c) check their arguments, then call through it.  A missing
  * entry is FCCL_ERR_UNSUPPORTED, except where store_api.c can build the
@@ -15,6 +15,37 @@
  * key prefix (kpre) itself, where it is cheapest (the TCPStore client
  * writes it straight into the request).  timeout_ms < 0 means the
  * handle's default, as in the public calls.
+ *
+ * Module map of store/client, top down:
+ *   store_api.c      the public calls: arguments, then the handle's table;
+ *                    connect picks the kind by the address
+ *   store_ops.c      the kind of a caller's table (fccl_store_from_ops)
+ *   tcp_store.c      the TCPStore kind: its table and handles
+ *   client_multi.c   TCPStore: multi-key calls, key listing, queues
+ *   client_barrier.c TCPStore: PyTorch's BARRIER
+ *   client_ops.c     TCPStore: the single-key calls
+ *   client_wait.c    TCPStore: the WAIT protocol and its cancelling
+ *   client_sync.c    TCPStore: the fence after reply-less writes
+ *   client_call.c    TCPStore: one call (lock, failure, retries,
+ *                    encoding, reading replies)
+ *   client_conn.c    TCPStore: a connection's life (connect, backoff,
+ *                    VALIDATE and the hello, reconnect)
+ *   client_auth.c    TCPStore: proving the token
+ *   client_io.c      TCPStore: a connection's bytes and the hello's reply
+ *   client_tls.c     TCPStore: TLS (handshake, send, receive)
+ *   client_sock.c    TCPStore: waiting on the socket
+ *   etcd_store.c     the etcd kind: its table, connecting, handles
+ *   etcd_ops.c       etcd: the calls that do not wait
+ *   etcd_wait.c      etcd: the calls that wait (watches)
+ *   etcd_kv.c        etcd: key requests, read-modify-write, receipts
+ *   etcd_lease.c     etcd: the lease and its keep-alive
+ *   etcd_client.c    etcd: one request (the pool, failover, login)
+ *   store_handle.c   handles of every kind, key prefixes, key lists
+ *   store_opts.c     the options: defaults and FCCL_STORE_* variables
+ * Each file calls only files below it in this list (the build checks it
+ * on the objects, scripts/check-calls.sh), so the public calls sit on
+ * the kinds, each kind on its own layers, and every kind on the handles;
+ * the TCPStore and etcd kinds never call each other.
  */
 #ifndef FCCL_STORE_VT_H
 #define FCCL_STORE_VT_H
@@ -73,14 +104,14 @@ struct fccl_store {
     const char *name;   /* the store's address, for messages; owned by
                            what the handles share */
     int64_t timeout_ms; /* the default of calls with timeout_ms < 0 */
-    struct store_client_conn *c; /* a TCPStore's connection (client.c) */
+    struct store_client_conn *c; /* a TCPStore's connection (client_conn.c) */
     void *be;           /* what other kinds share between views */
     char *kpre;         /* the view's key prefix (a TCPStore's starts with
                            "/" unless raw_keys) */
     size_t kprelen;
 };
 
-/* The TCPStore client (client.c): connect to opts->addr ("HOST:PORT"). */
+/* The TCPStore client (tcp_store.c): connect to opts->addr ("HOST:PORT"). */
 int tcp_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
 
 /* Allocate a handle of kind vt sharing `be`, its prefix pre[0..prelen)
@@ -88,6 +119,11 @@ int tcp_store_connect(const fccl_store_opts_t *opts, fccl_store_t **out);
 int store_handle_new(const struct store_vt *vt, void *be, const char *name,
                      int64_t timeout_ms, const char *pre, size_t prelen,
                      fccl_store_t **out);
+/* A view of parent: a handle of its kind sharing its back end (be, c),
+ * name and timeout, whose key prefix is parent's followed by prefix.  The
+ * kind counts the reference it adds to what is shared. */
+int store_handle_view(const fccl_store_t *parent, const char *prefix,
+                      fccl_store_t **out);
 /* Free a handle made by store_handle_new (not what it shares). */
 void store_handle_free(fccl_store_t *s);
 

@@ -418,7 +418,7 @@ static void sync_reply(struct be_op *op)
  * the new head.  Ops run one at a time, in arrival order, as the server's
  * own table runs them: a WAIT and the GET behind it (the fccl client
  * pipelines them), or a SET and a DELETE, must reach etcd in that order.
- * Reentrant calls (an op finishing inside be_run) only ask for one more
+ * Reentrant calls (an op finishing inside its run) only ask for one more
  * round, so the stack stays flat. */
 void be_flush(struct store_conn *c)
 {
@@ -454,7 +454,7 @@ void be_flush(struct store_conn *c)
         }
         if (h && !h->started) {
             h->started = 1;
-            be_run(h);
+            h->run(h);
         }
     } while (c->be_again);
     c->be_flushing = 0;
@@ -577,8 +577,8 @@ static struct be_op *op_new(struct store_server *s, struct store_conn *c,
     return op;
 }
 
-int store_be_dispatch(struct store_server *s, struct store_conn *c,
-                      const struct codec_req *r)
+int be_queue(struct store_server *s, struct store_conn *c,
+             const struct codec_req *r, void (*run)(struct be_op *op))
 {
     if (c->be_n >= OPS_PER_CONN_MAX)
         return fccl_err(FCCL_ERR_LIMIT, "over %d requests in flight",
@@ -588,6 +588,7 @@ int store_be_dispatch(struct store_server *s, struct store_conn *c,
     struct be_op *op = op_new(s, c, r);
     if (!op)
         return fccl_err(FCCL_ERR_NOMEM, "%s on etcd", codec_op_name(r->op));
+    op->run = run;
     if (c->be_tail)
         c->be_tail->next = op;
     else
@@ -596,7 +597,7 @@ int store_be_dispatch(struct store_server *s, struct store_conn *c,
     c->be_n++;
     if (op->kind == OP_CANCEL_WAIT) { /* acts on the WAIT in flight */
         op->started = 1;
-        be_run(op);
+        op->run(op);
     } else {
         be_flush(c);
     }

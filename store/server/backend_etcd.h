@@ -14,10 +14,15 @@
  * uses), counters are decimal text, queues and receipts live under
  * PREFIX "\0" (etcd_keys.h).
  *
- * Module map:
+ * Module map, top down:
+ *   backend_ops.c   one handler per request type, and the entry that
+ *                   queues a request with its handler (store_be_dispatch)
  *   backend_etcd.c  the multi handle on libevent, transfers with
  *                   failover between members, auth, the reply order
- *   backend_ops.c   one handler per request type
+ * Each file calls only files below it in this list (the build checks it,
+ * scripts/check-calls.sh): the transfer layer starts an op's handler
+ * through op->run, given when the op was queued, as it continues an op
+ * through the `next` step each request names.
  */
 #ifndef FCCL_STORE_BACKEND_ETCD_H
 #define FCCL_STORE_BACKEND_ETCD_H
@@ -73,8 +78,9 @@ struct be_op {
     struct be_op *next;     /* the connection's queue */
     enum store_op kind;
     int done, fatal;        /* fatal: close c when it reaches the head */
-    int started;            /* be_run called: it is the head, or a
+    int started;            /* run called: it is the head, or a
                                CANCEL_WAIT (which acts on the head) */
+    void (*run)(struct be_op *op); /* its handler (backend_ops.c) */
     int quiet;              /* a write without a reply (SYNC reports) */
     struct codec_buf out;   /* the reply */
     struct ek_key key;      /* PREFIX + the wire key */
@@ -122,8 +128,12 @@ const struct etcd_conf *be_conf(struct store_server *s);
 /* PREFIX + p[0..n) */
 struct ek_key be_key(struct store_server *s, const void *p, size_t n);
 
-/* backend_ops.c: start op (its fields filled from the request). */
-void be_run(struct be_op *op);
+/* Queue r as an op of c's (its fields filled from the request) whose
+ * handler is run, started when it reaches the head of c's queue
+ * (CANCEL_WAIT at once).  FCCL_ERR_LIMIT past the ops one connection may
+ * have in flight, FCCL_ERR_NOMEM. */
+int be_queue(struct store_server *s, struct store_conn *c,
+             const struct codec_req *r, void (*run)(struct be_op *op));
 /* CANCEL_WAIT: stop c's pending WAIT/BARRIER op, if any (it ends with no
  * reply). */
 void be_cancel_waits(struct store_conn *c);

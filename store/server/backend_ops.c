@@ -744,7 +744,8 @@ static void op_stats(struct be_op *op)
     be_op_done(op);
 }
 
-void be_run(struct be_op *op)
+/* Start op (its fields filled from the request). */
+static void be_run(struct be_op *op)
 {
     switch (op->kind) {
     case OP_VALIDATE: return be_op_done(op);
@@ -790,4 +791,10 @@ void be_run(struct be_op *op)
     }
     fail(op, fccl_err(FCCL_ERR_PROTOCOL, "%s is not served",
                       codec_op_name(op->kind)));
+}
+
+int store_be_dispatch(struct store_server *s, struct store_conn *c,
+                      const struct codec_req *r)
+{
+    return be_queue(s, c, r, be_run);
 }

@@ -1,6 +1,7 @@
 /*
- * The store's journal: record codec, append / sync / undo, replay at start
- * and compaction (see journal.h for the file format and the guarantees).
+ * The store's journal: record codec, append / sync / undo and compaction
+ * (see journal.h for the file format and the guarantees).  Opening and
+ * replaying it are journal_replay.c's, above this file.
  */
 #include "journal.h"
 
@@ -67,7 +68,7 @@ uint32_t journal_crc32(uint32_t crc, const uint8_t *p, size_t n)
 
 /* ---- writing ---- */
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+int journal_write_all(int fd, const uint8_t *p, size_t n)
 {
     while (n) {
         ssize_t k = write(fd, p, n);
@@ -124,9 +125,9 @@ int journal_append(struct journal *j, enum journal_rec type,
     j->tail_rollback = j->tail.len;
     /* One writev would do; three writes to an O_APPEND fd are as safe
      * since replay drops a torn tail. */
-    if (write_all(j->fd, h, sizeof(h)) < 0 ||
-        write_all(j->fd, key, (size_t)klen) < 0 ||
-        write_all(j->fd, val, (size_t)vlen) < 0) {
+    if (journal_write_all(j->fd, h, sizeof(h)) < 0 ||
+        journal_write_all(j->fd, key, (size_t)klen) < 0 ||
+        journal_write_all(j->fd, val, (size_t)vlen) < 0) {
         int e = errno;
         journal_undo(j);
         j->failed = 1; /* as Redis after a failed AOF write */
@@ -194,81 +195,6 @@ int journal_sync(struct journal *j)
 
 /* ---- opening ---- */
 
-/* A FILE.tmp left by a compaction that was killed (a SIGKILL of the
- * server, whose child then dies too) is removed: nobody will finish it.
- * We hold the journal's lock, so no live server writes it; a live child
- * would hold its lock, and it is then left alone. */
-static void drop_stale_tmp(const struct journal *j)
-{
-    char tmp[600];
-    struct stat sb;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", j->path);
-    int fd = open(tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &sb) == 0 &&
-        S_ISREG(sb.st_mode) && unlink(tmp) == 0)
-        LOG_INFO("STORE", "journal %s: removed %s (%lld bytes) left by an "
-                 "interrupted compaction", j->path, tmp,
-                 (long long)sb.st_size);
-    close(fd);
-}
-
-/* Check the magic (write it into an empty file) and replay the rest. */
-static int load(struct journal *j, struct kv *kv, int recover)
-{
-    const size_t mlen = sizeof(JOURNAL_MAGIC) - 1;
-    char magic[sizeof(JOURNAL_MAGIC) - 1];
-    struct stat st;
-    if (fstat(j->fd, &st) < 0)
-        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: stat", j->path);
-    uint64_t n = (uint64_t)st.st_size;
-    if (n == 0) {
-        if (write_all(j->fd, (const uint8_t *)JOURNAL_MAGIC, mlen) < 0 ||
-            fdatasync(j->fd) < 0)
-            return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s", j->path);
-        j->size = mlen;
-        return FCCL_OK;
-    }
-    if (n < mlen || pread(j->fd, magic, mlen, 0) != (ssize_t)mlen ||
-        memcmp(magic, JOURNAL_MAGIC, mlen) != 0)
-        return fccl_err(FCCL_ERR_IO, "journal %s: not an fccl journal "
-                        "(bad magic); refusing to overwrite it", j->path);
-    return journal_replay_file(j, kv, n, recover);
-}
-
-int journal_open(struct journal *j, const char *path, enum journal_fsync mode,
-                 int recover, struct kv *kv)
-{
-    memset(j, 0, sizeof(*j));
-    j->fd = -1;
-    j->child_fd = -1;
-    j->mode = mode;
-    if (strlen(path) >= sizeof(j->path))
-        return fccl_err(FCCL_ERR_INVALID, "journal path too long");
-    strcpy(j->path, path);
-    j->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (j->fd < 0)
-        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: open", path);
-    /* Two servers appending to one file would interleave records. */
-    if (flock(j->fd, LOCK_EX | LOCK_NB) < 0) {
-        int e = errno;
-        close(j->fd);
-        j->fd = -1;
-        return e == EWOULDBLOCK
-                   ? fccl_err(FCCL_ERR_IO, "journal %s is in use by another "
-                              "server", path)
-                   : fccl_err_sys(FCCL_ERR_IO, e, "journal %s: lock", path);
-    }
-    drop_stale_tmp(j);
-    int rc = load(j, kv, recover);
-    if (rc < 0) {
-        close(j->fd);
-        j->fd = -1;
-    }
-    return rc;
-}
-
 static void bg_abort(struct journal *j);
 
 void journal_close(struct journal *j)
@@ -293,7 +219,7 @@ static void flush_buf(struct compact *c, int force)
 {
     if (c->failed || (!force && c->b.len < BUF_FLUSH))
         return;
-    if (c->b.oom || write_all(c->fd, c->b.p, c->b.len) < 0)
+    if (c->b.oom || journal_write_all(c->fd, c->b.p, c->b.len) < 0)
         c->failed = 1;
     c->written += c->b.len;
     codec_buf_reset(&c->b);
@@ -464,7 +390,7 @@ static int bg_finish(struct journal *j)
     if (j->tail.oom)
         return fccl_err(FCCL_ERR_NOMEM, "journal %s: compaction: out of "
                                         "memory for the tail", j->path);
-    if (write_all(j->child_fd, j->tail.p, j->tail.len) < 0 ||
+    if (journal_write_all(j->child_fd, j->tail.p, j->tail.len) < 0 ||
         fdatasync(j->child_fd) < 0 || fstat(j->child_fd, &sb) < 0 ||
         rename(tmp, j->path) < 0)
         return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: compaction",

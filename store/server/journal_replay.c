@@ -1,5 +1,8 @@
 /*
- * The journal's replay at start (journal.h has the file format): records
+ * Opening the journal (journal_open: the lock, a compaction's leftover,
+ * the magic) and its replay at start (journal.h has the file format),
+ * above journal.c, whose writer it uses to rewrite a recovered file.
+ * Records
  * are read from the file through a window of JOURNAL_WINDOW bytes (a
  * record larger than that gets a buffer of its own size, once its length
  * has been checked against the file), so the replay's memory is the live
@@ -27,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -527,4 +531,81 @@ int journal_replay_file(struct journal *j, struct kv *kv, uint64_t n,
         return rc;
     j->size = end;
     return FCCL_OK;
+}
+
+/* ---- opening ---- */
+
+/* A FILE.tmp left by a compaction that was killed (a SIGKILL of the
+ * server, whose child then dies too) is removed: nobody will finish it.
+ * We hold the journal's lock, so no live server writes it; a live child
+ * would hold its lock, and it is then left alone. */
+static void drop_stale_tmp(const struct journal *j)
+{
+    char tmp[600];
+    struct stat sb;
+    snprintf(tmp, sizeof(tmp), "%s.tmp", j->path);
+    int fd = open(tmp, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &sb) == 0 &&
+        S_ISREG(sb.st_mode) && unlink(tmp) == 0)
+        LOG_INFO("STORE", "journal %s: removed %s (%lld bytes) left by an "
+                 "interrupted compaction", j->path, tmp,
+                 (long long)sb.st_size);
+    close(fd);
+}
+
+/* Check the magic (write it into an empty file) and replay the rest. */
+static int load(struct journal *j, struct kv *kv, int recover)
+{
+    const size_t mlen = sizeof(JOURNAL_MAGIC) - 1;
+    char magic[sizeof(JOURNAL_MAGIC) - 1];
+    struct stat st;
+    if (fstat(j->fd, &st) < 0)
+        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: stat", j->path);
+    uint64_t n = (uint64_t)st.st_size;
+    if (n == 0) {
+        if (journal_write_all(j->fd, (const uint8_t *)JOURNAL_MAGIC, mlen) < 0 ||
+            fdatasync(j->fd) < 0)
+            return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s", j->path);
+        j->size = mlen;
+        return FCCL_OK;
+    }
+    if (n < mlen || pread(j->fd, magic, mlen, 0) != (ssize_t)mlen ||
+        memcmp(magic, JOURNAL_MAGIC, mlen) != 0)
+        return fccl_err(FCCL_ERR_IO, "journal %s: not an fccl journal "
+                        "(bad magic); refusing to overwrite it", j->path);
+    return journal_replay_file(j, kv, n, recover);
+}
+
+int journal_open(struct journal *j, const char *path, enum journal_fsync mode,
+                 int recover, struct kv *kv)
+{
+    memset(j, 0, sizeof(*j));
+    j->fd = -1;
+    j->child_fd = -1;
+    j->mode = mode;
+    if (strlen(path) >= sizeof(j->path))
+        return fccl_err(FCCL_ERR_INVALID, "journal path too long");
+    strcpy(j->path, path);
+    j->fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (j->fd < 0)
+        return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: open", path);
+    /* Two servers appending to one file would interleave records. */
+    if (flock(j->fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(j->fd);
+        j->fd = -1;
+        return e == EWOULDBLOCK
+                   ? fccl_err(FCCL_ERR_IO, "journal %s is in use by another "
+                              "server", path)
+                   : fccl_err_sys(FCCL_ERR_IO, e, "journal %s: lock", path);
+    }
+    drop_stale_tmp(j);
+    int rc = load(j, kv, recover);
+    if (rc < 0) {
+        close(j->fd);
+        j->fd = -1;
+    }
+    return rc;
 }

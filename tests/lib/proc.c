@@ -61,11 +61,18 @@ const char *th_bin(const char *name, char *buf, size_t len)
     return buf;
 }
 
-int th_reduced(void)
+static int env_on(const char *name)
 {
-    const char *r = getenv("FCCL_TEST_REDUCED");
+    const char *r = getenv(name);
     return r && *r && strcmp(r, "0") != 0;
 }
+
+int th_reduced(void)
+{
+    return env_on("FCCL_TEST_REDUCED") || env_on("FCCL_TEST_QUICK");
+}
+
+int th_quick(void) { return env_on("FCCL_TEST_QUICK"); }
 
 int th_free_port(void)
 {

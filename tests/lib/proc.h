@@ -41,9 +41,23 @@ const char *th_testbin_dir(void);
  * buf. */
 const char *th_bin(const char *name, char *buf, size_t len);
 
-/* FCCL_TEST_REDUCED is set and not "0": the sanitized build asks for the
- * smaller matrix (fewer providers, rank counts and sizes). */
+/* FCCL_TEST_REDUCED or FCCL_TEST_QUICK is set and not "0": the sanitized
+ * build or the quick tier asks for the smaller matrix (fewer providers,
+ * rank counts and sizes). */
 int th_reduced(void);
+
+/* FCCL_TEST_QUICK is set and not "0": the quick tier (`make check`), which
+ * leaves the long cases out; `make test` runs them. */
+int th_quick(void);
+
+/* First thing in a long case (an 8-rank matrix, a soak, a CPU
+ * measurement, a kill loop, anything past about 10 s here): skipped in
+ * the quick tier, with the reason.  Criterion tests only. */
+#define TH_LONG_CASE(why)                                                    \
+    do {                                                                     \
+        if (th_quick())                                                      \
+            cr_skip_test("long case (%s): `make test` runs it", why);        \
+    } while (0)
 
 /* ---- ports and directories ---- */
 

@@ -15,6 +15,12 @@ BIN = os.environ.get("FCCL_BIN", os.path.join(os.path.dirname(__file__),
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def pytest_configure(config):
+    # Cases over about 10 s: `make test` runs them, the quick tier (`make
+    # check`, tests/py/run.sh with FCCL_TEST_QUICK=1) leaves them out.
+    config.addinivalue_line("markers", "slow: over 10 s; not in make check")
+
+
 class Child:
     """A server child that prints "listening on HOST:PORT" when ready."""
 

@@ -5,6 +5,11 @@
 # fccl.torch's (jobs, then the multi-rank suites per provider and rank
 # count), then the README's example.  Debian's /usr/bin/python3 and pytest;
 # PYTHONPATH=BUILD/python.  Prints "N passed, N failed" launches at the end.
+#
+# FCCL_TEST_QUICK=1 (`make check`, the quick tier) runs the fast cases
+# only: no case marked slow (over 10 s), the multi-rank suites on shm with
+# 4 ranks and on tcp with 2, fccl.torch's on shm with 2, no torch job
+# launches (test_torch_jobs.py: whole jobs, 40 s), the examples.
 set -u
 BUILD=${1:-build}
 ROOT=$PWD
@@ -17,6 +22,22 @@ fi
 export PYTHONPATH="$ROOT/$BUILD/python" PYTHONDONTWRITEBYTECODE=1
 export FCCL_BIN="$ROOT/$BUILD/bin" FCCL_TIMEOUT=${FCCL_TIMEOUT:-60}
 PYTEST=("$PY" -m pytest -q -p no:cacheprovider)
+quick=0
+case "${FCCL_TEST_QUICK:-0}" in ""|0) ;; *) quick=1 ;; esac
+if [ $quick = 1 ]; then
+    PYTEST+=(-m "not slow")
+    MULTI_RUNS=("shm 4" "tcp;ofi_rxm 2")
+    TORCH_RUNS=("shm 2")
+else
+    MULTI_RUNS=()
+    TORCH_RUNS=()
+    for prov in shm 'tcp;ofi_rxm'; do
+        for n in 1 2 3 4; do MULTI_RUNS+=("$prov $n"); done
+    done
+    for prov in shm 'tcp;ofi_rxm'; do
+        for n in 2 3 4; do TORCH_RUNS+=("$prov $n"); done
+    done
+fi
 pass=0 fail=0 failed=()
 
 run() { # NAME COMMAND...: run it, count it, show the tail on failure
@@ -44,24 +65,22 @@ cd "$ROOT/tests/py" || exit 1
 run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py test_install.py \
     test_torch_idle_cpu.py
 cd "$ROOT/tests/py/multi" || exit 1
-for prov in shm 'tcp;ofi_rxm'; do
-    for n in 1 2 3 4; do
-        FCCL_PROVIDER=$prov run "py $n ranks $prov" \
-            "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_coll.py mr_groups.py mr_shaped.py
-    done
+for pn in "${MULTI_RUNS[@]}"; do
+    prov=${pn% *} n=${pn##* }
+    FCCL_PROVIDER=$prov run "py $n ranks $prov" \
+        "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_coll.py mr_groups.py mr_shaped.py
 done
 # fccl.torch (when it was built: libtorch-dev): jobs launched by the test
 # itself, then the multi-rank torch suites, one launch per provider and
 # rank count
 if [ -d "$ROOT/$BUILD/python/fccl/torch" ]; then
     cd "$ROOT/tests/py" || exit 1
-    run "py torch jobs" "${PYTEST[@]}" test_torch_jobs.py
+    [ $quick = 1 ] || run "py torch jobs" "${PYTEST[@]}" test_torch_jobs.py
     cd "$ROOT/tests/py/torch" || exit 1
-    for prov in shm 'tcp;ofi_rxm'; do
-        for n in 2 3 4; do
-            FCCL_PROVIDER=$prov run "py torch $n ranks $prov" \
-                "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_ops.py mr_groups.py
-        done
+    for pn in "${TORCH_RUNS[@]}"; do
+        prov=${pn% *} n=${pn##* }
+        FCCL_PROVIDER=$prov run "py torch $n ranks $prov" \
+            "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_ops.py mr_groups.py
     done
     cd "$ROOT" || exit 1
     run "py torch example" "$BUILD/bin/fccl-run" -n 2 "$PY" python/torch_train.py

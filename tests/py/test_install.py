@@ -45,6 +45,7 @@ def test_make_install(prefix):
     assert f"from {site}/fccl/__init__.py" in run_job(site)
 
 
+@pytest.mark.slow  # about 15 s: `make test` runs it, `make check` not
 def test_pip_install_target(prefix, tmp_path):
     src, site = tmp_path / "src", tmp_path / "site"
     shutil.copytree(os.path.join(ROOT, "python"), src,

@@ -184,9 +184,36 @@ typedef struct {
 fpy_unpack *fpy_unpack_new(size_t n);
 int fpy_unpack_run(void *arg);
 
+/* ---- the collectives' arguments (coll.c; coll_list.c, shaped.c) ---- */
+
+/* A METH_FASTCALL function's parameters, and the check of their count. */
+#define ARGS PyObject *self, PyObject *const *a, Py_ssize_t na
+#define NARGS(fn, k)                                                           \
+    do {                                                                       \
+        (void)self;                                                            \
+        if (na != (k))                                                         \
+            return PyErr_Format(PyExc_TypeError, fn " takes %d arguments",    \
+                                (int)(k));                                     \
+    } while (0)
+
+/* group and async_op, in the seed's order (group first): the group, or
+ * NULL with an exception. */
+fpy_group *fpy_group_async(PyObject *g, PyObject *async_obj, int *async_,
+                           const char *fn);
+/* A list (or tuple) of tensors into *n bufs (PyMem_RawMalloc'd; free with
+ * fpy_list_free); None (a non-root's) is an empty list.  The seed's
+ * TypeErrors for a non-list, a non-tensor, or mixed dtypes. */
+fbuf *fpy_list_arg(PyObject *list, Py_ssize_t *n, int writable,
+                   const char *fn, const char *what);
+void fpy_list_free(fbuf *bs, Py_ssize_t n);
+/* The seed's _check_tensor_list against t and the group size. */
+int fpy_check_list(const fbuf *bs, Py_ssize_t n, const fbuf *t, int size,
+                   const char *fn);
+
 /* ---- the method tables of each file, joined by module.c ---- */
 extern PyMethodDef fpy_group_methods[];
 extern PyMethodDef fpy_coll_methods[];
+extern PyMethodDef fpy_coll_list_methods[];
 extern PyMethodDef fpy_shaped_methods[];
 extern PyMethodDef fpy_p2p_methods[];
 int fpy_store_add_types(PyObject *m);

@@ -372,6 +372,7 @@ PyMODINIT_FUNC PyInit__fccl(void)
         return NULL;
     if (add_exceptions(m) < 0 || add_methods(m, fpy_group_methods) < 0 ||
         add_methods(m, fpy_coll_methods) < 0 ||
+        add_methods(m, fpy_coll_list_methods) < 0 ||
         add_methods(m, fpy_shaped_methods) < 0 ||
         add_methods(m, fpy_p2p_methods) < 0 ||
         add_methods(m, fpy_torchstore_methods) < 0 ||

@@ -16,15 +16,6 @@
 
 #include <string.h>
 
-#define ARGS PyObject *self, PyObject *const *a, Py_ssize_t na
-#define NARGS(fn, k)                                                           \
-    do {                                                                       \
-        (void)self;                                                            \
-        if (na != (k))                                                         \
-            return PyErr_Format(PyExc_TypeError, fn " takes %d arguments",    \
-                                (int)(k));                                     \
-    } while (0)
-
 /* ---- arguments ---- */
 
 /* A list or tuple of exactly n ints (the seed: a TypeError for what is
