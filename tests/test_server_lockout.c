@@ -268,6 +268,7 @@ Test(lockout, validate_only_connections_make_room_at_max_connections)
  * of silent connections that fills the server. */
 Test(lockout, idle_connections_that_made_requests_are_untouched)
 {
+    TH_LONG_CASE("2,400 connections and a 3 s wait");
     enum { IDLE = 2000, SILENT = 400 };
     raise_fd_limit(IDLE + SILENT + 200);
     struct srv s;
@@ -342,6 +343,7 @@ Test(lockout, per_address_cap_defaults_to_all_but_a_sixteenth)
  * pattern, one connection per rank). */
 Test(lockout, rendezvous_of_16384_ranks_from_one_address)
 {
+    TH_LONG_CASE("16,384 connections, about 5-15 s");
     enum { RANKS = 16384, NOFILE = 20000 };
     struct rlimit rl;
     cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);

@@ -28,6 +28,7 @@ def cpu_of(out):
     return [float(x.split()[-1]) for x in lines]
 
 
+@pytest.mark.slow  # 25 s idle: `make test` runs it, `make check` not
 def test_idle_torch_clients_use_no_cpu():
     srv = tcpstore_server()  # default options
     env = dict(os.environ)
