@@ -19,12 +19,14 @@
  *    max_conns but a sixteenth kept for other addresses, and at least
  *    1024: a 16,384-rank job behind one NAT address gets in on a
  *    machine whose file limit is 20,000, and on a server of more than
- *    1024 connections one address cannot take every slot).  At the cap a newcomer takes the slot of
- *    that address's oldest NEW connection, else its oldest GREETED one,
- *    else its oldest companion, else it is refused;
+ *    1024 connections one address cannot take every slot).  At the cap
+ *    a newcomer takes the slot of that address's oldest NEW connection,
+ *    else its oldest GREETED one, else its oldest companion, else it is
+ *    refused;
  *  - when every slot is taken (max_conns), a newcomer takes the slot of
  *    the oldest NEW (else GREETED) connection of the address holding the
- *    most of them; failing that, of the longest-idle ACTIVE connection of
+ *    most of them, else the oldest companion of the address holding the
+ *    most companions; failing that, of the longest-idle ACTIVE connection of
  *    the address that holds the most, provided that address holds more
  *    than the newcomer's own (no churn between equals) and that
  *    connection has no request or WAIT in progress;
@@ -50,9 +52,10 @@
  * keep no silent connection.  So an address may keep, past
  * handshake_timeout, as many silent connections as it holds legacy
  * connections that made requests, plus COMPANION_SPARE for one client
- * that has not made its first request yet (no world size).  A flood of silent
- * connections keeps at most that many, and at a cap companions go after
- * every NEW and GREETED connection, before any that made a request.
+ * that has not made its first request yet (no world size).  A flood of
+ * silent connections keeps at most that many, and at a cap companions go
+ * after every NEW and GREETED connection, before any that made a
+ * request.
  * With --auth-required no PyTorch client can take part, so nothing is
  * kept.
  */
