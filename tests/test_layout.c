@@ -125,6 +125,25 @@ Test(layout, store_client_and_server_stand_side_by_side)
             "stands beside it", "*.o");
 }
 
+Test(layout, store_server_map_refuses_an_upward_call)
+{
+    const char *map = "--map store/server/server_int.h";
+    passes("store/server", map, "*.o");
+    /* the slots closing a connection by its name, not through s->life */
+    plant("store/server", "server_slots", "store_conn_free");
+    refused("store/server", map, "server_slots", "store_conn_free",
+            "above it", "*.o");
+}
+
+Test(layout, store_server_journal_sits_below_the_replies)
+{
+    const char *map = "--map store/server/server_int.h";
+    /* the group commit sending a reply itself */
+    plant("store/server", "server_journal", "store_conn_reply");
+    refused("store/server", map, "server_journal", "store_conn_reply",
+            "above it", "*.o");
+}
+
 Test(layout, store_server_etcd_backend_goes_one_way)
 {
     const char *map = "--map store/server/backend_etcd.h";

@@ -1,8 +1,9 @@
 /*
  * A server connection's byte transport: the few things a plain socket and
  * a TLS session do differently, as a table of operations, so that the
- * connection itself (server_conn.c: parsing, batching, back-pressure,
- * group commit, closing) never asks which one it has.
+ * connection itself (server_conn.c: parsing, back-pressure, closing;
+ * conn_reply.c: batching; conn_out.c: holding for the group commit)
+ * never asks which one it has.
  *
  * Both are libevent bufferevents on the output side (c->bev, whose output
  * the connection fills and whose EV_WRITE it enables when bytes wait

@@ -2,9 +2,11 @@
  * The store server's lifecycle and event-loop glue (fccl/server.h): the
  * event base, listeners and accepting (with the connection limit), the
  * control pipe (stop and reload from any thread or signal handler),
- * signals, the join timeout and the workers' waiters, running in a
- * thread, and teardown in the reverse order of setup.  Connections live
- * in server_conn.c, the status port in server_http.c.
+ * signals, the join timeout, running in a
+ * thread, and teardown in the reverse order of setup.  An accepted
+ * socket becomes a connection here (store_conn_new, on the plain
+ * transport); its life is server_conn.c's, the status port
+ * server_http.c's, the count of joined workers server_join.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,6 +14,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,6 +22,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "conn_type.h"
 #include "err.h"
 #include "log.h"
 #include "net.h"
@@ -27,6 +31,62 @@
 
 #define ACCEPT_PAUSE_MS 100 /* out of fds: pause accepting this long */
 #define SWEEP_MS 1000       /* how often stalled requests are looked for */
+
+/* The connection being accepted was refused by store_slots_admit: it is
+ * kept (outside the slots) only to be told why. */
+static int take_refusal(struct store_server *s, struct store_conn *c)
+{
+    if (!s->admit.pending)
+        return 0;
+    s->admit.pending = 0;
+    c->refuse_msg = strdup(s->admit.msg);
+    if (!c->refuse_msg)
+        return -1;
+    c->refuse_code = s->admit.code;
+    c->refused = 1;
+    s->nrefused++;
+    return 1;
+}
+
+int store_conn_new(struct store_server *s, int fd, const char *addr)
+{
+    struct store_conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        s->admit.pending = 0;
+        close(fd); /* as promised: the caller does not close it */
+        return fccl_err(FCCL_ERR_NOMEM, "connection");
+    }
+    c->s = s;
+    if (conn_plain_open(c, fd) < 0) {
+        s->admit.pending = 0;
+        free(c);
+        return FCCL_ERR_NOMEM;
+    }
+    c->state = s->tls ? CONN_SNIFF : CONN_OPEN;
+    c->need = 1;
+    c->born_ms = c->last_ms = fccl_now_ns() / 1000000u;
+    snprintf(c->addr, sizeof(c->addr), "%s", addr);
+    int refused = take_refusal(s, c);
+    if (refused < 0 || store_conn_watch_out(c) < 0 ||
+        (!refused && store_slots_attach(s, c, addr) < 0)) {
+        if (c->refused)
+            s->nrefused--;
+        free(c->refuse_msg);
+        store_conn_unwatch_out(c);
+        c->ct->release(c, 0);
+        free(c);
+        return fccl_err(FCCL_ERR_NOMEM, "connection");
+    }
+    if (refused)
+        s->st.conns_told++;
+    s->st.conns_total++;
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    return FCCL_OK;
+}
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
                       struct sockaddr *sa, int salen, void *arg)
@@ -211,26 +271,6 @@ static int add_events(struct store_server *s)
     return FCCL_OK;
 }
 
-/* The mutex and condition fccl_server_wait_workers sleeps on (its clock
- * is the monotonic one, as every deadline of fccl). */
-static int join_sync_init(struct store_server *s)
-{
-    pthread_condattr_t a;
-    if (pthread_condattr_init(&a) != 0)
-        return fccl_err(FCCL_ERR_NOMEM, "condattr");
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    int e = pthread_cond_init(&s->join_cv, &a);
-    pthread_condattr_destroy(&a);
-    if (e)
-        return fccl_err_sys(FCCL_ERR_NOMEM, e, "pthread_cond_init");
-    if ((e = pthread_mutex_init(&s->join_mu, NULL)) != 0) {
-        pthread_cond_destroy(&s->join_cv);
-        return fccl_err_sys(FCCL_ERR_NOMEM, e, "pthread_mutex_init");
-    }
-    s->join_sync = 1;
-    return FCCL_OK;
-}
-
 int fccl_server_create(const struct store_server_config *cfg,
                        struct store_server **out)
 {
@@ -245,12 +285,13 @@ int fccl_server_create(const struct store_server_config *cfg,
         return fccl_err(FCCL_ERR_NOMEM, "store server");
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
     s->cfg = *cfg;
+    s->life = &store_conn_life;
     s->started_ns = fccl_now_ns();
     s->big_value_min = STORE_BIG_VALUE;
     s->lend_min = STORE_LEND_MIN;
     if (cfg->log_level >= 0)
         fccl_log_set_level(cfg->log_level);
-    CHECK_GOTO(join_sync_init(s), rc, fail);
+    CHECK_GOTO(store_join_init(s), rc, fail);
     CHECK_GOTO(store_resolve_paths(&s->cfg), rc, fail);
     limits_from_config(s);
     codec_buf_init(&s->out);
@@ -292,51 +333,6 @@ const char *fccl_server_address(const struct store_server *s)
 const char *fccl_server_http_address(const struct store_server *s)
 {
     return s ? s->http_address : "";
-}
-
-int64_t fccl_server_joined(const struct store_server *s)
-{
-    return s ? atomic_load(&s->joined) : 0;
-}
-
-void store_join_notify(struct store_server *s)
-{
-    pthread_mutex_lock(&s->join_mu);
-    pthread_cond_broadcast(&s->join_cv);
-    pthread_mutex_unlock(&s->join_mu);
-}
-
-static void timespec_at(struct timespec *ts, uint64_t ns)
-{
-    ts->tv_sec = (time_t)(ns / 1000000000ull);
-    ts->tv_nsec = (long)(ns % 1000000000ull);
-}
-
-int fccl_server_wait_workers(struct store_server *s, int n,
-                             int64_t timeout_ms)
-{
-    if (!s || n < 0 || timeout_ms < 0)
-        return fccl_err(FCCL_ERR_INVALID, "fccl_server_wait_workers: %s",
-                        !s ? "server is NULL" : "n and timeout must be >= 0");
-    uint64_t deadline = fccl_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    struct timespec ts;
-    timespec_at(&ts, deadline);
-    pthread_mutex_lock(&s->join_mu);
-    while (atomic_load(&s->joined) < n && !atomic_load(&s->ended) &&
-           fccl_now_ns() < deadline)
-        if (pthread_cond_timedwait(&s->join_cv, &s->join_mu, &ts) == ETIMEDOUT)
-            break;
-    int64_t j = atomic_load(&s->joined);
-    int ended = atomic_load(&s->ended);
-    pthread_mutex_unlock(&s->join_mu);
-    if (j >= n)
-        return FCCL_OK;
-    if (ended)
-        return fccl_err(FCCL_ERR_STATE, "store %s stopped with %lld of %d "
-                        "workers joined", s->address, (long long)j, n);
-    return fccl_err(FCCL_ERR_TIMEOUT, "store %s: %lld of %d workers joined "
-                    "within %lld ms", s->address, (long long)j, n,
-                    (long long)timeout_ms);
 }
 
 static void arm_join_timer(struct store_server *s)

@@ -173,7 +173,7 @@ static void on_defer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     c->deferred = 0;
-    store_conn_resume(c); /* runs the proof now; may free c */
+    s->life->resume(c); /* runs the proof now; may free c */
     store_turn_end(s, t0);
 }
 

@@ -1,8 +1,10 @@
 /*
- * One client connection of the store server: read -> parse -> dispatch ->
- * reply, with back-pressure.  The bytes come and go through the
- * connection's transport (conn_type.h: conn_plain.c or conn_tls.c); what
- * is here is the same for both.
+ * One client connection of the store server, its life: read -> parse ->
+ * dispatch -> reply, with back-pressure, then closing.  The bytes come and
+ * go through the connection's transport (conn_type.h: conn_plain.c or
+ * conn_tls.c); what is here is the same for both.  The replies themselves
+ * are conn_reply.c's, the output buffer under them conn_out.c's; a
+ * connection is made when it is accepted (store_conn_new, server.c).
  *
  * Parsing: when nothing is buffered for the connection, requests are
  * parsed straight from the bytes just read and only an incomplete tail is
@@ -13,29 +15,29 @@
  * evbuffer in big chunks.  Pipelined requests are answered in order.
  *
  * Writing: the bufferevent owns the socket (closed when it is freed), the
- * output buffer, the write event, its watermark and timeout.  The replies of
- * one batch are gathered in s->out and handed to the transport at once;
- * only what the socket refuses goes to the bufferevent's output, and
- * EV_WRITE is enabled just then.  A client whose unsent replies pass
- * OUT_HIGH is not read until they drain to OUT_LOW.  With --fsync always
- * the journal may hold them back until its fdatasync (server_journal.c).
+ * output buffer, the write event, its watermark and timeout.  The replies
+ * of one batch are sent together when the batch ends (store_conn_flush).
+ * A client whose unsent replies pass OUT_HIGH is not read until they
+ * drain to OUT_LOW.
  *
  * Fairness: a connection reads at most STORE_SLICE (1 MiB) directly per
  * loop turn.  A SET / APPEND / QUEUE_PUSH whose value is big_value_min
  * (1 MiB) or more is read into a buffer of its own (struct big_req), a
- * slice per turn, and a SET's buffer becomes the stored value.  Large
- * replies are queued by reference (store_conn_reply_ref), not copied.
+ * slice per turn, and a SET's buffer becomes the stored value.
  *
- * Accounting: every byte held for an unfinished request (hold_update) and
- * every reply byte queued in an output buffer (out_count) counts against
- * the store's byte limit with what is stored (store_would_overflow).
+ * Accounting: every byte held for an unfinished request (hold_update)
+ * counts against the store's byte limit with what is stored and what is
+ * queued (store_would_overflow, conn_out.c).
+ *
+ * The files below this one in the module map (server_int.h) close a
+ * connection (an eviction) or resume it (a deferred proof, a listing's
+ * end) through s->life (store_conn_life, set by server.c), never by
+ * calling up.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -51,8 +53,6 @@
 #define OUT_LOW (1u << 20)          /* and resume below this */
 #define DIRECT_READ_MIN (16u << 10) /* read into the evbuffer when this much
                                        of a request is still due */
-#define BIG_REPLY (64u << 10)  /* replies this large bypass s->out */
-#define OUT_KEEP (1u << 20)    /* s->out capacity kept between batches */
 #define CLOSE_FLUSH_SEC 10     /* EOF'd client: time to take its replies */
 
 /* What stopped a connection's requests: more bytes needed, replies piled
@@ -70,139 +70,8 @@ static void reads_on(struct store_conn *c) { c->ct->reads(c, 1); }
 
 static void reads_off(struct store_conn *c) { c->ct->reads(c, 0); }
 
-/* ---- output ---- */
-
-/* The peer is gone or we cannot keep its replies: drop output, shut the
- * socket so that the read event reports EOF, and free it from that event
- * (never from here: we may be inside another connection's request). */
-static void conn_break(struct store_conn *c, int err)
-{
-    if (c->state == CONN_BROKEN)
-        return;
-    LOG_DEBUG("STORE", "client %s: send failed: %s", c->addr, strerror(err));
-    c->state = CONN_BROKEN;
-    shutdown(c->fd, SHUT_RDWR);
-    struct evbuffer *out = conn_out(c);
-    evbuffer_drain(out, evbuffer_get_length(out));
-    bufferevent_disable(c->bev, EV_WRITE);
-    reads_on(c);
-}
-
-/* For the journal's group commit (server_journal.c). */
-int store_conn_hold(struct store_conn *c) { return c->ct->hold(c); }
-
-void store_conn_release(struct store_conn *c)
-{
-    if (c->state != CONN_BROKEN && evbuffer_get_length(conn_out(c)) > 0)
-        bufferevent_enable(c->bev, EV_WRITE);
-}
-
-/* Nothing queued: the bytes of p[0..n) the transport takes at once (0 if
- * it took none, or c broke). */
-static size_t send_now(struct store_conn *c, const uint8_t *p, size_t n)
-{
-    if (evbuffer_get_length(conn_out(c)) > 0)
-        return 0; /* behind what is queued */
-    ssize_t k = c->ct->write_now(c, p, n);
-    if (k < 0) {
-        conn_break(c, errno);
-        return 0;
-    }
-    return (size_t)k;
-}
-
-/* Send now what the socket takes; buffer the rest behind EV_WRITE. */
-static void conn_send(struct store_conn *c, const uint8_t *p, size_t n)
-{
-    struct evbuffer *out = conn_out(c);
-    if (c->state == CONN_BROKEN || n == 0)
-        return;
-    if (store_jrn_hold(c)) {
-        if (c->state != CONN_BROKEN && evbuffer_add(out, p, n) < 0)
-            conn_break(c, ENOMEM);
-        return;
-    }
-    size_t k = send_now(c, p, n);
-    p += k;
-    n -= k;
-    if (c->state == CONN_BROKEN || n == 0)
-        return;
-    if (evbuffer_add(out, p, n) < 0) {
-        conn_break(c, ENOMEM);
-        return;
-    }
-    bufferevent_enable(c->bev, EV_WRITE);
-}
-
-/* Send the batched replies of the current connection. */
-static void batch_flush(struct store_server *s, struct store_conn *c)
-{
-    if (s->out.len)
-        conn_send(c, s->out.p, s->out.len);
-    codec_buf_reset(&s->out);
-    if (s->out.cap > OUT_KEEP)
-        codec_buf_free(&s->out);
-}
-
-void store_conn_reply(struct store_conn *c, const void *p, size_t n)
-{
-    struct store_server *s = c->s;
-    if (c->state == CONN_BROKEN)
-        return;
-    s->st.bytes_out += n;
-    if (c != s->cur) {
-        conn_send(c, p, n); /* a wake-up of another client */
-        return;
-    }
-    if (n >= BIG_REPLY) {
-        batch_flush(s, c); /* keep order, skip the copy into s->out */
-        conn_send(c, p, n);
-        return;
-    }
-    codec_put_bytes(&s->out, p, n);
-    if (s->out.oom) {
-        codec_buf_reset(&s->out);
-        conn_break(c, ENOMEM);
-    }
-}
-
 static void conn_pause(struct store_conn *c);
 static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n);
-
-void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
-                          void (*cleanup)(const void *, size_t, void *),
-                          void *arg)
-{
-    struct store_server *s = c->s;
-    struct evbuffer *out = conn_out(c);
-    const uint8_t *b = p;
-    s->st.bytes_out += n;
-    if (c == s->cur)
-        batch_flush(s, c);
-    if (c->state != CONN_BROKEN && store_jrn_hold(c)) {
-        if (c->state == CONN_BROKEN ||
-            evbuffer_add_reference(out, b, n, cleanup, arg) < 0) {
-            cleanup(p, n, arg);
-            conn_break(c, ENOMEM);
-        }
-        return;
-    }
-    if (c->state != CONN_BROKEN) {
-        size_t k = send_now(c, b, n);
-        b += k;
-        n -= k;
-    }
-    if (c->state == CONN_BROKEN || n == 0) {
-        cleanup(p, n, arg);
-        return;
-    }
-    if (evbuffer_add_reference(out, b, n, cleanup, arg) < 0) {
-        cleanup(p, n, arg);
-        conn_break(c, ENOMEM);
-        return;
-    }
-    bufferevent_enable(c->bev, EV_WRITE);
-}
 
 void store_conn_list_done(struct store_conn *c)
 {
@@ -215,12 +84,6 @@ void store_conn_list_done(struct store_conn *c)
     c->last_ms = fccl_now_ns() / 1000000u; /* its timeout starts now */
     reads_on(c);
     conn_drive(c, NULL, 0); /* requests that came behind the listing */
-}
-
-void store_conn_abort(struct store_conn *c, const char *why)
-{
-    LOG_WARN("STORE", "closing client %s: %s", c->addr, why);
-    conn_break(c, ENOMEM);
 }
 
 static size_t pending_out(const struct store_conn *c)
@@ -271,23 +134,6 @@ static int hold_update(struct store_conn *c)
     else if (!c->part_ms)
         c->part_ms = c->last_ms ? c->last_ms : fccl_now_ns() / 1000000u;
     return FCCL_OK;
-}
-
-int store_would_overflow(const struct store_server *s, uint64_t more)
-{
-    uint64_t cap = s->cfg.max_total_bytes;
-    return cap && s->kv.bytes + s->held + s->out_held + more > cap;
-}
-
-uint64_t store_turn_begin(void) { return fccl_now_ns(); }
-
-void store_turn_end(struct store_server *s, uint64_t t0)
-{
-    uint64_t us = (fccl_now_ns() - t0) / 1000u;
-    if (us > s->st.turn_max_us)
-        s->st.turn_max_us = us;
-    if (us > 20000)
-        s->st.turn_slow++;
 }
 
 static void log_close(const struct store_conn *c, const char *why)
@@ -558,7 +404,7 @@ static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n)
             /* An fccl client gets the replies of the requests before the
              * one that closes it: its hello's ack may explain the close
              * (a token is needed). */
-            batch_flush(s, c);
+            store_conn_flush(s, c);
             if (c->state != CONN_BROKEN) {
                 conn_close_after(c);
                 return;
@@ -569,7 +415,7 @@ static void conn_drive(struct store_conn *c, const uint8_t *fresh, size_t n)
             store_conn_free(c);
             return;
         }
-        batch_flush(s, c);
+        store_conn_flush(s, c);
         if (d == D_LIST || d == D_DEFER) {
             reads_off(c); /* until the listing's reply is queued, or the
                              deferred request's time has come */
@@ -622,31 +468,6 @@ static void conn_linger(struct store_conn *c)
     bufferevent_enable(c->bev, EV_WRITE);
 }
 
-/* Queued reply bytes count against the byte limit (s->out_held). */
-static void out_count(struct evbuffer *b, const struct evbuffer_cb_info *i,
-                      void *arg)
-{
-    struct store_server *s = arg;
-    (void)b;
-    s->out_held += i->n_added;
-    s->out_held -= i->n_deleted;
-}
-
-static int out_watch(struct store_conn *c)
-{
-    c->out_cb = evbuffer_add_cb(conn_out(c), out_count, c->s);
-    return c->out_cb ? FCCL_OK : FCCL_ERR_NOMEM;
-}
-
-static void out_unwatch(struct store_conn *c)
-{
-    if (!c->out_cb)
-        return;
-    evbuffer_remove_cb_entry(conn_out(c), c->out_cb);
-    c->out_cb = NULL;
-    c->s->out_held -= evbuffer_get_length(conn_out(c));
-}
-
 void store_conn_input(struct store_conn *c, const uint8_t *fresh, size_t n)
 {
     if (c->state == CONN_CLOSING) {
@@ -669,12 +490,12 @@ void store_conn_set_transport(struct store_conn *c,
                               const struct conn_type *ct,
                               struct bufferevent *bev, struct evbuffer *in)
 {
-    out_unwatch(c);
+    store_conn_unwatch_out(c);
     c->ct->release(c, 1);
     c->ct = ct;
     c->bev = bev;
     c->in = in;
-    if (out_watch(c) < 0)
+    if (store_conn_watch_out(c) < 0)
         LOG_WARN("STORE", "client %s: queued %s replies go uncounted",
                  c->addr, ct->name);
 }
@@ -759,7 +580,7 @@ void store_conn_free(struct store_conn *c)
     store_list_free(c);
     release_held(c);
     store_jrn_forget(c);
-    out_unwatch(c);
+    store_conn_unwatch_out(c);
     store_slots_detach(s, c);
     store_auth_conn_free(c);
     free(c->sync_msg);
@@ -775,58 +596,8 @@ void store_conn_free(struct store_conn *c)
     free(c);
 }
 
-/* The connection being accepted was refused by store_slots_admit: it is
- * kept (outside the slots) only to be told why. */
-static int take_refusal(struct store_server *s, struct store_conn *c)
-{
-    if (!s->admit.pending)
-        return 0;
-    s->admit.pending = 0;
-    c->refuse_msg = strdup(s->admit.msg);
-    if (!c->refuse_msg)
-        return -1;
-    c->refuse_code = s->admit.code;
-    c->refused = 1;
-    s->nrefused++;
-    return 1;
-}
-
-int store_conn_new(struct store_server *s, int fd, const char *addr)
-{
-    struct store_conn *c = calloc(1, sizeof(*c));
-    if (!c) {
-        s->admit.pending = 0;
-        close(fd); /* as promised: the caller does not close it */
-        return fccl_err(FCCL_ERR_NOMEM, "connection");
-    }
-    c->s = s;
-    if (conn_plain_open(c, fd) < 0) {
-        s->admit.pending = 0;
-        free(c);
-        return FCCL_ERR_NOMEM;
-    }
-    c->state = s->tls ? CONN_SNIFF : CONN_OPEN;
-    c->need = 1;
-    c->born_ms = c->last_ms = fccl_now_ns() / 1000000u;
-    snprintf(c->addr, sizeof(c->addr), "%s", addr);
-    int refused = take_refusal(s, c);
-    if (refused < 0 || out_watch(c) < 0 ||
-        (!refused && store_slots_attach(s, c, addr) < 0)) {
-        if (c->refused)
-            s->nrefused--;
-        free(c->refuse_msg);
-        out_unwatch(c);
-        c->ct->release(c, 0);
-        free(c);
-        return fccl_err(FCCL_ERR_NOMEM, "connection");
-    }
-    if (refused)
-        s->st.conns_told++;
-    s->st.conns_total++;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
-    s->nconns++;
-    return FCCL_OK;
-}
+const struct store_conn_life store_conn_life = {
+    .free = store_conn_free,
+    .resume = store_conn_resume,
+    .list_done = store_conn_list_done,
+};

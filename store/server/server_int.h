@@ -2,6 +2,45 @@
  * Internals shared by the files of the server (store/server/): its state,
  * the connection, and what each file offers the others.  Not installed,
  * not for other modules.
+ *
+ * Module map of store/server, top down:
+ *   server.c          the server's life: setup, the loop, accepting
+ *                     (store_conn_new), signals, teardown
+ *   server_http.c     the status port
+ *   server_reload.c   SIGHUP: TLS files and tokens read again
+ *   server_config.c   checking the options
+ *   conn_plain.c      the plain transport (conn_type.h)
+ *   conn_tls.c        the TLS transport
+ *   server_conn.c     a connection's life: read, parse, dispatch, close
+ *   server_ops.c      the commands, one handler per operation
+ *   backend_ops.c     --backend etcd: the handlers (backend_etcd.h)
+ *   backend_etcd.c    --backend etcd: transfers, the reply order
+ *   server_list.c     LIST_KEYS over several loop turns
+ *   server_metrics.c  /metrics and /status.json
+ *   server_barrier.c  PyTorch's BARRIER
+ *   server_auth.c     the token handshake and its gate
+ *   server_slots.c    connections by client address: caps, sweeps
+ *   conn_reply.c      replies, batched and in order
+ *   server_journal.c  the journal's records, group commit and setup
+ *   conn_out.c        a connection's output buffer: limits, hold, break
+ *   server_join.c     workers joining (the "init/" counter)
+ *   server_quiet.c    repeated warnings, summarised
+ *   server_tls.c      the TLS context
+ *   server_listen.c   listening sockets, peer names
+ *   server_exposure.c the warning about plaintext beyond loopback
+ *   server_env.c      paths from systemd's directories
+ *   server_page.c     the status page's HTML
+ *   server_stats.c    the loop's counters and the STATS reply
+ *   waiters.c         WAIT: waiters by key (waiters.h)
+ *   journal_replay.c  the journal: opening and replaying (journal.h)
+ *   journal.c         the journal: records, compaction
+ *   kv.c              the key table (kv.h)
+ * Each file calls only files below it in this list (the build checks it
+ * on the objects, scripts/check-calls.sh).  Where a lower file must reach
+ * a connection's life (closing one, resuming its reads) it goes through
+ * s->life, the table server_conn.c fills and server.c sets: the event
+ * that needs it (an eviction, a timer, a listing's last turn) is below,
+ * the connection above.
  */
 #ifndef FCCL_STORE_SERVER_INT_H
 #define FCCL_STORE_SERVER_INT_H
@@ -33,6 +72,21 @@ struct evbuffer;
 
 struct addr_slot; /* server_slots.c: the connections of one client address */
 struct be_state;  /* backend_etcd.c: --backend etcd:// */
+struct store_conn;
+
+/* The calls of a connection's life (server_conn.c) that the files below
+ * it in the module map need: they reach them through s->life. */
+struct store_conn_life {
+    /* Cancel c's wait, close its socket and free it. */
+    void (*free)(struct store_conn *c);
+    /* c's reads were stopped for a deferred request (STORE_DEFER): read
+     * and run again.  May free c. */
+    void (*resume)(struct store_conn *c);
+    /* c's LIST_KEYS reply is queued: run what c sent behind it.  May free
+     * c. */
+    void (*list_done)(struct store_conn *c);
+};
+extern const struct store_conn_life store_conn_life;
 struct be_op;
 
 /* A SET / APPEND / QUEUE_PUSH whose value is large: the value is read
@@ -246,18 +300,26 @@ struct store_server {
     int thread_started;
     pthread_t thread;
     struct be_state *be; /* --backend etcd://, or NULL */
+    const struct store_conn_life *life; /* &store_conn_life */
 };
 
 
-/* ---- server_conn.c ---- */
+/* ---- server.c ---- */
 
 /* Serve a freshly accepted socket (non-blocking, TCP_NODELAY set); `addr`
  * names the peer in log lines.  On failure the socket is closed and
  * FCCL_ERR_NOMEM returned. */
 int store_conn_new(struct store_server *s, int fd, const char *addr);
 
+/* ---- server_conn.c (what the transports call: conn_type.h) ---- */
+
 /* Cancel c's wait, close its socket and free it. */
 void store_conn_free(struct store_conn *c);
+/* store_conn_life's resume and list_done. */
+void store_conn_resume(struct store_conn *c);
+void store_conn_list_done(struct store_conn *c);
+
+/* ---- conn_reply.c ---- */
 
 /* Queue reply bytes for c, in order: batched for the current connection,
  * sent at once (or buffered) for others.  Never fails the caller: a
@@ -270,16 +332,18 @@ void store_conn_reply_ref(struct store_conn *c, const void *p, size_t n,
                           void (*cleanup)(const void *, size_t, void *),
                           void *arg);
 
-/* c's LIST_KEYS reply is queued: run what c sent behind it. */
-void store_conn_list_done(struct store_conn *c);
+/* The batch of c (the current connection) is over: send its replies
+ * gathered in s->out. */
+void store_conn_flush(struct store_server *s, struct store_conn *c);
+
+/* ---- conn_out.c ---- */
 
 /* Log why and disconnect c at its next event (safe while another
  * connection's request runs). */
 void store_conn_abort(struct store_conn *c, const char *why);
-
-/* c's reads were stopped for a deferred request (STORE_DEFER): read and
- * run again.  May free c. */
-void store_conn_resume(struct store_conn *c);
+/* The same without the log line (err, an errno, says why at debug
+ * level): c's output is dropped, c freed from its next event. */
+void store_conn_break(struct store_conn *c, int err);
 
 /* Keep c's queued output off the socket (the journal's group commit):
  * 1 if it stays there until store_conn_release, 0 if c's transport
@@ -287,13 +351,14 @@ void store_conn_resume(struct store_conn *c);
 int store_conn_hold(struct store_conn *c);
 void store_conn_release(struct store_conn *c);
 
+/* Count the bytes queued in c's output buffer in s->out_held (from when
+ * it has one, FCCL_ERR_NOMEM) and stop (before the buffer goes). */
+int store_conn_watch_out(struct store_conn *c);
+void store_conn_unwatch_out(struct store_conn *c);
+
 /* Would holding `more` bytes (an unfinished request or a queued reply)
  * pass the server's byte limit?  Stored, held and queued bytes all count. */
 int store_would_overflow(const struct store_server *s, uint64_t more);
-
-/* Timing of one callback, for STATS' longest loop turn. */
-uint64_t store_turn_begin(void);
-void store_turn_end(struct store_server *s, uint64_t t0);
 
 /* ---- server_slots.c ---- */
 
@@ -350,6 +415,12 @@ int store_list_start(struct store_server *s, struct store_conn *c,
 void store_list_free(struct store_conn *c);
 
 /* ---- server_stats.c ---- */
+
+/* Timing of one callback, for STATS' longest loop turn. */
+uint64_t store_turn_begin(void);
+void store_turn_end(struct store_server *s, uint64_t t0);
+/* One fdatasync took ns: into the latency histogram. */
+void store_stats_sync(struct store_server *s, uint64_t ns);
 
 /* The STATS reply text ("name value" lines) into b. */
 void store_stats_text(struct store_server *s, struct codec_buf *b);
@@ -418,10 +489,17 @@ int store_jrn_closing(struct store_conn *c);
 /* c is freed: it no longer waits for a sync. */
 void store_jrn_forget(struct store_conn *c);
 
-/* ---- server.c ---- */
+/* ---- server_join.c ---- */
 
-/* Wake fccl_server_wait_workers: s->joined changed. */
-void store_join_notify(struct store_server *s);
+/* The mutex and condition fccl_server_wait_workers sleeps on (their clock
+ * the monotonic one): FCCL_OK, or FCCL_ERR_NOMEM. */
+int store_join_init(struct store_server *s);
+/* The counter at key is now v (an ADD): when key is "init/", that many
+ * workers joined (log lines, fccl_server_wait_workers woken). */
+void store_join_counted(struct store_server *s, struct codec_slice key,
+                        int64_t v);
+/* Set s->joined from the "init/" counter (after the journal's replay). */
+void store_joined_from_table(struct store_server *s);
 
 /* ---- server_env.c ---- */
 
@@ -445,8 +523,6 @@ void store_http_close(struct store_server *s);
 
 /* ---- server_metrics.c ---- */
 
-/* One fdatasync took ns: into the latency histogram. */
-void store_stats_sync(struct store_server *s, uint64_t ns);
 /* /metrics: the Prometheus text exposition of s into b. */
 void store_metrics_text(struct store_server *s, struct codec_buf *b);
 /* /status.json: what the status page shows, into b. */
@@ -457,9 +533,6 @@ extern const char store_status_page[];
 void store_metrics_free(struct store_server *s);
 
 /* ---- server_ops.c ---- */
-
-/* Set s->joined from the "init/" counter (after the journal's replay). */
-void store_joined_from_table(struct store_server *s);
 
 /* Run one parsed request for c.  FCCL_OK, or a negative status whose
  * message (fccl_last_error) says why c must be closed. */

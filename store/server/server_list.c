@@ -153,8 +153,7 @@ static void finish(struct store_server *s, struct list_job *j)
     codec_buf_init(&j->out); /* the reply owns the bytes now */
     store_list_free(c);
     store_conn_reply_ref(c, p, n, free_reply, p);
-    (void)s;
-    store_conn_list_done(c);
+    s->life->list_done(c);
 }
 
 static void step(struct store_server *s, struct list_job *j)

@@ -23,19 +23,6 @@
 #include "conn_type.h"
 #include "server_int.h"
 
-const uint64_t store_jsync_bounds_us[STORE_JSYNC_BUCKETS] = {
-    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 100000, 1000000};
-
-void store_stats_sync(struct store_server *s, uint64_t ns)
-{
-    uint64_t us = ns / 1000u;
-    int i = 0;
-    while (i < STORE_JSYNC_BUCKETS && us > store_jsync_bounds_us[i])
-        i++;
-    s->st.jsync_hist[i]++;
-    s->st.jsync_ns += ns;
-}
-
 static void putf(struct codec_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

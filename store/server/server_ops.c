@@ -15,7 +15,6 @@
 #include "log.h"
 #include "server_int.h"
 
-#define JOIN_KEY "init/"
 #define SMALL_REPLY 4096 /* strings up to this size go out in one piece */
 
 /* ---- replies ---- */
@@ -167,39 +166,6 @@ static int write_value(struct store_server *s, const struct value_write *w,
     return FCCL_OK;
 }
 
-static void note_join(struct store_server *s, int64_t v)
-{
-    struct store_server_config *cfg = &s->cfg;
-    int64_t before = s->joined;
-    s->joined = v;
-    if (v != before)
-        store_join_notify(s);
-    if (!cfg->wait_for_workers || v <= before || before >= cfg->world_size)
-        return;
-    if (v >= cfg->world_size) {
-        LOG_INFO("STORE", "all %d workers joined", cfg->world_size);
-        if (s->join_timer)
-            event_del(s->join_timer);
-        return;
-    }
-    LOG_INFO("STORE", "%lld/%d workers joined", (long long)v,
-             cfg->world_size);
-}
-
-/* After a journal replay: the join counter's value is what workers joined
- * before the restart. */
-void store_joined_from_table(struct store_server *s)
-{
-    struct kv_entry *e = kv_find(&s->kv, (const uint8_t *)JOIN_KEY,
-                                 strlen(JOIN_KEY));
-    char num[32];
-    if (!e || !e->has_val || e->vlen == 0 || e->vlen >= sizeof(num))
-        return;
-    memcpy(num, e->val, e->vlen);
-    num[e->vlen] = '\0';
-    s->joined = strtoll(num, NULL, 10);
-}
-
 /* ---- handlers ---- */
 
 static int op_compare_set(struct store_server *s, struct store_conn *c,
@@ -272,9 +238,7 @@ static int op_add(struct store_server *s, struct store_conn *c,
     reply_i64(c, v);
     waiters_wake_all(&s->ws, e);
     store_barrier_counted(s, r->key, v);
-    if (r->key.len == strlen(JOIN_KEY) &&
-        memcmp(r->key.p, JOIN_KEY, r->key.len) == 0)
-        note_join(s, v);
+    store_join_counted(s, r->key, v);
     return FCCL_OK;
 }
 

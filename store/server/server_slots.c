@@ -434,7 +434,7 @@ static void evict(struct store_server *s, struct store_conn *v,
                          (double)(now_ms() - v->born_ms) / 1000.0, addr,
                          cap);
     s->st.conns_evicted++;
-    store_conn_free(v);
+    s->life->free(v);
 }
 
 /* Refuse the newcomer: told why when there is room for that. */
@@ -563,7 +563,7 @@ static int overdue(struct store_server *s, struct store_conn *c, uint64_t now)
             return 0;
         LOG_DEBUG("STORE", "client %s: closing (refused, or told why)",
                   c->addr);
-        store_conn_free(c);
+        s->life->free(c);
         return 1;
     }
     if (s->cfg.handshake_timeout_ms > 0 && c->tier == CONN_TIER_NEW &&
@@ -581,7 +581,7 @@ static int overdue(struct store_server *s, struct store_conn *c, uint64_t now)
                              : "VALIDATE or first request",
                          (double)hs / 1000.0);
         s->st.conns_no_handshake++;
-        store_conn_free(c);
+        s->life->free(c);
         return 1;
     }
     const char *why = s->cfg.request_timeout_ms > 0 ? stalled(s, c, now)
@@ -592,7 +592,7 @@ static int overdue(struct store_server *s, struct store_conn *c, uint64_t now)
     LOG_WARN("STORE", "closing client %s: %s for %.1f s (request-timeout)",
              c->addr, why, (double)(now - since) / 1000.0);
     s->st.conns_timed_out++;
-    store_conn_free(c);
+    s->life->free(c);
     return 1;
 }
 

@@ -1,7 +1,10 @@
 /*
- * The STATS reply (fccl extension 0x84, docs/PROTOCOL-fccl.md): the
- * server's state and counters as "name value" text lines, one per figure,
- * easy to read from a shell (`tcpstore stats | grep keys`) and to extend.
+ * The counters the loop keeps that take more than an increment (the
+ * longest loop turn, the fdatasync latency histogram), and the STATS
+ * reply (fccl extension 0x84, docs/PROTOCOL-fccl.md): the server's state
+ * and counters as "name value" text lines, one per figure, easy to read
+ * from a shell (`tcpstore stats | grep keys`) and to extend.  /metrics
+ * and /status.json are server_metrics.c's.
  */
 #include <stdio.h>
 #include <string.h>
@@ -9,8 +12,33 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "clock.h"
 #include "conn_type.h"
 #include "server_int.h"
+
+uint64_t store_turn_begin(void) { return fccl_now_ns(); }
+
+void store_turn_end(struct store_server *s, uint64_t t0)
+{
+    uint64_t us = (fccl_now_ns() - t0) / 1000u;
+    if (us > s->st.turn_max_us)
+        s->st.turn_max_us = us;
+    if (us > 20000)
+        s->st.turn_slow++;
+}
+
+const uint64_t store_jsync_bounds_us[STORE_JSYNC_BUCKETS] = {
+    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 100000, 1000000};
+
+void store_stats_sync(struct store_server *s, uint64_t ns)
+{
+    uint64_t us = ns / 1000u;
+    int i = 0;
+    while (i < STORE_JSYNC_BUCKETS && us > store_jsync_bounds_us[i])
+        i++;
+    s->st.jsync_hist[i]++;
+    s->st.jsync_ns += ns;
+}
 
 static void line(struct codec_buf *b, const char *name, uint64_t v)
 {
