@@ -12,6 +12,7 @@
 #include <event2/event.h>
 #include <openssl/rand.h>
 
+#include "dlist.h"
 #include "backend_etcd.h"
 #include "clock.h"
 #include "err.h"
@@ -589,11 +590,7 @@ int be_queue(struct store_server *s, struct store_conn *c,
     if (!op)
         return fccl_err(FCCL_ERR_NOMEM, "%s on etcd", codec_op_name(r->op));
     op->run = run;
-    if (c->be_tail)
-        c->be_tail->next = op;
-    else
-        c->be_head = op;
-    c->be_tail = op;
+    QUEUE_APPEND(c->be_head, c->be_tail, op, next);
     c->be_n++;
     if (op->kind == OP_CANCEL_WAIT) { /* acts on the WAIT in flight */
         op->started = 1;

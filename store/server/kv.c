@@ -3,6 +3,7 @@
  * SipHash-1-3 keyed by a random seed, values and queues with byte
  * accounting.
  */
+#include "dlist.h"
 #include "codec.h"
 #include "kv.h"
 
@@ -442,11 +443,7 @@ int kv_queue_push(struct kv *kv, struct kv_entry *e, const uint8_t *v,
     it->len = len;
     if (len)
         memcpy(it->data, v, len);
-    if (e->qtail)
-        e->qtail->next = it;
-    else
-        e->qhead = it;
-    e->qtail = it;
+    QUEUE_APPEND(e->qhead, e->qtail, it, next);
     e->qlen++;
     kv->bytes += len;
     return FCCL_OK;

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dlist.h"
 #include "clock.h"
 #include "conn_type.h"
 #include "err.h"
@@ -80,10 +81,7 @@ int store_conn_new(struct store_server *s, int fd, const char *addr)
     if (refused)
         s->st.conns_told++;
     s->st.conns_total++;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
+    DLIST_PUSH(s->conns, c, prev, next);
     s->nconns++;
     return FCCL_OK;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dlist.h"
 #include "err.h"
 #include "log.h"
 #include "server_int.h"
@@ -28,12 +29,7 @@ struct barrier_wait {
 
 static void unlink_wait(struct store_server *s, struct barrier_wait *b)
 {
-    if (b->prev)
-        b->prev->next = b->next;
-    else
-        s->barriers = b->next;
-    if (b->next)
-        b->next->prev = b->prev;
+    DLIST_UNLINK(s->barriers, b, prev, next);
     b->c->bar = NULL;
     free(b);
 }
@@ -93,11 +89,7 @@ int store_barrier(struct store_server *s, struct store_conn *c,
     b->target = r->num;
     b->klen = (size_t)r->key.len;
     memcpy(b->key, r->key.p, b->klen);
-    b->prev = NULL;
-    b->next = s->barriers;
-    if (s->barriers)
-        s->barriers->prev = b;
-    s->barriers = b;
+    DLIST_PUSH(s->barriers, b, prev, next);
     c->bar = b;
     return FCCL_OK;
 }

@@ -42,6 +42,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "dlist.h"
 #include "clock.h"
 #include "conn_type.h"
 #include "err.h"
@@ -585,12 +586,7 @@ void store_conn_free(struct store_conn *c)
     store_auth_conn_free(c);
     free(c->sync_msg);
     free(c->refuse_msg);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        s->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    DLIST_UNLINK(s->conns, c, prev, next);
     s->nconns--;
     c->ct->release(c, 0); /* closes the socket */
     free(c);

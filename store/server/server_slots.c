@@ -64,6 +64,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "dlist.h"
 #include "clock.h"
 #include "err.h"
 #include "log.h"
@@ -226,26 +227,13 @@ void store_slots_free(struct store_server *s)
 
 static void q_push(struct tier_queue *q, struct store_conn *c)
 {
-    c->qnext = NULL;
-    c->qprev = q->tail;
-    if (q->tail)
-        q->tail->qnext = c;
-    else
-        q->head = c;
-    q->tail = c;
+    DLIST_APPEND(q->head, q->tail, c, qprev, qnext);
     q->n++;
 }
 
 static void q_unlink(struct tier_queue *q, struct store_conn *c)
 {
-    if (c->qprev)
-        c->qprev->qnext = c->qnext;
-    else
-        q->head = c->qnext;
-    if (c->qnext)
-        c->qnext->qprev = c->qprev;
-    else
-        q->tail = c->qprev;
+    DLIST_UNLINK_TAIL(q->head, q->tail, c, qprev, qnext);
     c->qprev = c->qnext = NULL;
     q->n--;
 }
@@ -305,11 +293,7 @@ int store_slots_attach(struct store_server *s, struct store_conn *c,
             slots_grow(s->slots);
     }
     c->slot = a;
-    c->sprev = NULL;
-    c->snext = a->conns;
-    if (a->conns)
-        a->conns->sprev = c;
-    a->conns = c;
+    DLIST_PUSH(a->conns, c, sprev, snext);
     a->n++;
     if (c->tier < CONN_TIER_ACTIVE)
         q_push(queue_of(a, c), c);
@@ -331,12 +315,7 @@ void store_slots_detach(struct store_server *s, struct store_conn *c)
         q_unlink(queue_of(a, c), c);
     else if (c->dialect == DIALECT_LEGACY)
         a->nlegacy--;
-    if (c->sprev)
-        c->sprev->snext = c->snext;
-    else
-        a->conns = c->snext;
-    if (c->snext)
-        c->snext->sprev = c->sprev;
+    DLIST_UNLINK(a->conns, c, sprev, snext);
     c->slot = NULL;
     if (--a->n > 0)
         return;

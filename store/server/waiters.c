@@ -3,6 +3,7 @@
  * each wait scanning its lists forward one missing key at a time with a
  * single ref parked on that key.
  */
+#include "dlist.h"
 #include "waiters.h"
 
 #include <stdlib.h>
@@ -128,26 +129,13 @@ static void list_put(struct waiters *ws, struct wait_keys *l)
 static void link_ref(struct wait_ref *r, struct kv_entry *e)
 {
     r->entry = e;
-    r->next = NULL;
-    r->prev = e->wait_tail;
-    if (e->wait_tail)
-        e->wait_tail->next = r;
-    else
-        e->wait_head = r;
-    e->wait_tail = r;
+    DLIST_APPEND(e->wait_head, e->wait_tail, r, prev, next);
 }
 
 static void unlink_ref(struct wait_ref *r)
 {
     struct kv_entry *e = r->entry;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        e->wait_head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    else
-        e->wait_tail = r->prev;
+    DLIST_UNLINK_TAIL(e->wait_head, e->wait_tail, r, prev, next);
     r->next = r->prev = NULL;
     r->entry = NULL;
 }
