@@ -180,8 +180,7 @@ static void store_cost(int n, uint64_t *bytes, uint64_t *turns)
     cr_assert_eq(st, 0, "%s exited %d:\n%s", cmd, st, out);
     cr_expect_eq(conns, n, "%d store connections for %d ranks", conns, n);
     free(out);
-    srv_stop(&srv);
-    srv_cleanup(&srv);
+    srv_finish(&srv);
 }
 
 /* The store cost of the most expensive rank must not grow with N. */
@@ -259,8 +258,7 @@ Test(boot_scale, many_groups_leave_no_keys, .timeout = 240)
     srv_tcpstore(port, ".", "", "--raw-keys get init/", &out);
     cr_expect_str_eq(out, "3", "init/ after a 3-rank job: %s", out);
     free(out);
-    srv_stop(&srv);
-    srv_cleanup(&srv);
+    srv_finish(&srv);
 }
 
 /* Rank 7 exits right after init; ranks that never sent it anything still
@@ -346,6 +344,5 @@ Test(boot_scale, missing_rank_named_by_every_rank, .timeout = 120)
     }
     cr_expect(secs < 30, "took %.1f s with a 4 s timeout:\n%s", secs, out);
     free(out);
-    srv_stop(&srv);
-    srv_cleanup(&srv);
+    srv_finish(&srv);
 }

@@ -219,8 +219,7 @@ static char *by_hand(int world, int timeout_s, const char *job,
     double t0 = th_now();
     th_sh(cmd, 90, &out);
     *secs = th_now() - t0;
-    srv_stop(&srv);
-    srv_cleanup(&srv);
+    srv_finish(&srv);
     return out;
 }
 
@@ -316,8 +315,7 @@ Test(bootstrap, stopped_rank_named, .timeout = 120)
     cr_expect(strstr(out, "rank 1 is dead") != NULL, "%s", out);
     cr_expect(strstr(out, "left 0") != NULL, "%s", out);
     free(out);
-    srv_stop(&srv);
-    srv_cleanup(&srv);
+    srv_finish(&srv);
 }
 
 Test(bootstrap, argument_errors_and_names, .timeout = 60)

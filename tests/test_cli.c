@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/expect.h"
 #include "lib/proc.h"
 #include "lib/srv.h"
 
@@ -19,8 +20,7 @@ static void start_server(void) { srv_start_local(&srv, NULL); }
 
 static void stop_server(void)
 {
-    srv_stop(&srv);
-    srv_cleanup(&srv);
+    srv_finish(&srv);
 }
 
 TestSuite(cli, .init = start_server, .fini = stop_server, .timeout = 60);
@@ -68,23 +68,7 @@ static struct th_result run_env(const void *in, size_t inlen,
 
 static void expect(struct th_result r, int status, const char *out)
 {
-    cr_assert_eq(r.status, status, "exit %d, want %d; stderr: %s", r.status,
-                 status, r.err);
-    if (out) {
-        cr_assert(r.outlen == strlen(out) && memcmp(r.out, out, r.outlen) == 0,
-                  "stdout '%s', want '%s'", r.out, out);
-    }
-    th_result_free(&r);
-}
-
-/* Exit status `status`, stderr containing `needle`. */
-static void expect_err(struct th_result r, int status, const char *needle)
-{
-    cr_assert_eq(r.status, status, "exit %d, want %d; stderr: %s", r.status,
-                 status, r.err);
-    cr_assert(strstr(r.err, needle), "stderr '%s' lacks '%s'", r.err, needle);
-    cr_assert_eq(r.outlen, 0, "stdout not empty: %s", r.out);
-    th_result_free(&r);
+    th_expect_out(r, status, out, out ? strlen(out) : 0);
 }
 
 Test(cli, set_get_prints_raw_value)
@@ -129,9 +113,9 @@ Test(cli, add_prints_new_value_and_takes_negative_numbers)
     expect(TS("add", "n", "5"), 0, "5\n");
     expect(TS("add", "n", "-7"), 0, "-2\n");
     expect(TS("get", "n"), 0, "-2");
-    expect_err(TS("add", "n", "seven"), 2, "seven");
-    expect_err(TS("add", "n", "1x"), 2, "1x");
-    expect_err(TS("add", "n"), 2, "add KEY N");
+    th_expect_err(TS("add", "n", "seven"), 2, "seven");
+    th_expect_err(TS("add", "n", "1x"), 2, "1x");
+    th_expect_err(TS("add", "n"), 2, "add KEY N");
     expect(TS("set", "text", "abc"), 0, "");
     /* The server closes a client that ADDs to text: a protocol failure. */
     struct th_result r = TS("add", "text", "1");
@@ -173,14 +157,14 @@ Test(cli, timeouts_exit_3_naming_key_and_address)
     cr_assert_eq(r.status, 3, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "nokey") && strstr(r.err, srv.addr), "%s", r.err);
     th_result_free(&r);
-    expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, "--timeout", "0.3",
-                       "get", "nokey", NULL),
-               3, "nokey");
+    th_expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, "--timeout", "0.3",
+                          "get", "nokey", NULL),
+                  3, "nokey");
     cr_assert(dt < 20, "took %.1f s", dt);
     /* Options after the verb are arguments: these are three keys. */
-    expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, "--timeout", "0.2",
-                       "wait", "--timeout", "0.3", "nokey", NULL),
-               3, "'/--timeout'");
+    th_expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, "--timeout", "0.2",
+                          "wait", "--timeout", "0.3", "nokey", NULL),
+                  3, "'/--timeout'");
 }
 
 Test(cli, ping_append_keys)
@@ -207,13 +191,13 @@ Test(cli, ping_append_keys)
 
 Test(cli, legacy_dialect_lacks_some_verbs)
 {
-    expect_err(TS("--dialect", "legacy", "ping"), 2, "legacy");
+    th_expect_err(TS("--dialect", "legacy", "ping"), 2, "legacy");
     const char *env[] = {"TCPSTORE_DIALECT=legacy", NULL};
-    expect_err(run_env(NULL, 0, env, "--addr", srv.addr, "append", "k", "v",
-                       NULL),
-               2, "legacy");
-    expect_err(run_env(NULL, 0, env, "--addr", srv.addr, "keys", NULL), 2,
-               "legacy");
+    th_expect_err(run_env(NULL, 0, env, "--addr", srv.addr, "append", "k", "v",
+                          NULL),
+                  2, "legacy");
+    th_expect_err(run_env(NULL, 0, env, "--addr", srv.addr, "keys", NULL), 2,
+                  "legacy");
     /* The option beats the variable. */
     expect(run_env(NULL, 0, env, "--addr", srv.addr, "--dialect", "modern",
                    "append", "k", "v", NULL),
@@ -231,27 +215,27 @@ Test(cli, legacy_dialect_lacks_some_verbs)
 
 Test(cli, usage_errors_exit_2)
 {
-    expect_err(TS("frobnicate"), 2, "frobnicate");
-    expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, NULL), 2, "verb");
-    expect_err(run_env(NULL, 0, NULL, "--bogus", "get", "k", NULL), 2,
-               "--bogus");
-    expect_err(run_env(NULL, 0, NULL, "--timeout", "abc", "--addr", srv.addr,
-                       "get", "k", NULL),
-               2, "abc");
-    expect_err(TS("--timeout", "0", "get", "k"), 2, "'0'");
-    expect_err(run_env(NULL, 0, NULL, "--dialect", "ancient", "--addr",
-                       srv.addr, "get", "k", NULL),
-               2, "ancient");
-    expect_err(TS("get"), 2, "get KEY");
-    expect_err(TS("get", "a", "b"), 2, "get KEY");
-    expect_err(TS("cas", "a", "b"), 2, "cas KEY EXPECTED NEW");
-    expect_err(TS("num-keys", "x"), 2, "num-keys");
-    expect_err(run_env(NULL, 0, NULL, "get", "k", NULL), 2, "no address");
-    expect_err(run_env(NULL, 0, NULL, "--addr", "nocolon", "get", "k", NULL),
-               2, "nocolon");
+    th_expect_err(TS("frobnicate"), 2, "frobnicate");
+    th_expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, NULL), 2, "verb");
+    th_expect_err(run_env(NULL, 0, NULL, "--bogus", "get", "k", NULL), 2,
+                  "--bogus");
+    th_expect_err(run_env(NULL, 0, NULL, "--timeout", "abc", "--addr", srv.addr,
+                          "get", "k", NULL),
+                  2, "abc");
+    th_expect_err(TS("--timeout", "0", "get", "k"), 2, "'0'");
+    th_expect_err(run_env(NULL, 0, NULL, "--dialect", "ancient", "--addr",
+                          srv.addr, "get", "k", NULL),
+                  2, "ancient");
+    th_expect_err(TS("get"), 2, "get KEY");
+    th_expect_err(TS("get", "a", "b"), 2, "get KEY");
+    th_expect_err(TS("cas", "a", "b"), 2, "cas KEY EXPECTED NEW");
+    th_expect_err(TS("num-keys", "x"), 2, "num-keys");
+    th_expect_err(run_env(NULL, 0, NULL, "get", "k", NULL), 2, "no address");
+    th_expect_err(run_env(NULL, 0, NULL, "--addr", "nocolon", "get", "k", NULL),
+                  2, "nocolon");
     const char *env[] = {"TCPSTORE_TIMEOUT=soon", NULL};
-    expect_err(run_env(NULL, 0, env, "--addr", srv.addr, "get", "k", NULL), 2,
-               "soon");
+    th_expect_err(run_env(NULL, 0, env, "--addr", srv.addr, "get", "k", NULL),
+                  2, "soon");
 }
 
 Test(cli, help_lists_options_verbs_env_and_exit_codes)
@@ -275,13 +259,13 @@ Test(cli, cannot_connect_exits_4)
     char addr[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", th_free_port());
     double t0 = th_now();
-    expect_err(run_env(NULL, 0, NULL, "--addr", addr, "--timeout", "0.3",
-                       "get", "k", NULL),
-               4, addr);
+    th_expect_err(run_env(NULL, 0, NULL, "--addr", addr, "--timeout", "0.3",
+                          "get", "k", NULL),
+                  4, addr);
     cr_assert(th_now() - t0 < 10);
-    expect_err(run_env(NULL, 0, NULL, "--addr", addr, "--timeout", "0.2",
-                       "set", "k", "v", NULL),
-               4, "connect");
+    th_expect_err(run_env(NULL, 0, NULL, "--addr", addr, "--timeout", "0.2",
+                          "set", "k", "v", NULL),
+                  4, "connect");
 }
 
 Test(cli, address_precedence)
@@ -299,9 +283,9 @@ Test(cli, address_precedence)
     const char *env1[] = {e1, NULL};
     expect(run_env(NULL, 0, env1, "--addr", srv.addr, "get", "where", NULL),
            0, "here");
-    expect_err(run_env(NULL, 0, env1, "--timeout", "0.2", "get", "where",
-                       NULL),
-               4, bad);
+    th_expect_err(run_env(NULL, 0, env1, "--timeout", "0.2", "get", "where",
+                          NULL),
+                  4, bad);
 
     /* TCPSTORE_ADDR over MASTER_ADDR:MASTER_PORT */
     char e2[400], e3[100], e4[100];
@@ -324,17 +308,17 @@ Test(cli, timeout_precedence)
     /* TCPSTORE_TIMEOUT applies ... */
     const char *env[] = {"TCPSTORE_TIMEOUT=0.2", NULL};
     double t0 = th_now();
-    expect_err(run_env(NULL, 0, env, "--addr", srv.addr, "wait", "never",
-                       NULL),
-               3, "never");
+    th_expect_err(run_env(NULL, 0, env, "--addr", srv.addr, "wait", "never",
+                          NULL),
+                  3, "never");
     double dt = th_now() - t0;
     cr_assert(dt >= 0.19 && dt < 5, "took %.2f s", dt);
     /* ... and --timeout beats it. */
     const char *env2[] = {"TCPSTORE_TIMEOUT=100", NULL};
     t0 = th_now();
-    expect_err(run_env(NULL, 0, env2, "--addr", srv.addr, "--timeout", "0.3",
-                       "wait", "never", NULL),
-               3, "never");
+    th_expect_err(run_env(NULL, 0, env2, "--addr", srv.addr, "--timeout", "0.3",
+                          "wait", "never", NULL),
+                  3, "never");
     dt = th_now() - t0;
     cr_assert(dt >= 0.29 && dt < 5, "took %.2f s", dt);
 }
@@ -377,8 +361,7 @@ Test(cli, refused_set_exits_4_naming_the_cause)
     r = run_env(NULL, 0, NULL, "--addr", small.addr, "set", "k", "v", NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     th_result_free(&r);
-    srv_stop(&small);
-    srv_cleanup(&small);
+    srv_finish(&small);
 }
 
 Test(cli, stats_prints_name_value_lines)
@@ -402,7 +385,7 @@ Test(cli, stats_prints_name_value_lines)
                      line);
     }
     th_result_free(&r);
-    expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, "--dialect",
-                       "legacy", "stats", NULL),
-               2, "stats");
+    th_expect_err(run_env(NULL, 0, NULL, "--addr", srv.addr, "--dialect",
+                          "legacy", "stats", NULL),
+                  2, "stats");
 }

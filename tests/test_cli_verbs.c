@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "fccl/core.h"
+#include "lib/expect.h"
 #include "lib/proc.h"
 #include "lib/srv.h"
 
@@ -59,32 +60,9 @@ static struct th_result run_argv(const char *prog, const void *in,
 #define TS_IN(in, len, ...)                                                    \
     run_argv("tcpstore", in, len, ARGS("--addr", srv.addr, __VA_ARGS__))
 
-/* Exit status `status` and, unless NULL, exactly `len` bytes `out`. */
-static void expect_bytes(struct th_result r, int status, const void *out,
-                         size_t len)
-{
-    cr_assert_eq(r.status, status, "exit %d, want %d; stderr: %s", r.status,
-                 status, r.err);
-    if (out)
-        cr_assert(r.outlen == len && memcmp(r.out, out, len) == 0,
-                  "stdout '%s' (%zu bytes), want %zu bytes", r.out, r.outlen,
-                  len);
-    th_result_free(&r);
-}
-
 static void expect(struct th_result r, int status, const char *out)
 {
-    expect_bytes(r, status, out, out ? strlen(out) : 0);
-}
-
-/* Exit status `status`, nothing on stdout, stderr containing `needle`. */
-static void expect_err(struct th_result r, int status, const char *needle)
-{
-    cr_assert_eq(r.status, status, "exit %d, want %d; stderr: %s", r.status,
-                 status, r.err);
-    cr_assert(strstr(r.err, needle), "stderr '%s' lacks '%s'", r.err, needle);
-    cr_assert_eq(r.outlen, 0, "stdout not empty: %s", r.out);
-    th_result_free(&r);
+    th_expect_out(r, status, out, out ? strlen(out) : 0);
 }
 
 Test(verbs, push_pop_in_order_and_qlen)
@@ -107,7 +85,7 @@ Test(verbs, push_reads_stdin_and_pop_writes_raw_bytes)
     size_t blen = sizeof(bin);
     expect(TS_IN(bin, blen, "push", "bq", "-"), 0, "");
     expect(TS_IN(NULL, 0, "push", "bq", "-"), 0, ""); /* empty stdin */
-    expect_bytes(TS("pop", "bq"), 0, bin, blen);
+    th_expect_out(TS("pop", "bq"), 0, bin, blen);
     expect(TS("pop", "bq"), 0, "");
     /* "-" after the key is the value "from stdin", a key "-" is a key. */
     expect(TS("push", "-", "dash"), 0, "");
@@ -121,7 +99,7 @@ Test(verbs, pop_on_empty_queue_times_out_with_3)
         "tcpstore", NULL, 0,
         ARGS("--addr", srv.addr, "--timeout", "0.5", "pop", "empty"));
     double took = th_now() - t0;
-    expect_err(r, 3, "timed out");
+    th_expect_err(r, 3, "timed out");
     cr_assert(took >= 0.45 && took < 10, "pop took %.2f s for 0.5 s", took);
     /* The queue is still usable after the cancelled wait. */
     expect(TS("push", "empty", "now"), 0, "");
@@ -159,19 +137,19 @@ Test(verbs, mget_prints_values_in_order)
     expect(TS("mget", "m3", "m1", "m2", "m1"), 0, "three\none\n\none\n");
     expect(TS("mget", "m1"), 0, "one\n");
     /* -0 / --null: each value ended by a NUL byte. */
-    expect_bytes(run_argv("tcpstore", NULL, 0,
-                          ARGS("--addr", srv.addr, "-0", "mget", "m1", "m2",
-                               "m3")),
-                 0, "one\0\0three\0", 11);
-    expect_bytes(run_argv("tcpstore", NULL, 0,
-                          ARGS("--null", "--addr", srv.addr, "mget", "m3")),
-                 0, "three\0", 6);
+    th_expect_out(run_argv("tcpstore", NULL, 0,
+                           ARGS("--addr", srv.addr, "-0", "mget", "m1", "m2",
+                                "m3")),
+                  0, "one\0\0three\0", 11);
+    th_expect_out(run_argv("tcpstore", NULL, 0,
+                           ARGS("--null", "--addr", srv.addr, "mget", "m3")),
+                  0, "three\0", 6);
     /* A value with a newline is printed as it is (the separator is the
      * caller's choice; NUL bytes need get). */
     expect(TS("set", "nl", "a\nb"), 0, "");
-    expect_bytes(run_argv("tcpstore", NULL, 0,
-                          ARGS("--addr", srv.addr, "-0", "mget", "nl", "m1")),
-                 0, "a\nb\0one\0", 8);
+    th_expect_out(run_argv("tcpstore", NULL, 0,
+                           ARGS("--addr", srv.addr, "-0", "mget", "nl", "m1")),
+                  0, "a\nb\0one\0", 8);
 }
 
 Test(verbs, mget_of_missing_key_times_out_with_3)
@@ -184,7 +162,7 @@ Test(verbs, mget_of_missing_key_times_out_with_3)
              "absent"));
     double took = th_now() - t0;
     /* Nothing printed: not the values that were there. */
-    expect_err(r, 3, "absent");
+    th_expect_err(r, 3, "absent");
     cr_assert(took >= 0.45 && took < 10, "mget took %.2f s", took);
 }
 
@@ -226,16 +204,16 @@ Test(verbs, keys_with_null_separator)
 
 Test(verbs, wrong_argument_counts_exit_2)
 {
-    expect_err(TS("push", "q"), 2, "push KEY VALUE");
-    expect_err(TS("push", "q", "a", "b"), 2, "push KEY VALUE");
-    expect_err(TS("push"), 2, "push KEY VALUE");
-    expect_err(TS("pop"), 2, "pop KEY");
-    expect_err(TS("pop", "a", "b"), 2, "pop KEY");
-    expect_err(TS("qlen"), 2, "qlen KEY");
-    expect_err(TS("qlen", "a", "b"), 2, "qlen KEY");
-    expect_err(TS("mget"), 2, "mget KEY...");
+    th_expect_err(TS("push", "q"), 2, "push KEY VALUE");
+    th_expect_err(TS("push", "q", "a", "b"), 2, "push KEY VALUE");
+    th_expect_err(TS("push"), 2, "push KEY VALUE");
+    th_expect_err(TS("pop"), 2, "pop KEY");
+    th_expect_err(TS("pop", "a", "b"), 2, "pop KEY");
+    th_expect_err(TS("qlen"), 2, "qlen KEY");
+    th_expect_err(TS("qlen", "a", "b"), 2, "qlen KEY");
+    th_expect_err(TS("mget"), 2, "mget KEY...");
     /* -0 after the verb is an argument, not the option. */
-    expect_err(TS("qlen", "-0", "x"), 2, "qlen KEY");
+    th_expect_err(TS("qlen", "-0", "x"), 2, "qlen KEY");
 }
 
 Test(verbs, legacy_dialect_lacks_queues_but_has_mget)
@@ -248,7 +226,7 @@ Test(verbs, legacy_dialect_lacks_queues_but_has_mget)
             "tcpstore", NULL, 0,
             ARGS("--dialect", "legacy", verbs[i][0], verbs[i][1],
                  verbs[i][2]));
-        expect_err(r, 2, "legacy dialect");
+        th_expect_err(r, 2, "legacy dialect");
     }
     /* mget is WAIT + GETs there (our server speaks both dialects). */
     expect(TS("set", "lg", "old"), 0, "");

@@ -31,8 +31,7 @@ static void start_server(void) { srv_start_local(&srv, NULL); }
 
 static void stop_server(void)
 {
-    srv_stop(&srv);
-    srv_cleanup(&srv);
+    srv_finish(&srv);
 }
 
 TestSuite(client, .init = start_server, .fini = stop_server, .timeout = 30);

@@ -314,8 +314,7 @@ static void resumed_job(const char *prov)
     cr_expect(strstr(out, "left 0") != NULL, "its /dev/shm files stay:\n%s",
               out);
     free(out);
-    srv_stop(&srv);
-    srv_cleanup(&srv);
+    srv_finish(&srv);
 }
 
 Test(groups, resumed_rank_fails_at_once_shm, .timeout = 120) { resumed_job("shm"); }

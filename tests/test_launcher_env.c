@@ -11,55 +11,13 @@
 #include <string.h>
 
 #include "fccl/core.h"
-#include "launcher_env.h"
-
-/* An environment: NULL-terminated "NAME=VALUE" strings. */
-static const char *lookup(void *ctx, const char *name)
-{
-    size_t n = strlen(name);
-    for (const char *const *e = ctx; *e; e++)
-        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-            return *e + n + 1;
-    return NULL;
-}
-
-static struct launcher_env parse_ok(const char *const *env, int need_addr)
-{
-    struct launcher_env e;
-    int rc = launcher_env_parse(lookup, (void *)env, need_addr, &e);
-    cr_assert_eq(rc, FCCL_OK, "parse failed: %s", fccl_last_error());
-    return e;
-}
-
-static void expect(const struct launcher_env *e, int src, int rank, int size,
-                   int lr, int ls, const char *addr, int port, int hs)
-{
-    cr_expect_eq(e->source, src, "source %s, want %s",
-                 launcher_env_source_name(e->source),
-                 launcher_env_source_name(src));
-    cr_expect_eq(e->rank, rank, "rank %d want %d", e->rank, rank);
-    cr_expect_eq(e->size, size, "size %d want %d", e->size, size);
-    cr_expect_eq(e->local_rank, lr, "local rank %d want %d", e->local_rank, lr);
-    cr_expect_eq(e->local_size, ls, "local size %d want %d", e->local_size, ls);
-    cr_expect_str_eq(e->master_addr, addr);
-    cr_expect_eq(e->port, port, "port %d want %d", e->port, port);
-    cr_expect_eq(e->host_store, hs, "host_store %d want %d", e->host_store, hs);
-}
-
-static void parse_err(const char *const *env, const char *needle)
-{
-    struct launcher_env e;
-    int rc = launcher_env_parse(lookup, (void *)env, 1, &e);
-    cr_assert_eq(rc, FCCL_ERR_INVALID, "rc %d, want INVALID", rc);
-    cr_assert(strstr(fccl_last_error(), needle), "message '%s' lacks '%s'",
-              fccl_last_error(), needle);
-}
+#include "lib/envcheck.h"
 
 Test(launcher_env, nothing)
 {
     const char *env[] = {"HOME=/root", NULL};
-    struct launcher_env e = parse_ok(env, 1);
-    expect(&e, LENV_NONE, -1, -1, -1, -1, "", -1, 0);
+    struct launcher_env e = ec_parse_ok(env, 1);
+    ec_expect(&e, LENV_NONE, -1, -1, -1, -1, "", -1, 0);
 }
 
 Test(launcher_env, torchrun)
@@ -67,8 +25,8 @@ Test(launcher_env, torchrun)
     const char *env[] = {"RANK=5", "WORLD_SIZE=8", "LOCAL_RANK=1",
                          "LOCAL_WORLD_SIZE=4", "MASTER_ADDR=10.0.0.1",
                          "MASTER_PORT=1234", NULL};
-    struct launcher_env e = parse_ok(env, 1);
-    expect(&e, LENV_TORCHRUN, 5, 8, 1, 4, "10.0.0.1", 1234, 0);
+    struct launcher_env e = ec_parse_ok(env, 1);
+    ec_expect(&e, LENV_TORCHRUN, 5, 8, 1, 4, "10.0.0.1", 1234, 0);
 }
 
 /* torchrun inside a Slurm allocation: torchrun's variables win. */
@@ -80,8 +38,8 @@ Test(launcher_env, torchrun_wins_over_slurm_and_mpi)
                          "RANK=6", "WORLD_SIZE=16", "LOCAL_RANK=2",
                          "LOCAL_WORLD_SIZE=8", "MASTER_ADDR=gpu7",
                          "MASTER_PORT=29400", NULL};
-    struct launcher_env e = parse_ok(env, 1);
-    expect(&e, LENV_TORCHRUN, 6, 16, 2, 8, "gpu7", 29400, 0);
+    struct launcher_env e = ec_parse_ok(env, 1);
+    ec_expect(&e, LENV_TORCHRUN, 6, 16, 2, 8, "gpu7", 29400, 0);
 }
 
 /* srun with no MASTER_ADDR: store on the first node of the list, port
@@ -92,8 +50,8 @@ Test(launcher_env, srun_without_master_addr)
                          "SLURM_LOCALID=1", "SLURM_NODEID=2",
                          "SLURM_TASKS_PER_NODE=2(x4)",
                          "SLURM_JOB_NODELIST=node[01-04,07]", NULL};
-    struct launcher_env e = parse_ok(env, 1);
-    expect(&e, LENV_SLURM, 5, 8, 1, 2, "node01", 29500, 1);
+    struct launcher_env e = ec_parse_ok(env, 1);
+    ec_expect(&e, LENV_SLURM, 5, 8, 1, 2, "node01", 29500, 1);
 }
 
 Test(launcher_env, slurm_uneven_nodes_and_master_vars)
@@ -104,8 +62,8 @@ Test(launcher_env, slurm_uneven_nodes_and_master_vars)
                          "SLURM_TASKS_PER_NODE=3(x2),1",
                          "SLURM_JOB_NODELIST=a[1-3]", "MASTER_ADDR=a9",
                          "MASTER_PORT=4000", NULL};
-    struct launcher_env e = parse_ok(env, 1);
-    expect(&e, LENV_SLURM, 6, 7, 0, 1, "a9", 4000, 1);
+    struct launcher_env e = ec_parse_ok(env, 1);
+    ec_expect(&e, LENV_SLURM, 6, 7, 0, 1, "a9", 4000, 1);
 }
 
 Test(launcher_env, slurm_step_values_first)
@@ -116,8 +74,8 @@ Test(launcher_env, slurm_step_values_first)
                          "SLURM_TASKS_PER_NODE=4",
                          "SLURM_STEP_NODELIST=c[5-6]",
                          "SLURM_JOB_NODELIST=c[1-6]", NULL};
-    struct launcher_env e = parse_ok(env, 1);
-    expect(&e, LENV_SLURM, 1, 4, 1, 2, "c5", 29500, 1);
+    struct launcher_env e = ec_parse_ok(env, 1);
+    ec_expect(&e, LENV_SLURM, 1, 4, 1, 2, "c5", 29500, 1);
 }
 
 Test(launcher_env, ntasks_per_node)
@@ -126,8 +84,8 @@ Test(launcher_env, ntasks_per_node)
                          "SLURM_LOCALID=1", "SLURM_NODEID=1",
                          "SLURM_NTASKS_PER_NODE=2", "SLURM_NODELIST=h1,h2",
                          NULL};
-    struct launcher_env e = parse_ok(env, 1);
-    expect(&e, LENV_SLURM, 3, 4, 1, 2, "h1", 29500, 1);
+    struct launcher_env e = ec_parse_ok(env, 1);
+    ec_expect(&e, LENV_SLURM, 3, 4, 1, 2, "h1", 29500, 1);
 }
 
 Test(launcher_env, openmpi)
@@ -136,8 +94,8 @@ Test(launcher_env, openmpi)
                          "OMPI_COMM_WORLD_LOCAL_RANK=0",
                          "OMPI_COMM_WORLD_LOCAL_SIZE=3",
                          "MASTER_ADDR=fd00::1", NULL};
-    struct launcher_env e = parse_ok(env, 1);
-    expect(&e, LENV_OPENMPI, 3, 6, 0, 3, "fd00::1", 29500, 1);
+    struct launcher_env e = ec_parse_ok(env, 1);
+    ec_expect(&e, LENV_OPENMPI, 3, 6, 0, 3, "fd00::1", 29500, 1);
 }
 
 /* mpirun (hydra) inside a Slurm batch job: the batch step's SLURM_PROCID
@@ -148,8 +106,8 @@ Test(launcher_env, mpich_inside_slurm_batch)
                          "MPI_LOCALNRANKS=2", "SLURM_PROCID=0",
                          "SLURM_NTASKS=1", "SLURM_JOB_NODELIST=n[1-2]",
                          "MASTER_ADDR=n1", "MASTER_PORT=29600", NULL};
-    struct launcher_env e = parse_ok(env, 1);
-    expect(&e, LENV_MPICH, 2, 4, 0, 2, "n1", 29600, 1);
+    struct launcher_env e = ec_parse_ok(env, 1);
+    ec_expect(&e, LENV_MPICH, 2, 4, 0, 2, "n1", 29600, 1);
 }
 
 /* srun --mpi=pmi2 sets PMI_RANK equal to SLURM_PROCID: a Slurm start,
@@ -160,44 +118,44 @@ Test(launcher_env, srun_pmi2_counts_as_slurm)
                          "SLURM_NTASKS=4", "SLURM_LOCALID=1",
                          "SLURM_NODEID=1", "SLURM_TASKS_PER_NODE=2(x2)",
                          "SLURM_JOB_NODELIST=n[1-2]", NULL};
-    struct launcher_env e = parse_ok(env, 1);
-    expect(&e, LENV_SLURM, 3, 4, 1, 2, "n1", 29500, 1);
+    struct launcher_env e = ec_parse_ok(env, 1);
+    ec_expect(&e, LENV_SLURM, 3, 4, 1, 2, "n1", 29500, 1);
 }
 
 Test(launcher_env, mpirun_without_master_addr_is_an_error)
 {
     const char *ompi[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2",
                           NULL};
-    parse_err(ompi, "MASTER_ADDR is not set");
-    parse_err(ompi, "OMPI_COMM_WORLD_RANK");
+    ec_parse_err(ompi, "MASTER_ADDR is not set");
+    ec_parse_err(ompi, "OMPI_COMM_WORLD_RANK");
     const char *pmi[] = {"PMI_RANK=1", "PMI_SIZE=2", NULL};
-    parse_err(pmi, "MASTER_ADDR");
-    parse_err(pmi, "PMI_RANK");
+    ec_parse_err(pmi, "MASTER_ADDR");
+    ec_parse_err(pmi, "PMI_RANK");
     /* tcp:// brings its own address: ranks only */
-    struct launcher_env e = parse_ok(pmi, 0);
-    expect(&e, LENV_MPICH, 1, 2, -1, -1, "", 29500, 1);
+    struct launcher_env e = ec_parse_ok(pmi, 0);
+    ec_expect(&e, LENV_MPICH, 1, 2, -1, -1, "", 29500, 1);
 }
 
 Test(launcher_env, bad_values)
 {
     const char *a[] = {"SLURM_PROCID=x", "SLURM_NTASKS=2", NULL};
-    parse_err(a, "SLURM_PROCID='x'");
+    ec_parse_err(a, "SLURM_PROCID='x'");
     const char *b[] = {"SLURM_PROCID=4", "SLURM_NTASKS=4", "SLURM_NODELIST=h1",
                        NULL};
-    parse_err(b, "rank 4 is out of range for world size 4");
+    ec_parse_err(b, "rank 4 is out of range for world size 4");
     const char *c[] = {"SLURM_PROCID=0", NULL};
-    parse_err(c, "SLURM_NTASKS");
+    ec_parse_err(c, "SLURM_NTASKS");
     const char *d[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2",
                        "SLURM_JOB_NODELIST=node[01-", NULL};
-    parse_err(d, "node[01-");
+    ec_parse_err(d, "node[01-");
     const char *f[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NODEID=3",
                        "SLURM_TASKS_PER_NODE=1(x2),0", NULL};
-    parse_err(f, "node 3");
+    ec_parse_err(f, "node 3");
     const char *g[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2",
                        "MASTER_ADDR=h", "MASTER_PORT=http", NULL};
-    parse_err(g, "MASTER_PORT='http'");
+    ec_parse_err(g, "MASTER_PORT='http'");
     const char *h[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", NULL};
-    parse_err(h, "SLURM_JOB_NODELIST");
+    ec_parse_err(h, "SLURM_JOB_NODELIST");
 }
 
 Test(launcher_env, first_host_forms)

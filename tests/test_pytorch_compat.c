@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "fccl/store.h"
+#include "lib/expect.h"
 #include "lib/proc.h"
 #include "lib/srv.h"
 
@@ -36,8 +37,7 @@ static struct srv srv;
 
 static void stop_server(void)
 {
-    srv_stop(&srv);
-    srv_cleanup(&srv);
+    srv_finish(&srv);
 }
 
 /* tests/py/<script> under $FCCL_SRCDIR (default: the current directory,
@@ -638,17 +638,6 @@ static struct th_result cli(const char *addr, const char *dialect,
     return run(argv, 30);
 }
 
-static void cli_expect(struct th_result r, int status, const char *out,
-                       size_t outlen)
-{
-    cr_assert_eq(r.status, status, "tcpstore exit %d, want %d: %s", r.status,
-                 status, r.err);
-    if (out)
-        cr_assert(r.outlen == outlen && memcmp(r.out, out, outlen) == 0,
-                  "tcpstore printed '%s'", r.out);
-    th_result_free(&r);
-}
-
 /* A PyTorch 1.13 store keeps a second connection that never sends a
  * byte; --handshake-timeout closes it (issue 25), and the client does not
  * notice: its main connection, which joined with ADD, goes on. */
@@ -714,16 +703,17 @@ Test(compat, pytorch_torch_client_against_our_server)
     fccl_store_close(s);
 
     /* ... and by the CLI, in both dialects. */
-    cli_expect(cli(srv.addr, "modern", "get", "cnt", NULL), 0, "-2", 2);
-    cli_expect(cli(srv.addr, "legacy", "get", "a", NULL), 0, "alpha", 5);
-    cli_expect(cli(srv.addr, "modern", "get", "from_c", NULL), 0, "C\0side",
-               6);
-    cli_expect(cli(srv.addr, "modern", "check", "a", "cs"), 0, "", 0);
-    cli_expect(cli(srv.addr, "modern", "keys", "c", NULL), 0, "cnt\ncs\n", 7);
+    th_expect_out(cli(srv.addr, "modern", "get", "cnt", NULL), 0, "-2", 2);
+    th_expect_out(cli(srv.addr, "legacy", "get", "a", NULL), 0, "alpha", 5);
+    th_expect_out(cli(srv.addr, "modern", "get", "from_c", NULL), 0, "C\0side",
+                  6);
+    th_expect_out(cli(srv.addr, "modern", "check", "a", "cs"), 0, "", 0);
+    th_expect_out(cli(srv.addr, "modern", "keys", "c", NULL), 0, "cnt\ncs\n",
+                  7);
     char bin[512];
     const char *argv[] = {th_bin("tcpstore", bin, sizeof(bin)), "--addr",
                           srv.addr, "--raw-keys", "get", "init/", NULL};
-    cli_expect(run(argv, 30), 0, "1", 1);
+    th_expect_out(run(argv, 30), 0, "1", 1);
     srv_stop(&srv);
 }
 
@@ -798,16 +788,16 @@ Test(compat, pytorch_our_legacy_client_against_pytorch_server)
     r = py(srv.addr, "set", "from_py", "00ff41");
     cr_assert_eq(r.status, 0, "%s", r.err);
     th_result_free(&r);
-    cli_expect(cli(srv.addr, "legacy", "get", "from_py", NULL), 0, "\0\xff" "A",
-               3);
-    cli_expect(cli(srv.addr, "legacy", "add", "n", "-7"), 0, "-9\n", 3);
-    cli_expect(cli(srv.addr, "legacy", "cas", "c", "v1"), 2, NULL, 0);
-    cli_expect(cli(srv.addr, "legacy", "delete", "zz", NULL), 1, "", 0);
-    cli_expect(cli(srv.addr, "legacy", "check", "n", "zz"), 1, "", 0);
-    cli_expect(cli(srv.addr, "legacy", "wait", "n", "c"), 0, "", 0);
+    th_expect_out(cli(srv.addr, "legacy", "get", "from_py", NULL), 0,
+                  "\0\xff" "A", 3);
+    th_expect_out(cli(srv.addr, "legacy", "add", "n", "-7"), 0, "-9\n", 3);
+    th_expect_out(cli(srv.addr, "legacy", "cas", "c", "v1"), 2, NULL, 0);
+    th_expect_out(cli(srv.addr, "legacy", "delete", "zz", NULL), 1, "", 0);
+    th_expect_out(cli(srv.addr, "legacy", "check", "n", "zz"), 1, "", 0);
+    th_expect_out(cli(srv.addr, "legacy", "wait", "n", "c"), 0, "", 0);
     /* from_c n c from_py */
-    cli_expect(cli(srv.addr, "legacy", "num-keys", NULL, NULL), 0, "4\n", 2);
-    cli_expect(cli(srv.addr, "legacy", "ping", NULL, NULL), 2, "", 0);
+    th_expect_out(cli(srv.addr, "legacy", "num-keys", NULL, NULL), 0, "4\n", 2);
+    th_expect_out(cli(srv.addr, "legacy", "ping", NULL, NULL), 2, "", 0);
     /* The modern dialect fails against 1.13, saying what to do. */
     o.dialect = FCCL_DIALECT_MODERN;
     o.timeout_ms = 2000;

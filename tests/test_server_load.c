@@ -53,17 +53,6 @@ static long long stat_of(int fd, const char *name)
     return v;
 }
 
-static void ping_ok(int fd)
-{
-    struct codec_buf b;
-    codec_buf_init(&b);
-    put_op(&b, M, OP_PING);
-    codec_put_u32(&b, 0xABCD1234u);
-    cli_send(fd, &b);
-    cli_expect_u32(fd, 0xABCD1234u);
-    codec_buf_free(&b);
-}
-
 static void sync_ok(int fd)
 {
     uint8_t t = STORE_EXT_SYNC;
@@ -105,7 +94,7 @@ Test(load, multi_get_reply_is_bounded_before_it_is_built)
               "the oversized MULTI_GET got reply bytes");
     close(h);
     cr_assert(srv_log_wait(&s, "MULTI_GET reply of 67109376 bytes", TH_IO_MS));
-    ping_ok(a);
+    cli_ping_ok(a);
     cr_assert_eq(stat_of(a, "replies_refused"), 1);
     close(a);
     free(v);
@@ -171,7 +160,7 @@ Test(load, sync_reports_refused_writes_and_keeps_the_connection)
               msg);
     /* Reported once; the connection goes on. */
     sync_ok(fd);
-    ping_ok(fd);
+    cli_ping_ok(fd);
     cr_assert_eq(cli_numkeys(fd, M), 1);
     cr_assert_eq(stat_of(fd, "writes_refused"), 2);
     /* A connection that never sent SYNC (PyTorch's) is closed as before. */
@@ -262,7 +251,7 @@ Test(load, stalled_requests_time_out_idle_connections_stay)
     cli_expect_closed(partial_first, 4000);
     cr_assert(srv_log_wait(&s, "(request-timeout)", TH_IO_MS));
     th_sleep_ms(1200);
-    ping_ok(idle);
+    cli_ping_ok(idle);
     cr_assert_eq(cli_numkeys(legacy_idle, L), 0);
     cr_assert_eq(stat_of(idle, "connections_timed_out"), 2);
     close(idle);
@@ -300,18 +289,18 @@ Test(load, per_address_cap)
     int fds[3];
     for (int i = 0; i < 3; i++) {
         fds[i] = connect_from("127.0.0.1", s.port);
-        ping_ok(fds[i]);
+        cli_ping_ok(fds[i]);
     }
     int extra = connect_from("127.0.0.1", s.port);
     cli_expect_closed(extra, TH_IO_MS);
     close(extra);
     cr_assert(srv_log_wait(&s, "(max-connections-per-addr)", TH_IO_MS));
     int other = connect_from("127.0.0.2", s.port);
-    ping_ok(other);
+    cli_ping_ok(other);
     close(fds[0]);
     th_sleep_ms(100);
     extra = connect_from("127.0.0.1", s.port);
-    ping_ok(extra);
+    cli_ping_ok(extra);
     close(extra);
     close(other);
     close(fds[1]);
@@ -329,19 +318,19 @@ Test(load, full_server_evicts_the_idlest_of_the_busiest_address)
     int fds[4];
     for (int i = 0; i < 4; i++) {
         fds[i] = connect_from("127.0.0.1", s.port);
-        ping_ok(fds[i]);
+        cli_ping_ok(fds[i]);
         th_sleep_ms(20);
     }
     for (int i = 1; i < 4; i++)
-        ping_ok(fds[i]); /* fds[0] is now the longest idle */
+        cli_ping_ok(fds[i]); /* fds[0] is now the longest idle */
     int same = connect_from("127.0.0.1", s.port);
     cli_expect_closed(same, TH_IO_MS);
     close(same);
     int newcomer = connect_from("127.0.0.3", s.port);
-    ping_ok(newcomer);
+    cli_ping_ok(newcomer);
     cli_expect_closed(fds[0], TH_IO_MS);
     for (int i = 1; i < 4; i++)
-        ping_ok(fds[i]);
+        cli_ping_ok(fds[i]);
     cr_assert(srv_log_wait(&s, "closing idle client", TH_IO_MS));
     cr_assert_eq(stat_of(newcomer, "connections_evicted"), 1);
     for (int i = 0; i < 4; i++)
@@ -392,7 +381,7 @@ Test(load, large_values_read_in_slices_are_exact)
         size_t n = b.len - off < piece ? b.len - off : piece;
         cli_send_raw(w, b.p + off, n);
         off += n;
-        ping_ok(r);
+        cli_ping_ok(r);
     }
     codec_buf_reset(&b);
     f_kv(&b, M, OP_APPEND, "/big", v, vlen);

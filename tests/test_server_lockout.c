@@ -96,17 +96,6 @@ static void send_half_request(int fd)
     codec_buf_free(&b);
 }
 
-static void ping_ok(int fd)
-{
-    struct codec_buf b;
-    codec_buf_init(&b);
-    put_op(&b, M, OP_PING);
-    codec_put_u32(&b, 0x1234u);
-    cli_send(fd, &b);
-    cli_expect_u32(fd, 0x1234u);
-    codec_buf_free(&b);
-}
-
 static long long stat_of(int port, const char *name)
 {
     fccl_store_t *st = srv_store_open(port, 0);
@@ -246,7 +235,7 @@ Test(lockout, validate_only_connections_make_room_at_max_connections)
      * the most. */
     int c = connect_from("127.0.0.3", s.port);
     send_validate(c);
-    ping_ok(c);
+    cli_ping_ok(c);
     double took = legit_client(s.port, "one");
     cr_assert_lt(took, 5.0);
     int gone_a = 0, gone_b = 0;
@@ -279,7 +268,7 @@ Test(lockout, idle_connections_that_made_requests_are_untouched)
     for (int i = 0; i < IDLE; i++) {
         idle[i] = connect_from("127.0.0.1", s.port);
         send_validate(idle[i]);
-        ping_ok(idle[i]);
+        cli_ping_ok(idle[i]);
     }
     for (int i = 0; i < SILENT; i++)
         silent[i] = connect_from(i % 2 ? "127.0.0.1" : "127.0.0.4", s.port);

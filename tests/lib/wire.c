@@ -143,6 +143,17 @@ void cli_expect_closed(int fd, int ms)
     }
 }
 
+void cli_ping_ok(int fd)
+{
+    struct codec_buf b;
+    codec_buf_init(&b);
+    put_op(&b, DIALECT_MODERN, OP_PING);
+    codec_put_u32(&b, 0xABCD1234u);
+    cli_send(fd, &b);
+    cli_expect_u32(fd, 0xABCD1234u);
+    codec_buf_free(&b);
+}
+
 int64_t cli_numkeys(int fd, enum store_dialect d)
 {
     struct codec_buf b;

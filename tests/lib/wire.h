@@ -61,6 +61,10 @@ void cli_expect_silence(int fd, int ms);
  * discarded). */
 void cli_expect_closed(int fd, int ms);
 
+/* Round trip a PING (modern dialect) with a token: the connection is
+ * served. */
+void cli_ping_ok(int fd);
+
 /* Round trip a GETNUMKEYS: proves the connection is alive and served. */
 int64_t cli_numkeys(int fd, enum store_dialect d);
 
