@@ -658,27 +658,14 @@ Test(etcd_own, tls_with_client_certificates_and_a_wrong_ca)
 
 /* ---- jobs on etcd (fccl-run --store etcd://...) ---- */
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 
 /* `sh -c cmd` in a process group of its own, output into log. */
 static pid_t spawn_sh(const char *cmd, const char *log)
 {
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-    }
-    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-    _exit(127);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    return th_spawn_logged(argv, log, 1);
 }
 
 static char *slurp(const char *path)

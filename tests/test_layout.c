@@ -96,80 +96,69 @@ static void passes(const char *dir, const char *args, const char *names)
     free(out);
 }
 
+/* The objects as built pass ARGS over DIR (those named NAMES); a copy in
+ * which VICTIM calls SYM is refused, the call named as going HOW. */
+static void holds(const char *dir, const char *args, const char *names,
+                  const char *victim, const char *sym, const char *how)
+{
+    passes(dir, args, names);
+    plant(dir, victim, sym);
+    refused(dir, args, victim, sym, how, names);
+}
+
+/* the options, at the bottom, sending on a connection */
 Test(layout, store_client_map_refuses_an_upward_call)
 {
-    const char *map = "--map store/client/store_vt.h";
-    passes("store/client", map, "*.o");
-    /* the options, at the bottom, sending on a connection */
-    plant("store/client", "store_opts", "sc_send");
-    refused("store/client", map, "store_opts", "sc_send", "above it",
-            "*.o");
+    holds("store/client", "--map store/client/store_vt.h", "*.o",
+          "store_opts", "sc_send", "above it");
 }
 
+/* etcd's request layer calling back into its read-modify-write */
 Test(layout, store_client_etcd_goes_one_way)
 {
-    const char *map = "--map store/client/store_vt.h";
-    /* etcd's request layer calling back into its read-modify-write */
-    plant("store/client", "etcd_client", "ec_rmw_run");
-    refused("store/client", map, "etcd_client", "ec_rmw_run", "above it",
-            "*.o");
+    holds("store/client", "--map store/client/store_vt.h", "*.o",
+          "etcd_client", "ec_rmw_run", "above it");
 }
 
+/* the client calling into the server (and neither is above) */
 Test(layout, store_client_and_server_stand_side_by_side)
 {
-    const char *order = "client,server etcd proto";
-    passes("store", order, "*.o");
-    /* the client calling into the server (and neither is above) */
-    plant("store", "client/store_opts", "store_conn_reply");
-    refused("store", order, "client/store_opts", "store_conn_reply",
-            "stands beside it", "*.o");
+    holds("store", "client,server etcd proto", "*.o", "client/store_opts",
+          "store_conn_reply", "stands beside it");
 }
 
+/* the slots closing a connection by its name, not through s->life */
 Test(layout, store_server_map_refuses_an_upward_call)
 {
-    const char *map = "--map store/server/server_int.h";
-    passes("store/server", map, "*.o");
-    /* the slots closing a connection by its name, not through s->life */
-    plant("store/server", "server_slots", "store_conn_free");
-    refused("store/server", map, "server_slots", "store_conn_free",
-            "above it", "*.o");
+    holds("store/server", "--map store/server/server_int.h", "*.o",
+          "server_slots", "store_conn_free", "above it");
 }
 
+/* the group commit sending a reply itself */
 Test(layout, store_server_journal_sits_below_the_replies)
 {
-    const char *map = "--map store/server/server_int.h";
-    /* the group commit sending a reply itself */
-    plant("store/server", "server_journal", "store_conn_reply");
-    refused("store/server", map, "server_journal", "store_conn_reply",
-            "above it", "*.o");
+    holds("store/server", "--map store/server/server_int.h", "*.o",
+          "server_journal", "store_conn_reply", "above it");
 }
 
+/* the transfers calling back into the handlers */
 Test(layout, store_server_etcd_backend_goes_one_way)
 {
-    const char *map = "--map store/server/backend_etcd.h";
-    passes("store/server", map, "backend_*.o");
-    /* the transfers calling back into the handlers */
-    plant("store/server", "backend_etcd", "store_be_dispatch");
-    refused("store/server", map, "backend_etcd", "store_be_dispatch",
-            "above it", "backend_*.o");
+    holds("store/server", "--map store/server/backend_etcd.h", "backend_*.o",
+          "backend_etcd", "store_be_dispatch", "above it");
 }
 
 Test(layout, coll_transport_map_refuses_an_upward_call)
 {
-    const char *map = "--map coll/transport/tp.h";
-    passes("coll/transport", map, "*.o");
-    plant("coll/transport", "names", "tp_open");
-    refused("coll/transport", map, "names", "tp_open", "above it", "*.o");
+    holds("coll/transport", "--map coll/transport/tp.h", "*.o", "names",
+          "tp_open", "above it");
 }
 
+/* the options parser starting the ranks */
 Test(layout, fccl_run_map_refuses_an_upward_call)
 {
-    const char *map = "--map cli/fccl-run/run.h";
-    passes("cli/fccl-run", map, "*.o");
-    /* the options parser starting the ranks */
-    plant("cli/fccl-run", "options", "fr_spawn_ranks");
-    refused("cli/fccl-run", map, "options", "fr_spawn_ranks", "above it",
-            "*.o");
+    holds("cli/fccl-run", "--map cli/fccl-run/run.h", "*.o", "options",
+          "fr_spawn_ranks", "above it");
 }
 
 Test(layout, a_file_over_900_lines_fails)

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,18 +51,7 @@ static pid_t spawn(const struct etcd_cluster *c, int i, const char *cluster,
     for (int k = 0; extra && extra[k] && a < 46; k++)
         argv[a++] = extra[k];
     argv[a] = NULL;
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-    }
-    execvp("etcd", (char *const *)argv);
-    _exit(127);
+    return th_spawn_logged(argv, log, 0);
 }
 
 static void tail_logs(const struct etcd_cluster *c)

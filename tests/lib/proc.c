@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -375,4 +376,23 @@ int th_sh(const char *cmd, int timeout_s, char **out)
         free(r.out);
     free(r.err);
     return r.status;
+}
+
+pid_t th_spawn_logged(const char *const argv[], const char *log,
+                      int own_group)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    if (own_group)
+        setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+    }
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
 }

@@ -112,6 +112,13 @@ void th_result_free(struct th_result *r);
  * -1 if it could not be started. */
 int th_sh(const char *cmd, int timeout_s, char **out);
 
+/* Start argv[0] (looked up in PATH) in the background, stdout and stderr
+ * into the file log, killed when the test dies; with own_group in a
+ * process group of its own (kill it with kill(-pid, ...)).  Its pid, or
+ * -1 when fork fails; the caller reaps it. */
+pid_t th_spawn_logged(const char *const argv[], const char *log,
+                      int own_group);
+
 /* Wait up to ms for child pid; its wait status, or -1 when it had to be
  * SIGKILLed at the deadline. */
 int th_reap(pid_t pid, int ms);
