@@ -69,6 +69,14 @@ $(error scripts/install-deps.sh failed)
 endif
 endif
 
+# The test tiers build what they run (some 50 test programs) in parallel
+# even when typed without -j: `make check` is the edit-build-test loop.
+ifneq ($(filter check test,$(MAKECMDGOALS)),)
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc)
+endif
+endif
+
 VERSION := 0.1.0
 SOMAJOR := 0
 
@@ -301,7 +309,8 @@ $(foreach p,$(CLI_DIRS),$(eval $(call CLI_DIR_PROG,$(p))))
 
 # The test helper library is an archive, so a program takes only the
 # members it uses: the helper programs, which have no Criterion, never
-# pull in the files that assert (srv.c, wire.c).
+# pull in the files that assert (srv.c, wire.c, store_suite.c, expect.c,
+# envcheck.c).
 $(TLIB): $(TLIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@
@@ -340,10 +349,14 @@ test: all tests
 	FCCL_TEST_REDUCED=1 scripts/run-tests.sh build-san
 	tests/multihost/run.sh build-san
 
+# (the C suites, three binaries at a time, and the Python suites run side
+# by side, the Python report printed after the C one: both mostly wait)
 check: all tests
 	scripts/check-lines.sh
-	FCCL_TEST_QUICK=1 scripts/run-tests.sh $(BUILD)
-	FCCL_TEST_QUICK=1 tests/py/run.sh $(BUILD)
+	@FCCL_TEST_QUICK=1 tests/py/run.sh $(BUILD) > $(BUILD)/check-py.log 2>&1 & \
+	py=$$!; FCCL_TEST_QUICK=1 scripts/run-tests.sh $(BUILD); c=$$?; \
+	wait $$py; p=$$?; cat $(BUILD)/check-py.log; rm -f $(BUILD)/check-py.log; \
+	[ $$c = 0 ] && [ $$p = 0 ]
 
 # No .c or .cpp file of the library, the programs or the bindings over
 # 900 lines (scripts/check-lines.sh; part of both tiers).

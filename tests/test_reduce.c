@@ -445,6 +445,10 @@ Test(dtype, names_sizes_parse, .timeout = 10)
 
 Test(reduce, throughput_not_a_bottleneck, .timeout = 30)
 {
+    /* A CPU measurement: the quick tier runs suites side by side, and the
+     * copy and the kernel, timed a moment apart, then see different
+     * neighbours. */
+    TH_LONG_CASE("a CPU measurement");
 #if defined(__SANITIZE_ADDRESS__)
     cr_skip_test("instrumented build: speed is meaningless");
 #endif
