@@ -38,13 +38,13 @@ static void setup(void)
 {
     srv_need_openssl();
     cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-ctls"), 0);
-    const char *self = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 "
+    const char *self = "openssl req -x509 " TH_NEWKEY " -nodes -days 1 "
                        "-keyout %s.key -out %s.crt -subj /CN=%s";
     sh(self, "ca");
     sh(self, "other-ca");
     sh("printf 'subjectAltName=IP:127.0.0.1,DNS:store.test\\n' > %s.ext",
        "server");
-    const char *csr = "openssl req -newkey rsa:2048 -nodes -keyout %s.key "
+    const char *csr = "openssl req " TH_NEWKEY " -nodes -keyout %s.key "
                       "-out %s.csr -subj /CN=%s";
     sh(csr, "server");
     sh(csr, "client");

@@ -333,7 +333,7 @@ Test(fccl_run, two_nodes_at_a_tls_and_token_store, .timeout = 120)
     char tmp[64], cmd[2048];
     make_tmp(tmp, sizeof(tmp));
     snprintf(cmd, sizeof(cmd),
-             "cd %s && openssl req -x509 -newkey rsa:2048 -nodes -days 1 "
+             "cd %s && openssl req -x509 " TH_NEWKEY " -nodes -days 1 "
              "-keyout srv.key -out srv.pem -subj /CN=localhost "
              "-addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1 && "
              "head -c 32 /dev/urandom | base64 > tok && chmod 600 srv.key tok",

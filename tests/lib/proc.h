@@ -59,6 +59,11 @@ int th_quick(void);
             cr_skip_test("long case (%s): `make test` runs it", why);        \
     } while (0)
 
+/* openssl req's option for a new key of a test certificate: P-256, made
+ * in a millisecond where an RSA key takes up to seconds on a busy
+ * machine (the suites make dozens). */
+#define TH_NEWKEY "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1"
+
 /* ---- ports and directories ---- */
 
 /* A TCP port on 127.0.0.1 that was free a moment ago (for "nobody

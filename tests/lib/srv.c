@@ -302,7 +302,7 @@ void srv_make_cert(const char *cert, const char *key, const char *cn)
     srv_need_openssl();
     char cmd[1024];
     snprintf(cmd, sizeof(cmd),
-             "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -keyout %s "
+             "openssl req -x509 " TH_NEWKEY " -nodes -days 1 -keyout %s "
              "-out %s -subj /CN=%s -addext subjectAltName=IP:127.0.0.1 "
              ">/dev/null 2>&1", key, cert, cn);
     cr_assert_eq(system(cmd), 0, "openssl req failed: %s", cmd);
