@@ -104,13 +104,7 @@ static int etcd_prefixed(fccl_store_t *parent, const char *prefix,
                          fccl_store_t **out)
 {
     struct etcd_be *b = parent->be;
-    int rc = store_handle_view(parent, prefix, out);
-    if (rc < 0)
-        return rc;
-    pthread_mutex_lock(&b->mu);
-    b->refs++;
-    pthread_mutex_unlock(&b->mu);
-    return FCCL_OK;
+    return store_handle_view(parent, prefix, &b->mu, &b->refs, out);
 }
 
 static int64_t default_timeout(int64_t opt_ms)

@@ -61,7 +61,7 @@ void fccl_store_free_keys(char **keys, size_t n)
 }
 
 int store_handle_view(const fccl_store_t *parent, const char *prefix,
-                      fccl_store_t **out)
+                      pthread_mutex_t *mu, int *refs, fccl_store_t **out)
 {
     size_t pl = strlen(prefix), n = parent->kprelen + pl;
     char *buf = malloc(n + 1);
@@ -73,7 +73,11 @@ int store_handle_view(const fccl_store_t *parent, const char *prefix,
     int rc = store_handle_new(parent->vt, parent->be, parent->name,
                               parent->timeout_ms, buf, n, out);
     free(buf);
-    if (rc == FCCL_OK)
-        (*out)->c = parent->c;
-    return rc;
+    if (rc < 0)
+        return rc;
+    (*out)->c = parent->c;
+    pthread_mutex_lock(mu);
+    (*refs)++;
+    pthread_mutex_unlock(mu);
+    return FCCL_OK;
 }

@@ -304,13 +304,7 @@ static int o_prefixed(fccl_store_t *parent, const char *prefix,
                       fccl_store_t **out)
 {
     struct ops_store *b = be_of(parent);
-    int rc = store_handle_view(parent, prefix, out);
-    if (rc < 0)
-        return rc;
-    pthread_mutex_lock(&b->mu);
-    b->refs++;
-    pthread_mutex_unlock(&b->mu);
-    return FCCL_OK;
+    return store_handle_view(parent, prefix, &b->mu, &b->refs, out);
 }
 
 static void o_close(fccl_store_t *s)

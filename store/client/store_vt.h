@@ -50,6 +50,7 @@
 #ifndef FCCL_STORE_VT_H
 #define FCCL_STORE_VT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -120,10 +121,11 @@ int store_handle_new(const struct store_vt *vt, void *be, const char *name,
                      int64_t timeout_ms, const char *pre, size_t prelen,
                      fccl_store_t **out);
 /* A view of parent: a handle of its kind sharing its back end (be, c),
- * name and timeout, whose key prefix is parent's followed by prefix.  The
- * kind counts the reference it adds to what is shared. */
+ * name and timeout, whose key prefix is parent's followed by prefix; the
+ * reference it adds to what is shared is counted in *refs under mu (the
+ * kind's count).  FCCL_ERR_NOMEM. */
 int store_handle_view(const fccl_store_t *parent, const char *prefix,
-                      fccl_store_t **out);
+                      pthread_mutex_t *mu, int *refs, fccl_store_t **out);
 /* Free a handle made by store_handle_new (not what it shares). */
 void store_handle_free(fccl_store_t *s);
 

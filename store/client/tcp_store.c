@@ -48,13 +48,7 @@ int tcp_store_prefixed(fccl_store_t *parent, const char *prefix,
     if (!parent || !prefix || !out)
         return fccl_err(FCCL_ERR_INVALID, "store prefixed: NULL argument");
     struct store_client_conn *c = parent->c;
-    int rc = store_handle_view(parent, prefix, out);
-    if (rc < 0)
-        return rc;
-    pthread_mutex_lock(&c->mu);
-    c->refs++;
-    pthread_mutex_unlock(&c->mu);
-    return FCCL_OK;
+    return store_handle_view(parent, prefix, &c->mu, &c->refs, out);
 }
 
 void tcp_store_close(fccl_store_t *s)
