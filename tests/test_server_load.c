@@ -262,23 +262,11 @@ Test(load, stalled_requests_time_out_idle_connections_stay)
     srv_finish(&s);
 }
 
+/* A connection from src that has said VALIDATE. */
 static int connect_from(const char *src, int port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in me = {.sin_family = AF_INET};
-    inet_pton(AF_INET, src, &me.sin_addr);
-    cr_assert(bind(fd, (struct sockaddr *)&me, sizeof(me)) == 0, "bind %s",
-              src);
-    struct sockaddr_in to = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    cr_assert(connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0);
-    struct codec_buf b;
-    codec_buf_init(&b);
-    codec_put_type(&b, M, OP_VALIDATE);
-    codec_put_u32(&b, STORE_VALIDATE_MAGIC);
-    cli_send(fd, &b);
-    codec_buf_free(&b);
+    int fd = cli_connect_from(src, port);
+    cli_validate(fd);
     return fd;
 }
 

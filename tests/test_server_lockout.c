@@ -56,33 +56,6 @@ static void raise_fd_limit(int want)
                      (unsigned long long)rl.rlim_max);
 }
 
-/* A TCP connection from src (a 127.0.0.0/8 address) to the server;
- * nothing is sent. */
-static int connect_from(const char *src, int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0, "socket: %s", strerror(errno));
-    struct sockaddr_in me = {.sin_family = AF_INET};
-    inet_pton(AF_INET, src, &me.sin_addr);
-    cr_assert(bind(fd, (struct sockaddr *)&me, sizeof(me)) == 0, "bind %s",
-              src);
-    struct sockaddr_in to = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-    cr_assert(connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0,
-              "connect: %s", strerror(errno));
-    return fd;
-}
-
-static void send_validate(int fd)
-{
-    struct codec_buf b;
-    codec_buf_init(&b);
-    f_validate(&b);
-    cli_send(fd, &b);
-    codec_buf_free(&b);
-}
-
 /* VALIDATE, then half of a SET: the key is sent, the value is not. */
 static void send_half_request(int fd)
 {
@@ -156,7 +129,7 @@ Test(lockout, silent_flood_of_one_address_with_default_limits)
     srv_start_local(&s, NULL);
     static int fds[SILENT];
     for (int i = 0; i < SILENT; i++)
-        fds[i] = connect_from("127.0.0.1", s.port);
+        fds[i] = cli_connect_from("127.0.0.1", s.port);
     double took = legit_client(s.port, "legit");
     cr_log_info("legitimate client served %.2f s after %d silent "
                 "connections from its address", took, SILENT);
@@ -197,7 +170,7 @@ Test(lockout, half_requests_make_room_for_their_own_address)
                                          NULL});
     static int fds[HALF];
     for (int i = 0; i < HALF; i++) {
-        fds[i] = connect_from("127.0.0.1", s.port);
+        fds[i] = cli_connect_from("127.0.0.1", s.port);
         send_half_request(fds[i]);
     }
     double took = legit_client(s.port, "legit");
@@ -222,19 +195,19 @@ Test(lockout, validate_only_connections_make_room_at_max_connections)
                                          NULL});
     int a[100], b[50];
     for (int i = 0; i < 100; i++) {
-        a[i] = connect_from("127.0.0.1", s.port);
-        send_validate(a[i]);
+        a[i] = cli_connect_from("127.0.0.1", s.port);
+        cli_validate(a[i]);
     }
     for (int i = 0; i < 50; i++) {
-        b[i] = connect_from("127.0.0.2", s.port);
-        send_validate(b[i]);
+        b[i] = cli_connect_from("127.0.0.2", s.port);
+        cli_validate(b[i]);
     }
     th_sleep_ms(200);
     /* The server is full: a third address, then the first one again,
      * both served at once, each in place of one of the address holding
      * the most. */
-    int c = connect_from("127.0.0.3", s.port);
-    send_validate(c);
+    int c = cli_connect_from("127.0.0.3", s.port);
+    cli_validate(c);
     cli_ping_ok(c);
     double took = legit_client(s.port, "one");
     cr_assert_lt(took, 5.0);
@@ -266,12 +239,12 @@ Test(lockout, idle_connections_that_made_requests_are_untouched)
                                          "--handshake-timeout", "1", NULL});
     static int idle[IDLE], silent[SILENT];
     for (int i = 0; i < IDLE; i++) {
-        idle[i] = connect_from("127.0.0.1", s.port);
-        send_validate(idle[i]);
+        idle[i] = cli_connect_from("127.0.0.1", s.port);
+        cli_validate(idle[i]);
         cli_ping_ok(idle[i]);
     }
     for (int i = 0; i < SILENT; i++)
-        silent[i] = connect_from(i % 2 ? "127.0.0.1" : "127.0.0.4", s.port);
+        silent[i] = cli_connect_from(i % 2 ? "127.0.0.1" : "127.0.0.4", s.port);
     double took = legit_client(s.port, "newcomer");
     cr_assert_lt(took, 5.0);
     th_sleep_ms(3000); /* > the handshake timeout, three sweeps */
@@ -366,7 +339,7 @@ Test(lockout, rendezvous_of_16384_ranks_from_one_address)
  * connection does right after connecting (ADD(init/, 1)). */
 static int legacy_main(int port)
 {
-    int fd = connect_from("127.0.0.1", port);
+    int fd = cli_connect_from("127.0.0.1", port);
     cr_assert_eq(cli_numkeys(fd, L) >= 0, 1);
     return fd;
 }
@@ -382,10 +355,10 @@ Test(lockout, legacy_clients_keep_their_silent_connection)
     int mains[CLIENTS], silent[CLIENTS + EXTRA];
     for (int i = 0; i < CLIENTS; i++) {
         mains[i] = legacy_main(s.port);
-        silent[i] = connect_from("127.0.0.1", s.port);
+        silent[i] = cli_connect_from("127.0.0.1", s.port);
     }
     for (int i = CLIENTS; i < CLIENTS + EXTRA; i++)
-        silent[i] = connect_from("127.0.0.1", s.port);
+        silent[i] = cli_connect_from("127.0.0.1", s.port);
     th_sleep_ms(3000); /* > the handshake timeout, three sweeps */
     int gone = 0;
     for (int i = 0; i < CLIENTS + EXTRA; i++)
@@ -415,12 +388,12 @@ Test(lockout, kept_silent_connections_go_after_fresh_ones)
     int mains[CLIENTS], kept[CLIENTS], fresh[FRESH];
     for (int i = 0; i < CLIENTS; i++) {
         mains[i] = legacy_main(s.port);
-        kept[i] = connect_from("127.0.0.1", s.port);
+        kept[i] = cli_connect_from("127.0.0.1", s.port);
     }
     th_sleep_ms(2500);
     cr_assert_eq(stat_of(s.port, "connections_silent_kept"), CLIENTS);
     for (int i = 0; i < FRESH; i++)
-        fresh[i] = connect_from("127.0.0.1", s.port);
+        fresh[i] = cli_connect_from("127.0.0.1", s.port);
     /* the address is at its cap: the newcomer evicts the oldest fresh */
     double took = legit_client(s.port, "newcomer");
     cr_assert_lt(took, 5.0);

@@ -143,6 +143,31 @@ void cli_expect_closed(int fd, int ms)
     }
 }
 
+int cli_connect_from(const char *src, int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert(fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in me = {.sin_family = AF_INET};
+    inet_pton(AF_INET, src, &me.sin_addr);
+    cr_assert(bind(fd, (struct sockaddr *)&me, sizeof(me)) == 0, "bind %s",
+              src);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    cr_assert(connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0,
+              "connect: %s", strerror(errno));
+    return fd;
+}
+
+void cli_validate(int fd)
+{
+    struct codec_buf b;
+    codec_buf_init(&b);
+    f_validate(&b);
+    cli_send(fd, &b);
+    codec_buf_free(&b);
+}
+
 void cli_ping_ok(int fd)
 {
     struct codec_buf b;

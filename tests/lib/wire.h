@@ -61,6 +61,13 @@ void cli_expect_silence(int fd, int ms);
  * discarded). */
 void cli_expect_closed(int fd, int ms);
 
+/* A TCP connection from src (a 127.0.0.0/8 address) to the server on
+ * 127.0.0.1:port; nothing is sent. */
+int cli_connect_from(const char *src, int port);
+
+/* Send VALIDATE with the magic (modern dialect) on fd. */
+void cli_validate(int fd);
+
 /* Round trip a PING (modern dialect) with a token: the connection is
  * served. */
 void cli_ping_ok(int fd);
