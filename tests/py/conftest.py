@@ -2,6 +2,7 @@
 port, PyTorch's own TCPStore server, and the stand-in that puts a
 tcpstore-server child behind TCPStore(is_master=True) when libfccl has no
 embeddable server (fccl/server.h) yet."""
+import glob
 import os
 import re
 import signal
@@ -87,3 +88,29 @@ def master_impl(request, monkeypatch):
     else:
         monkeypatch.setattr(fccl._server, "start", ChildServer)
     return request.param
+
+
+def survivors_report(procs):
+    """A job whose last rank was killed: each survivor's line, then their
+    stdin closed so they leave together (no survivor's exit is seen by
+    another as a second failure)."""
+    outs = [p.stdout.readline() for p in procs[:-1]]
+    for p in procs:
+        p.stdin.close()
+        p.wait(60)
+    return outs
+
+
+def end_job(procs, srv):
+    """Kill what still runs of the ranks, stop the store, and remove what
+    the ranks' shm endpoints left in /dev/shm: the killed rank's, and the
+    survivors', which leave with os._exit (no finalize)."""
+    for p in procs:
+        p.stdout.close()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    srv.stop()
+    for p in procs:
+        for f in glob.glob(f"/dev/shm/{p.pid}:*"):
+            os.unlink(f)

@@ -1,14 +1,13 @@
 """A rank killed mid-job: the others raise fccl.PeerError naming its world
 rank, on each provider.  The job is launched here, not by fccl-run (which
 would stop the survivors as soon as one rank dies)."""
-import glob
 import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import tcpstore_server
+from conftest import end_job, survivors_report, tcpstore_server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -29,24 +28,9 @@ def test_killed_rank_raises_peer_error(provider):
                 [sys.executable, os.path.join(HERE, "fault_rank.py")],
                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True))
-        # each survivor reports, then waits for its stdin to close, so no
-        # survivor's exit is seen by another as a second failure
-        outs = [p.stdout.readline() for p in procs[:-1]]
-        for p in procs:
-            p.stdin.close()
-            p.wait(60)
+        outs = survivors_report(procs)
     finally:
-        for p in procs:
-            p.stdout.close()
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        srv.stop()
-        # what the ranks' shm endpoints left behind: the killed rank's,
-        # and the survivors', which leave with os._exit (no finalize)
-        for p in procs:
-            for f in glob.glob(f"/dev/shm/{p.pid}:*"):
-                os.unlink(f)
+        end_job(procs, srv)
     assert procs[-1].returncode == -9
     for r in range(n - 1):
         assert outs[r].startswith(f"peer-error {n - 1} "), (r, outs[r])

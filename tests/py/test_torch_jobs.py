@@ -4,7 +4,6 @@ and over a FileStore; a killed rank raising RuntimeError naming it on
 every survivor (each provider); and fccl-run as a torchrun (its
 variables, and a Gloo job on its store, which failed before with
 "Address already in use")."""
-import glob
 import os
 import subprocess
 import sys
@@ -12,7 +11,7 @@ import tempfile
 
 import pytest
 
-from conftest import BIN, tcpstore_server
+from conftest import BIN, end_job, survivors_report, tcpstore_server
 
 pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -89,22 +88,9 @@ def test_killed_rank_raises_on_survivors(provider, wait):
                 [sys.executable, RANK, "kill", wait], env=env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True))
-        outs = [p.stdout.readline() for p in procs[:-1]]
-        for p in procs:
-            p.stdin.close()
-            p.wait(60)
+        outs = survivors_report(procs)
     finally:
-        for p in procs:
-            p.stdout.close()
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        srv.stop()
-        # what the ranks' shm endpoints left behind: the killed rank's,
-        # and the survivors', which leave with os._exit (no finalize)
-        for p in procs:
-            for f in glob.glob(f"/dev/shm/{p.pid}:*"):
-                os.unlink(f)
+        end_job(procs, srv)
     assert procs[-1].returncode == -9
     for r in range(n - 1):
         words = outs[r].split()
