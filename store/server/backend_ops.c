@@ -25,6 +25,18 @@ static void nomem(struct be_op *op)
     fail(op, fccl_err(FCCL_ERR_NOMEM, "out of memory"));
 }
 
+/* Send txn, built by steps whose last status is rc: a failed one (out
+ * of memory) drops txn and fails op. */
+static void send_txn(struct be_op *op, json_object *txn, int rc,
+                     int repeatable, be_next next)
+{
+    if (rc < 0) {
+        json_object_put(txn);
+        return nomem(op);
+    }
+    be_send(op, 0, "/v3/kv/txn", txn, repeatable, 0, next);
+}
+
 static void put_i64(struct be_op *op, int64_t v)
 {
     codec_put_i64(&op->out, v);
@@ -298,11 +310,7 @@ static void rmw_step(struct be_op *op)
     if (rc == FCCL_OK)
         rc = ej_txn_add(txn, "failure", "range", range_of(&op->key, 0));
     ek_free(&rk);
-    if (rc < 0) {
-        json_object_put(txn);
-        return nomem(op);
-    }
-    be_send(op, 0, "/v3/kv/txn", txn, 0, 0, rmw_written);
+    send_txn(op, txn, rc, 0, rmw_written);
 }
 
 static void barrier_applied(struct be_op *op);
@@ -540,11 +548,7 @@ static void mget_more(struct be_op *op)
     int rc = txn ? FCCL_OK : FCCL_ERR_NOMEM;
     for (size_t i = op->at; i < op->at + n && rc == FCCL_OK; i++)
         rc = ej_txn_add(txn, "success", "range", range_of(&op->keys[i], 0));
-    if (rc < 0) {
-        json_object_put(txn);
-        return nomem(op);
-    }
-    be_send(op, 0, "/v3/kv/txn", txn, 1, 0, mget_done);
+    send_txn(op, txn, rc, 1, mget_done);
 }
 
 static void mset_more(struct be_op *op);
@@ -573,12 +577,8 @@ static void mset_more(struct be_op *op)
                         ej_put(op->keys[i].p, op->keys[i].n, op->vals[i],
                                op->vlens[i], 0));
     }
-    if (rc < 0) {
-        json_object_put(txn);
-        return nomem(op);
-    }
     op->at = i;
-    be_send(op, 0, "/v3/kv/txn", txn, 1, 0, mset_done);
+    send_txn(op, txn, rc, 1, mset_done);
 }
 
 /* ---- queues ---- */
@@ -633,11 +633,7 @@ static void push_send(struct be_op *op)
     if (item.p != rk.p)
         ek_free(&item);
     ek_free(&rk);
-    if (rc < 0) {
-        json_object_put(txn);
-        return nomem(op);
-    }
-    be_send(op, 0, "/v3/kv/txn", txn, 0, 0, push_sent);
+    send_txn(op, txn, rc, 0, push_sent);
 }
 
 static void op_push(struct be_op *op)
@@ -698,11 +694,7 @@ static void pop_seen(struct be_op *op, int rc, json_object *rep)
                                ej_put(rk.p, rk.n, rtxt, (size_t)rn, 0))
                   : FCCL_ERR_NOMEM;
     ek_free(&rk);
-    if (rc < 0) {
-        json_object_put(txn);
-        return nomem(op);
-    }
-    be_send(op, 0, "/v3/kv/txn", txn, 0, 0, pop_taken);
+    send_txn(op, txn, rc, 0, pop_taken);
 }
 
 static void pop_look(struct be_op *op)
@@ -720,11 +712,7 @@ static void pop_look(struct be_op *op)
                         ej_range(lo.p, lo.n, hi.p, hi.n, EJ_SORT_CREATE, 1));
     ek_free(&lo);
     ek_free(&hi);
-    if (rc < 0) {
-        json_object_put(txn);
-        return nomem(op);
-    }
-    be_send(op, 0, "/v3/kv/txn", txn, 1, 0, pop_seen);
+    send_txn(op, txn, rc, 1, pop_seen);
 }
 
 /* ---- the rest ---- */
