@@ -25,8 +25,8 @@
  *    wake and read it, and anyone who proposes later gets the winner's
  *    value back.  No survivor's death can block it: any complete survivor
  *    can decide.
- * 4. Everyone adopts the decision: the failed set (what
- *    fccl_group_failed_ranks gives from then on for exclude == NULL), the
+ * 4. Everyone adopts the decision: the set left out (what
+ *    fccl_group_failed_ranks gives from then on, on every survivor), the
  *    transport stops counting those ranks' failures (tp_exclude), and the
  *    group of the rest, in their old order, named by their member set,
  *    with the decided context id, needs no further communication.  A
@@ -234,7 +234,7 @@ static int agree(struct shrink *s)
 }
 
 /* The decided set's consequences: the agreed list, the exclusion. */
-static int apply(struct shrink *s, int keep_agreed, int **members, int *n)
+static int apply(struct shrink *s, int **members, int *n)
 {
     struct fccl_group *g = s->g;
     int *failed = malloc((size_t)g->size * sizeof(int));
@@ -254,14 +254,10 @@ static int apply(struct shrink *s, int keep_agreed, int **members, int *n)
     for (int i = 0; i < nf; i++) /* as world ranks, for the transport */
         left[nl + i] = g->world[failed[i]];
     tp_exclude(boot.tp, left + nl, (size_t)nf);
-    if (keep_agreed) {
-        free(g->agreed);
-        g->agreed = failed;
-        g->nagreed = nf;
-        g->has_agreed = 1;
-    } else {
-        free(failed);
-    }
+    free(g->agreed);
+    g->agreed = failed;
+    g->nagreed = nf;
+    g->has_agreed = 1;
     *members = left;
     *n = nl;
     return FCCL_OK;
@@ -328,7 +324,7 @@ static int shrink(struct fccl_group *g, const int *exclude, int nexclude,
         rc = fccl_err(FCCL_ERR_PEER, "the other survivors decided without "
                       "this rank (it was counted as failed)");
     if (rc >= 0)
-        rc = apply(&s, exclude == NULL, &members, &n);
+        rc = apply(&s, &members, &n);
     if (rc >= 0)
         rc = build(&s, members, n, out);
     free(members);

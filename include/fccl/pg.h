@@ -378,9 +378,10 @@ FCCL_API int fccl_group_revoke(fccl_group_t *g);
 /**
  * The group ranks of g that this member knows to have failed, ascending:
  * declared dead by the heartbeats (FCCL_PEER_TIMEOUT), named by a broken
- * connection, or on this host, exited; after a fccl_group_shrink(g,
- * NULL, 0, ...) that succeeded here, exactly the failed set the survivors
- * agreed on (the same list on every survivor).  Unlike
+ * connection, or on this host, exited; after a fccl_group_shrink() of g
+ * that succeeded here, exactly the set the survivors left out (the agreed
+ * failures, and the exclude list if one was given), the same list on
+ * every survivor.  Unlike
  * fccl_group_failed_rank(), which gives one world rank, this lists them
  * all, by group rank.
  *
@@ -409,8 +410,8 @@ FCCL_API int fccl_group_failed_ranks(const fccl_group_t *g, int *ranks,
  * the store keeps the first proposal.  Afterwards
  * fccl_group_failed_ranks(g) gives exactly that set on every survivor.
  * With an exclude list, those ranks are left out as well (they are never
- * waited for: they may call nothing and exit), and the failed set of
- * fccl_group_failed_ranks() is not changed.  A rank that dies during the
+ * waited for: they may call nothing and exit), and are part of the set
+ * fccl_group_failed_ranks() gives afterwards.  A rank that dies during the
  * shrink is left out too.  Works on a failed, a revoked and a healthy
  * group.
  *
