@@ -1,11 +1,16 @@
 /*
  * ft_check: one rank of a fault-tolerance job (tests/test_ft.c), started
  * by `fccl-run --no-kill`.  Modes (argv[1]):
- *   kill K      after a barrier rank K SIGKILLs itself; the others run a
+ *   kill K [K2] after a barrier rank K SIGKILLs itself; the others run a
  *               checked all_reduce until one fails, then
  *               fccl_group_shrink(world, NULL, 0), print the failed set
  *               and the times around the shrink, run a checked all_reduce
  *               and broadcast on the new group, and finalize (timed).
+ *               Rank K2 SIGKILLs itself too, once it has seen the first
+ *               failure, as the others begin to shrink.  FT_LINGER_MS:
+ *               the survivors wait that long on the new group (the
+ *               heartbeat ring must have closed over the dead) and run
+ *               one more checked all_reduce.
  *   exclude K   rank K exits after the first barrier, calling nothing
  *               more; the others shrink the world with K in the exclude
  *               list and check the new group the same way.
@@ -109,6 +114,15 @@ static int shrink_and_go_on(fccl_group_t *w, const int *exclude, int nex)
                fccl_last_error());
         return 1;
     }
+    const char *linger = getenv("FT_LINGER_MS");
+    if (linger) {
+        th_sleep_ms(atoi(linger));
+        if ((rc = checked_all_reduce(g, 4)) < 0) {
+            printf("R%d LATER FAILED %s: %s\n", me, fccl_strerror(rc),
+                   fccl_last_error());
+            return 1;
+        }
+    }
     printf("R%d NEWGROUP ok rank %d\n", me, fccl_group_rank(g));
     long long f0 = epoch_us();
     fccl_finalize();
@@ -116,7 +130,7 @@ static int shrink_and_go_on(fccl_group_t *w, const int *exclude, int nex)
     return 0;
 }
 
-static int kill_mode(fccl_group_t *w, int victim)
+static int kill_mode(fccl_group_t *w, int victim, int second)
 {
     if (fccl_barrier(w, NULL) < 0)
         return 1;
@@ -130,6 +144,11 @@ static int kill_mode(fccl_group_t *w, int victim)
         rc = checked_all_reduce(w, i);
     printf("R%d FAILED %s at %lld: %s\n", me, fccl_strerror(rc), epoch_us(),
            fccl_last_error());
+    if (me == second) {
+        printf("R%d dying too\n", me);
+        fflush(stdout);
+        raise(SIGKILL);
+    }
     return shrink_and_go_on(w, NULL, 0);
 }
 
@@ -195,7 +214,7 @@ int main(int argc, char **argv)
     me = fccl_get_rank();
     printf("R%d pid %d\n", me, (int)getpid());
     if (strcmp(argv[1], "kill") == 0)
-        return kill_mode(w, atoi(argv[2]));
+        return kill_mode(w, atoi(argv[2]), argc > 3 ? atoi(argv[3]) : -1);
     if (strcmp(argv[1], "exclude") == 0)
         return exclude_mode(w, atoi(argv[2]));
     return revoke_mode(w);

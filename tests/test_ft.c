@@ -54,14 +54,14 @@ static int job(const char *prov, const char *peer_s, const char *args,
 }
 
 /* fccl_<n>_<sha1 of "a_b_c">, computed by sha1sum, of 0..N-1 without
- * `gone` (-1: none). */
-static void expected_name(int gone, char *name, size_t len)
+ * `gone` and `gone2` (-1: none). */
+static void expected_name(int gone, int gone2, char *name, size_t len)
 {
     char list[64] = "", cmd[160], *out = NULL;
     size_t off = 0;
     int n = 0;
     for (int r = 0; r < N; r++)
-        if (r != gone)
+        if (r != gone && r != gone2)
             off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%d",
                                     n++ ? "_" : "", r);
     snprintf(cmd, sizeof(cmd), "printf %s | sha1sum | cut -c1-40", list);
@@ -88,19 +88,19 @@ static void expect_shm_clean(const char *out)
     }
 }
 
-/* Every rank but `gone` shrank to the same group of the others, agreed
- * on `failed` ("[3]" or "[]"), and ran the checked collectives on it, and
- * finalize returned.  Prints the shrink time: from the last call to the
- * last return. */
-static void expect_shrunk(const char *out, int gone, const char *failed,
-                          const char *what)
+/* Every rank but `gone` and `gone2` (-1: none) shrank to the same group
+ * of the others, agreed on `failed` ("[3]", "[3,4]" or "[]"), ran the
+ * checked collectives on it, and finalize returned.  Prints the shrink
+ * time: from the last call to the last return. */
+static void expect_shrunk(const char *out, int gone, int gone2,
+                          const char *failed, const char *what)
 {
     char name[96], line[600], want[160];
-    expected_name(gone, name, sizeof(name));
+    expected_name(gone, gone2, name, sizeof(name));
     long long last_call = 0, last_ret = 0;
-    int size = gone < 0 ? N : N - 1;
+    int size = N - (gone >= 0) - (gone2 >= 0);
     for (int r = 0; r < N; r++) {
-        if (r == gone)
+        if (r == gone || r == gone2)
             continue;
         line_of(out, r, "SHRINK ", line, sizeof(line));
         snprintf(want, sizeof(want), "rc success size %d name %s", size,
@@ -111,13 +111,12 @@ static void expect_shrunk(const char *out, int gone, const char *failed,
         last_call = c > last_call ? c : last_call;
         last_ret = t > last_ret ? t : last_ret;
         line_of(out, r, "AGREED ", line, sizeof(line));
-        snprintf(want, sizeof(want), "AGREED %d %s", strcmp(failed, "[]") != 0,
-                 failed);
+        snprintf(want, sizeof(want), "AGREED %d %s", N - size, failed);
         cr_expect(strstr(line, want), "rank %d: want \"%s\", got \"%s\"", r,
                   want, line);
         line_of(out, r, "NEWGROUP ok rank ", line, sizeof(line));
-        cr_expect(num_after(line, "rank ") == (gone >= 0 && r > gone ? r - 1
-                                                                   : r),
+        cr_expect(num_after(line, "rank ") ==
+                      r - (gone >= 0 && r > gone) - (gone2 >= 0 && r > gone2),
                   "rank %d: the survivors keep their order: \"%s\"\n%s", r,
                   line, out);
         line_of(out, r, "FINALIZE ", line, sizeof(line));
@@ -138,13 +137,38 @@ static void kill_job(const char *prov, int victim)
     char failed[16], what[64];
     snprintf(failed, sizeof(failed), "[%d]", victim);
     snprintf(what, sizeof(what), "kill %d on %s", victim, prov);
-    expect_shrunk(out, victim, failed, what);
+    expect_shrunk(out, victim, -1, failed, what);
     expect_shm_clean(out);
     free(out);
 }
 
 Test(ft, kill_shrink_shm, .timeout = 180) { kill_job("shm", 3); }
 Test(ft, kill_shrink_tcp, .timeout = 180) { kill_job(TCP, 0); }
+
+/* A second rank dies as the others begin to shrink (it saw the first
+ * failure, then SIGKILLs itself): the agreement leaves out both; the
+ * survivors then wait past the heartbeat timeout on the new group (its
+ * ring must have closed over the dead) and run one more all_reduce. */
+static void kill_two_job(const char *prov)
+{
+    char *out = NULL, cmd[1024];
+    snprintf(cmd, sizeof(cmd), "FT_LINGER_MS=4500 FCCL_TIMEOUT=30 "
+             "FCCL_PEER_TIMEOUT=2 FCCL_PROVIDER='%s' %s/fccl-run --no-kill "
+             "-n %d %s/ft_check kill 3 4", prov, th_bin_dir(), N,
+             th_testbin_dir());
+    int st = th_sh(cmd, 120, &out);
+    cr_expect_eq(st, 137, "exit %d:\n%s", st, out);
+    expect_shrunk(out, 3, 4, "[3,4]", "two killed");
+    expect_shm_clean(out);
+    free(out);
+}
+
+Test(ft, kill_two_shrink_shm, .timeout = 180) { kill_two_job("shm"); }
+Test(ft, kill_two_shrink_tcp, .timeout = 180)
+{
+    TH_LONG_CASE("a second provider, 5 s of waiting");
+    kill_two_job(TCP);
+}
 
 static void exclude_job(const char *prov, int out_rank)
 {
@@ -156,7 +180,7 @@ static void exclude_job(const char *prov, int out_rank)
     /* the excluded rank exited: it is also a failure the others know of */
     char failed[16];
     snprintf(failed, sizeof(failed), "[%d]", out_rank);
-    expect_shrunk(out, out_rank, failed, what);
+    expect_shrunk(out, out_rank, -1, failed, what);
     expect_shm_clean(out);
     free(out);
 }
@@ -195,7 +219,7 @@ static void revoke_job(const char *prov)
                       strstr(line, "revoked by"),
                   "rank %d's next call: \"%s\"", r, line);
     }
-    expect_shrunk(out, -1, "[]", "shrink of a revoked group");
+    expect_shrunk(out, -1, -1, "[]", "shrink of a revoked group");
     expect_shm_clean(out);
     free(out);
 }
