@@ -154,8 +154,12 @@ static int decide(struct shrink *s)
     if (rc < 0)
         return rc;
     int won = curlen == strlen(val) && memcmp(cur, val, curlen) == 0;
-    rc = adopt(s, cur);
+    char got[sizeof(val)]; /* the reply as a string, whatever it holds */
+    snprintf(got, sizeof(got), "%.*s", (int)(curlen < sizeof(got)
+                                                 ? curlen : sizeof(got) - 1),
+             cur ? (const char *)cur : "");
     free(cur);
+    rc = adopt(s, got);
     if (rc >= 0 && won)
         rc = post(s, "D");
     return rc;
