@@ -37,6 +37,14 @@ for i in $(seq "$ROUNDS"); do
     sleep "$(awk -v d="$DELAY" -v r="$RANDOM" 'BEGIN{printf "%.3f", d*r/32767/1000}')"
     pid() { sed -n "s/^\[$1\] R$1 pid \([0-9]*\) looping.*/\1/p" "$tmp" | head -n1; }
     p1=$(pid "$v1") p2=
+    if [ -z "$p1" ]; then # the job did not start: a failure of its own
+        echo "round $i ($prov): rank $v1 never looped"
+        cat "$tmp"
+        kill "$job"
+        wait "$job"
+        fail=$((fail + 1))
+        continue
+    fi
     kill -9 "$p1"
     if [ "$v2" -ge 0 ]; then
         sleep "$(awk -v r="$RANDOM" 'BEGIN{printf "%.3f", 0.05*r/32767}')"
@@ -60,7 +68,7 @@ for i in $(seq "$ROUNDS"); do
        grep -q "wrong sum" "$tmp"; then
         fail=$((fail + 1))
         echo "round $i ($prov, kill $v1${p2:+ and $v2}): exit $st, $ok of $want OK, $left /dev/shm files"
-        grep -v ' looping' "$tmp" | tail -n 12
+        tail -n 15 "$tmp"
     fi
 done
 echo "ft_soak: $((ROUNDS - fail)) of $ROUNDS rounds passed (N=$N, providers $PROVIDERS, $TWO% with two kills)"
