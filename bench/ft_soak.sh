@@ -40,6 +40,10 @@ for i in $(seq "$ROUNDS"); do
     if [ -z "$p1" ]; then # the job did not start: a failure of its own
         echo "round $i ($prov): rank $v1 never looped"
         cat "$tmp"
+        ps -eo pid,ppid,stat,wchan:24,etime,args | grep -E '[f]ccl-run|[f]t_recover'
+        for p in $(pgrep -f "$ROOT/$BUILD/bench/ft_recover shrink"); do
+            echo "== $p: $(tr '\n' ' ' </proc/"$p"/stack 2>/dev/null | cut -c1-200)"
+        done
         kill "$job"
         wait "$job"
         fail=$((fail + 1))
