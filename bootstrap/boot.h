@@ -79,5 +79,12 @@ int boot_group_finish(struct fccl_group *g);
 void boot_group_free(struct fccl_group *g);
 /* Destroy every live user group and the creation counters (finalize). */
 void boot_groups_destroy_all(void);
+/* group.c, for shrink.c: the name fccl_<n>_<sha1> of n sorted world
+ * ranks; reserve `count` fresh context ids (the first in *first); make,
+ * finish and register a group of world_order (group rank order). */
+int boot_name_of_sorted(const int *s, size_t n, char *out, size_t outlen);
+int boot_ctx_reserve(int64_t count, uint32_t *first);
+int boot_make_group(const int *world_order, int size, const char *name,
+                    int named, uint32_t ctx, struct fccl_group **out);
 
 #endif

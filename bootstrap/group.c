@@ -58,6 +58,7 @@ void boot_group_free(struct fccl_group *g)
         return;
     free(g->world);
     free(g->node_of);
+    free(g->agreed);
     free(g);
 }
 
@@ -179,7 +180,7 @@ static int sorted_members(const int *ranks, size_t n, int **out)
 }
 
 /* fccl_<count>_<sha1 of "r0_r1_..."> of sorted ranks. */
-static int name_of_sorted(const int *s, size_t n, char *out, size_t outlen)
+int boot_name_of_sorted(const int *s, size_t n, char *out, size_t outlen)
 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
@@ -211,7 +212,7 @@ int fccl_group_name_for(const int *ranks, size_t n, char *out, size_t outlen)
     int *s, rc = sorted_members(ranks, n, &s);
     if (rc < 0)
         return rc;
-    rc = name_of_sorted(s, n, out, outlen);
+    rc = boot_name_of_sorted(s, n, out, outlen);
     free(s);
     return rc;
 }
@@ -245,7 +246,7 @@ static int parse_ctx(const char *v, uint32_t *ctx)
 }
 
 /* Reserve `count` fresh ids; returns the first. */
-static int ctx_reserve(int64_t count, uint32_t *first)
+int boot_ctx_reserve(int64_t count, uint32_t *first)
 {
     int64_t v;
     int rc = fccl_store_add(boot.store, "ctx", count, &v);
@@ -301,9 +302,9 @@ static int agree_ctx(const char *name, const char *members, int n, int leader,
     ctx_key(name, named, n, key, sizeof(key));
     int rc;
     if (size == 1) {
-        rc = ctx_reserve(1, ctx);
+        rc = boot_ctx_reserve(1, ctx);
     } else if (leader) {
-        if ((rc = ctx_reserve(1, ctx)) < 0)
+        if ((rc = boot_ctx_reserve(1, ctx)) < 0)
             return rc;
         int len = named ? snprintf(val, sizeof(val), "%u %s", *ctx, members)
                         : snprintf(val, sizeof(val), "%u", *ctx);
@@ -344,8 +345,8 @@ static int release_ctx_key(struct fccl_group *g, const char *name, int n)
     return FCCL_OK;
 }
 
-static int make_group(const int *world_order, int size, const char *name,
-                      int named, uint32_t ctx, struct fccl_group **out)
+int boot_make_group(const int *world_order, int size, const char *name,
+                    int named, uint32_t ctx, struct fccl_group **out)
 {
     struct fccl_group *g = boot_group_alloc(size);
     if (!g)
@@ -423,8 +424,8 @@ static int create(const int *s, size_t n, const char *name, const char *hashed,
         return creation;
     uint32_t ctx;
     if ((rc = agree_ctx(name, hashed, creation, me == 0, (int)n, &ctx)) < 0 ||
-        (rc = make_group(s, (int)n, name, strcmp(name, hashed) != 0, ctx,
-                         out)) < 0)
+        (rc = boot_make_group(s, (int)n, name, strcmp(name, hashed) != 0,
+                              ctx, out)) < 0)
         return rc;
     if ((rc = release_ctx_key(*out, name, creation)) < 0) {
         char msg[1024];
@@ -459,7 +460,7 @@ static int new_group(const char *user, const int *ranks, size_t n,
     if ((rc = sorted_members(ranks, n, &s)) < 0)
         return rc;
     char hashed[FCCL_GROUP_NAME_MAX];
-    if ((rc = name_of_sorted(s, n, hashed, sizeof(hashed))) >= 0)
+    if ((rc = boot_name_of_sorted(s, n, hashed, sizeof(hashed))) >= 0)
         rc = create(s, n, user ? user : hashed, hashed, out);
     free(s);
     return rc;
@@ -545,7 +546,7 @@ int fccl_group_split(fccl_group_t *parent, int color, int key,
     int64_t base = 0;
     if (parent->rank == 0 && ncolors > 0) {
         uint32_t first = 0;
-        rc = ctx_reserve(ncolors, &first);
+        rc = boot_ctx_reserve(ncolors, &first);
         base = rc < 0 ? -1 : (int64_t)first;
     }
     CHECK_GOTO(fccl_broadcast(&base, 1, FCCL_INT64, 0, parent, NULL), rc, out);
@@ -564,9 +565,10 @@ int fccl_group_split(fccl_group_t *parent, int color, int key,
     }
     memcpy(sorted, members, (size_t)count * sizeof(int));
     qsort(sorted, (size_t)count, sizeof(int), cmp_int);
-    CHECK_GOTO(name_of_sorted(sorted, (size_t)count, name, sizeof(name)), rc,
-               out);
-    rc = make_group(members, count, name, 0, (uint32_t)(base + cindex), out);
+    CHECK_GOTO(boot_name_of_sorted(sorted, (size_t)count, name,
+                                   sizeof(name)), rc, out);
+    rc = boot_make_group(members, count, name, 0, (uint32_t)(base + cindex),
+                         out);
 out:
     free(all);
     free(members);

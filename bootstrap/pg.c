@@ -458,8 +458,13 @@ int fccl_finalize(void)
         return FCCL_OK;
     /* The last barrier keeps rank 0's in-process store (and everyone's
      * endpoints) up until every rank is done with them.  A world that
-     * already failed skips it: its peers may be gone. */
-    if (!atomic_load(&boot.world->err) && !atomic_load(&boot.world->stop))
+     * already failed, was revoked, or lost ranks to a shrink skips it:
+     * its peers may be gone. */
+    int excluded = 0; /* a shrink left ranks out: they may be gone */
+    for (int r = 0; r < boot.size && !excluded; r++)
+        excluded = tp_rank_excluded(boot.tp, r);
+    if (!atomic_load(&boot.world->err) && !atomic_load(&boot.world->stop) &&
+        !excluded)
         fccl_barrier(boot.world, NULL);
     if (boot.rank == 0)
         fccl_store_delete(boot.store, "ctx", NULL);

@@ -29,6 +29,7 @@ const char *fccl_strerror(int status)
     case FCCL_ERR_STATE: return "invalid state";
     case FCCL_ERR_LIMIT: return "limit exceeded";
     case FCCL_ERR_AUTH: return "authentication failed";
+    case FCCL_ERR_REVOKED: return "group revoked";
     }
     return "unknown error";
 }

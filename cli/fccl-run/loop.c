@@ -1,6 +1,7 @@
 /*
  * fccl-run: the run loop of one attempt: ranks reaped (the first
- * failure stops the rest), the launcher's signals forwarded, output polled.
+ * failure stops the rest, unless --no-kill), the launcher's signals
+ * forwarded, output polled.
  */
 #include <errno.h>
 #include <poll.h>
@@ -42,6 +43,11 @@ static void reap(struct launcher *L)
             else
                 snprintf(what, sizeof(what), "rank %d exited with status %d",
                          g, code);
+            if (L->no_kill) { /* the others go on (a job that shrinks) */
+                fprintf(stderr, "fccl-run: %s%s\n", what, L->running
+                        ? "; the other ranks go on (--no-kill)" : "");
+                break;
+            }
             fprintf(stderr, "fccl-run: %s%s\n", what,
                     L->running ? "; stopping the other ranks" : "");
             fr_publish_failure(L, code, what);

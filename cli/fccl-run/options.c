@@ -65,6 +65,13 @@ static void usage(FILE *f)
             "--nnodes\n"
             "                      every node restarts together (give each "
             "node the same N)\n"
+            "  --no-kill           a rank that fails does not stop the "
+            "others: wait for\n"
+            "                      them all, then exit with the first "
+            "failure's status\n"
+            "                      (as srun's --no-kill; for jobs that "
+            "shrink their\n"
+            "                      groups and go on)\n"
             "  --bind-to core|none pin each rank to its own share of the cores "
             "this\n"
             "                      launcher may use (default none; more ranks "
@@ -155,6 +162,7 @@ int fr_parse_args(struct launcher *L, int argc, char **argv)
         {"log-dir", required_argument, NULL, 'L'},
         {"max-restarts", required_argument, NULL, 'R'},
         {"bind-to", required_argument, NULL, 'B'},
+        {"no-kill", no_argument, NULL, 1006},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
@@ -173,6 +181,7 @@ int fr_parse_args(struct launcher *L, int argc, char **argv)
         case 1003: L->st_ca = optarg; break;
         case 1004: L->st_token = optarg; break;
         case 1005: L->st_journal = optarg; break;
+        case 1006: L->no_kill = 1; break;
         case 'j': L->job_opt = optarg; break;
         case 'p': L->provider = optarg; break;
         case 'k': L->fake_nodes = optarg; break;

@@ -22,6 +22,11 @@
  *    RESTART_COUNT = TORCHELASTIC_RESTART_COUNT = A and FCCL_JOB_ID =
  *    "<job>" for A = 0, "<job>-r<A>" after, so a new attempt never meets
  *    the keys of a failed one.  The exit status is the last attempt's.
+ *  - --no-kill (srun's): a rank that fails does not stop the others;
+ *    fccl-run waits for them all and exits with the first failure's
+ *    status.  No failure is published to the other nodes either (give
+ *    every node the flag).  For jobs whose survivors go on
+ *    (fccl_group_shrink).
  *  - --bind-to core: the CPUs this launcher may use, grouped into cores
  *    (hardware threads of one core stay together), are shared out in
  *    order: with C cores and N <= C ranks, local rank r gets cores
@@ -101,6 +106,7 @@ struct launcher {
     int n, prefix;
     int nnodes, node_rank, host_store;
     int max_restarts, attempt, bind_cores;
+    int no_kill;              /* --no-kill: a failed rank stops no other */
     const char *store_addr, *provider, *fake_nodes, *job_opt, *log_dir;
     char job[128];            /* the launch's job id */
     char ns[160];             /* this attempt's: job, or job-r<attempt> */

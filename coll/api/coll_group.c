@@ -48,6 +48,7 @@ int coll_group_init(struct fccl_group *g)
     atomic_store(&g->stop, 0);
     g->errmsg[0] = '\0';
     g->failed_rank = -1;
+    g->revoked_by = -1;
     g->next_timeout_ms = 0;
     if (g->timeout_ms <= 0)
         g->timeout_ms = fccl_env_timeout_ms(FCCL_DEFAULT_TIMEOUT_MS);

@@ -14,6 +14,8 @@
  *   p2p.c          the public point-to-point calls and their requests
  *   sticky.c       the group's failure: what sticks, who failed, who is
  *                  told (coll_fail, coll_group_check, the notices)
+ *   revoke.c       fccl_group_revoke (a notice to every member), the
+ *                  revoked error, fccl_group_failed_ranks
  *   timeout.c      per-call timeouts (fccl_set_next_timeout)
  * Each file calls only files below it in this list (the build checks it
  * on the objects, scripts/check-calls.sh), so the queue runs collectives
@@ -104,6 +106,9 @@ int coll_group_check(struct fccl_group *g);
  * notice, or a wait of this rank that gave up), not because of an abort:
  * the group's failure instead, with its message.  Else rc. */
 int coll_stopped(struct fccl_group *g, int rc);
+/* revoke.c: FCCL_ERR_REVOKED with the message naming the rank that
+ * revoked g, if g is revoked (else FCCL_OK). */
+int coll_revoked(struct fccl_group *g);
 
 /* ---- per-call timeouts (timeout.c) ---- */
 

@@ -24,6 +24,8 @@
 
 _Static_assert(GROUP_STOP_FAILED == TP_STOP_NOTICE,
                "a notice's stop bit is the group's failed bit");
+_Static_assert(GROUP_STOP_REVOKED == TP_STOP_REVOKE,
+               "a revoke's stop bit is the group's revoked bit");
 
 /* snprintf that truncates quietly: messages are cut at their buffers. */
 static void text(char *dst, size_t len, const char *fmt, ...)
@@ -51,6 +53,8 @@ static int origin_of(const struct fccl_group *g, int code)
 {
     if (code == FCCL_ERR_ABORTED)
         return -1;
+    if (code == FCCL_ERR_REVOKED)
+        return g->revoked_by;
     if (code == FCCL_ERR_PEER)
         return tp_dead_rank(g->tp);
     return g->world_rank;
@@ -73,7 +77,8 @@ static int stick_locked(struct fccl_group *g, int code,
     g->failed_rank = origin_of(g, code);
     atomic_store(&g->err, code);
     LOG_WARN("COLL", "group %s failed: %s", g->name, g->errmsg);
-    if (code == FCCL_ERR_PEER || code == FCCL_ERR_ABORTED)
+    if (code == FCCL_ERR_PEER || code == FCCL_ERR_ABORTED ||
+        code == FCCL_ERR_REVOKED) /* a revoke told everyone already */
         return 0;
     memset(n, 0, sizeof(*n));
     n->ctx = g->ctx;
@@ -143,6 +148,8 @@ static int adopt_notice(struct fccl_group *g)
 
 int coll_group_check(struct fccl_group *g)
 {
+    if (atomic_load(&g->stop) & GROUP_STOP_REVOKED)
+        return coll_revoked(g);
     if (atomic_load(&g->stop) & GROUP_STOP_ABORT)
         return fccl_err(FCCL_ERR_ABORTED, "group %s (rank %d): aborted",
                         g->name, g->rank);
@@ -159,6 +166,8 @@ int coll_group_check(struct fccl_group *g)
 int coll_stopped(struct fccl_group *g, int rc)
 {
     int stop = atomic_load(&g->stop);
+    if (stop & GROUP_STOP_REVOKED)
+        return coll_revoked(g);
     if (rc != FCCL_ERR_ABORTED || (stop & GROUP_STOP_ABORT) ||
         !(stop & GROUP_STOP_FAILED))
         return rc;

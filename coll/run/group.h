@@ -22,6 +22,7 @@
  * TP_STOP_NOTICE (tp.h), which the heartbeat thread sets on a notice. */
 #define GROUP_STOP_ABORT 1
 #define GROUP_STOP_FAILED 2
+#define GROUP_STOP_REVOKED 4 /* tp.h's TP_STOP_REVOKE */
 
 struct fccl_tp;
 struct coll_state; /* the engine's per-group state (state.h) */
@@ -51,7 +52,14 @@ struct fccl_group {
     int failed_rank;      /* world rank the failure came from (-1: none,
                              or an abort); under lock */
     char errmsg[512];
-    pthread_mutex_t lock; /* guards err/errmsg/failed_rank */
+    pthread_mutex_t lock; /* guards err/errmsg/failed_rank/revoked_by */
+    int revoked_by;       /* world rank that revoked the group, if this
+                             rank did or learnt it (-1: not known yet) */
+    /* A shrink's agreed failed set (group ranks, ascending), which
+     * fccl_group_failed_ranks gives from then on (has_agreed), and how
+     * many shrinks of this group this rank has begun (the store keys of
+     * the next one).  Written by the thread that shrinks. */
+    int *agreed, nagreed, has_agreed, shrinks;
     /* local view (bootstrap): my index among the members on my host,
      * and how many members share it */
     int local_rank, local_size;

@@ -16,7 +16,8 @@
  * wants from us is in flight when our connections go.  Goodbyes land in
  * the control receives kept posted (rndv.c), so one that comes early is
  * kept until we close.  The wait gives up on a peer whose process exited
- * or that the heartbeats declared dead, and on everyone after TP_BYE_MS; a
+ * or that the heartbeats declared dead, and on everyone after TP_BYE_MS
+ * (none is awaited from a rank a shrink excluded, failed.c); a
  * transport whose operations already failed does not wait (its peers may
  * be gone).  shm needs none of this (a message sits in the receiver's own
  * memory), nor does tcp;ofi_rxm (it copies what comes early into its own
@@ -35,7 +36,7 @@
 static int wants_bye(const struct fccl_tp *tp, int r)
 {
     const struct tp_peer *p = &tp->peers[r];
-    if (r == tp->my_rank || !p->talked ||
+    if (r == tp->my_rank || !p->talked || atomic_load(&p->excluded) ||
         atomic_load_explicit(&p->resolved, memory_order_acquire) != 1)
         return 0;
     const struct tp_ep *e = &tp->eps[p->ep];

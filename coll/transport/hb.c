@@ -13,9 +13,10 @@
  *   beats, so a rank busy outside fccl for hours stays alive; a stopped
  *   process (SIGSTOP) or a cut link stops its beats.
  * - A watched neighbour silent for FCCL_PEER_TIMEOUT seconds (default 10;
- *   0 turns heartbeats off) is declared dead: tp->dead_rank and dead_why
- *   are set once, and a DEAD(rank) datagram goes to every rank, three
- *   times one period apart (UDP; sent to all only on a failure).  A rank
+ *   0: no beats, the socket carries notices) is declared dead:
+ *   tp->dead_rank and dead_why are set once, and a DEAD(rank) datagram
+ *   goes to every rank, three times one period apart (UDP; sent to all
+ *   only on a failure; see failed.c for ranks a shrink left out).  A rank
  *   that receives DEAD takes the first such news as its own (a rank told
  *   that it is itself dead, e.g. resumed after SIGSTOP, fails too).
  * - A wait (wait.c) that has been idle 200 ms while a death is known fails
@@ -84,6 +85,7 @@
 #define HB_G_TEXT (HB_G_OP + TP_NOTICE_OP)
 #define HB_GMSG (HB_G_TEXT + TP_NOTICE_TEXT)
 #define HB_NOTES_MAX 256 /* notices kept (one per failed group) */
+#define HB_NOTICE_ONLY_NS 200000000ull /* repeats without heartbeats */
 
 enum { HB_BEAT = 1, HB_DEAD = 2, HB_BYE = 3, HB_GFAIL = 4 };
 
@@ -208,8 +210,6 @@ static uint16_t bound_port(int fd)
 void tp_hb_open(struct fccl_tp *tp)
 {
     double s = env_timeout();
-    if (s <= 0)
-        return;
     struct tp_hb *hb = calloc(1, sizeof(*hb));
     if (!hb)
         return;
@@ -229,8 +229,10 @@ void tp_hb_open(struct fccl_tp *tp)
         free(hb);
         return;
     }
-    hb->timeout_ns = (uint64_t)(s * 1e9);
-    hb->period_ns = hb->timeout_ns / 5;
+    /* FCCL_PEER_TIMEOUT=0: no heartbeats, but the socket still carries
+     * group notices (a revoke must arrive whatever the timeout) */
+    hb->timeout_ns = s > 0 ? (uint64_t)(s * 1e9) : 0;
+    hb->period_ns = s > 0 ? hb->timeout_ns / 5 : HB_NOTICE_ONLY_NS;
     pthread_mutex_init(&hb->rxlock, NULL);
     pthread_mutex_init(&hb->glock, NULL);
     tp->hb = hb;
@@ -354,6 +356,11 @@ static int declare(struct fccl_tp *tp, int rank, const char *fmt, ...)
 static int declare(struct fccl_tp *tp, int rank, const char *fmt, ...)
 {
     int none = -1;
+    if (rank >= 0 && rank < tp->nranks) {
+        atomic_store(&tp->peers[rank].declared, 1);
+        if (atomic_load(&tp->peers[rank].excluded)) /* failed.c */
+            return 0;
+    }
     if (!atomic_compare_exchange_strong(&tp->dead_rank, &none, -2))
         return 0;
     va_list ap;
@@ -422,19 +429,34 @@ static void decode_notice(const unsigned char *m, struct tp_notice *n)
     memcpy(n->text, m + HB_G_TEXT, TP_NOTICE_TEXT - 1);
 }
 
-/* Keep the first notice of each group and stop its waits (under glock). */
+static int stop_bits(const struct tp_notice *n)
+{
+    return TP_STOP_NOTICE |
+           (n->status == FCCL_ERR_REVOKED ? TP_STOP_REVOKE : 0);
+}
+
+/* Keep the first notice of each group (a revoke replaces a failure: its
+ * code is what every later call returns) and stop its waits (under
+ * glock). */
 static void note_locked(struct tp_hb *hb, const struct tp_notice *n)
 {
-    for (size_t i = 0; i < hb->nnotes; i++)
-        if (hb->notes[i].ctx == n->ctx)
+    for (size_t i = 0; i < hb->nnotes; i++) {
+        if (hb->notes[i].ctx != n->ctx)
+            continue;
+        if (n->status != FCCL_ERR_REVOKED ||
+            hb->notes[i].status == FCCL_ERR_REVOKED)
             return;
+        hb->notes[i] = *n;
+        goto stop;
+    }
     if (!hb->notes)
         hb->notes = calloc(HB_NOTES_MAX, sizeof(*hb->notes));
     if (hb->notes && hb->nnotes < HB_NOTES_MAX)
         hb->notes[hb->nnotes++] = *n;
+stop:
     for (size_t i = 0; i < hb->ngw; i++)
         if (hb->gw[i].ctx == n->ctx)
-            atomic_fetch_or(hb->gw[i].stop, TP_STOP_NOTICE);
+            atomic_fetch_or(hb->gw[i].stop, stop_bits(n));
 }
 
 static void got_notice(struct fccl_tp *tp, const unsigned char *m, int from)
@@ -526,7 +548,7 @@ void tp_group_watch(struct fccl_tp *tp, uint32_t ctx, _Atomic int *stop)
     hb->gw[hb->ngw++] = (struct hb_gwatch){ctx, stop};
     for (size_t i = 0; i < hb->nnotes; i++) /* it came first */
         if (hb->notes[i].ctx == ctx)
-            atomic_fetch_or(stop, TP_STOP_NOTICE);
+            atomic_fetch_or(stop, stop_bits(&hb->notes[i]));
     pthread_mutex_unlock(&hb->glock);
 }
 
@@ -599,8 +621,9 @@ static void receive(struct fccl_tp *tp, uint64_t now)
                                            from == tp->my_rank
                                        ? NULL
                                        : hb_peer(tp, from, &tmp);
-        if (!fp || pid != fp->hb_pid)
-            continue; /* not from this job */
+        if (!fp || pid != fp->hb_pid || (type != HB_BEAT && type != HB_BYE &&
+                                         atomic_load(&tp->peers[from].excluded)))
+            continue; /* not from this job, or verdicts of one left out */
         struct tp_peer *p = &tp->peers[from];
         if (type == HB_BEAT)
             p->hb_heard = now;
@@ -772,7 +795,7 @@ void tp_hb_start(struct fccl_tp *tp)
     int me = tp->my_rank, n = tp->nranks;
     int cand[2] = {(me + n - 1) % n, (me + 1) % n};
     uint64_t now = fccl_now_ns();
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 2 && hb->timeout_ns; i++) {
         if (!tp->peers[cand[i]].has_hb ||
             (i == 1 && hb->nwatch && hb->watch[0] == cand[1]))
             continue;
@@ -788,6 +811,45 @@ void tp_hb_start(struct fccl_tp *tp)
     hb->running = 1;
     LOG_DEBUG("FABRIC", "heartbeats every %.1f s; watching %d neighbour(s)",
               (double)hb->period_ns / 1e9, hb->nwatch);
+}
+
+/* Nearest rank from me in direction dir (+1, -1) that is not excluded
+ * and has a heartbeat address, or -1. */
+static int ring_next(struct fccl_tp *tp, int dir)
+{
+    int n = tp->nranks;
+    for (int k = 1; k < n; k++) {
+        int r = ((tp->my_rank + dir * k) % n + n) % n;
+        if (atomic_load(&tp->peers[r].excluded))
+            continue;
+        const void *blob = NULL;
+        size_t len = 0;
+        int local = 0;
+        if (!tp->peers[r].has_hb && tp->lookup &&
+            tp->lookup(tp->lookup_arg, r, &blob, &len, &local) >= 0)
+            tp_hb_add(tp, &tp->peers[r], blob, len, local);
+        if (tp->peers[r].has_hb)
+            return r;
+    }
+    return -1;
+}
+
+void tp_hb_rewatch(struct fccl_tp *tp)
+{
+    struct tp_hb *hb = tp ? tp->hb : NULL;
+    if (!hb || !hb->running || !hb->timeout_ns)
+        return;
+    pthread_mutex_lock(&hb->rxlock);
+    int cand[2] = {ring_next(tp, -1), ring_next(tp, +1)};
+    uint64_t now = fccl_now_ns();
+    hb->nwatch = 0;
+    for (int i = 0; i < 2; i++) {
+        if (cand[i] < 0 || (i == 1 && hb->nwatch && hb->watch[0] == cand[1]))
+            continue;
+        tp->peers[cand[i]].hb_heard = now;
+        hb->watch[hb->nwatch++] = cand[i];
+    }
+    pthread_mutex_unlock(&hb->rxlock);
 }
 
 /* Goodbye to the other ranks on this host (loopback: not lost). */

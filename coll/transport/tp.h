@@ -22,6 +22,7 @@
  *   eager.c     net: messages up to 32 KiB into bounce receives
  *   post.c      putting data and control messages on the wire
  *   resolve.c   a peer's address into the AV (network: on first use)
+ *   failed.c    the job's failed ranks, and those a shrink excluded
  *   ep.c, mr.c, cma.c, live.c, hb.c, names.c: endpoints, registration
  *               cache, process_vm_readv, local peer liveness (pidfds),
  *               heartbeats between ring neighbours (dead hosts within
@@ -294,10 +295,15 @@ struct tp_notice {
 
 /* The value a notice ORs into a watched stop word. */
 #define TP_STOP_NOTICE 2
+/* ... and a revoke's, in addition. */
+#define TP_STOP_REVOKE 4
 
 /* Tell members[0..n) (world ranks; this rank is skipped) that the group
  * n->ctx failed here: one datagram each now and two more one heartbeat
- * period apart (UDP).  No-op without heartbeats (FCCL_PEER_TIMEOUT=0).
+ * period apart (UDP).  With FCCL_PEER_TIMEOUT=0 the socket stays open
+ * for notices alone (no heartbeats), repeated 200 ms apart.  A notice
+ * whose status is FCCL_ERR_REVOKED (a revoke) replaces an earlier one of
+ * its group and ORs TP_STOP_REVOKE into the stop words as well.
  * Never blocks for long; thread-safe. */
 void tp_group_notify(struct fccl_tp *tp, const struct tp_notice *n,
                      const int *members, size_t nmembers);
@@ -317,6 +323,23 @@ int tp_dead_rank(const struct fccl_tp *tp);
  * from a gap in time (SIGSTOP/SIGCONT) or are about to time out, so the
  * verdict comes before a timeout of their own.  Thread-safe. */
 int tp_news(struct fccl_tp *tp);
+/* ---- failed and excluded ranks (failed.c) ---- */
+
+/* 1 if world rank `rank` is known to have failed: declared dead (its
+ * heartbeats stopped, a connection to it broke, a wait saw its process
+ * exit) or, on this host, its process has exited now (also after a
+ * goodbye: for a shrink, gone is gone).  Never blocks.  Thread-safe. */
+int tp_rank_failed(struct fccl_tp *tp, int rank);
+/* Take ranks[0..n) (world ranks) out of the job's failure model: their
+ * death (known now or later) no longer fails waits, no goodbye is
+ * awaited from them, and the heartbeats watch the nearest ring
+ * neighbours that remain.  A death of another rank known before is
+ * reported again (tp_dead_rank).  For a shrink whose survivors agreed
+ * to go on without them; cannot be undone.  Thread-safe. */
+void tp_exclude(struct fccl_tp *tp, const int *ranks, size_t n);
+/* 1 if rank was excluded by tp_exclude. */
+int tp_rank_excluded(const struct fccl_tp *tp, int rank);
+
 /* Which endpoint reaches world rank peer, without inserting it into an
  * address vector: its index, or -1 if it cannot be reached (or peer is
  * this rank).  Thread-safe once tp_set_peers ran. */

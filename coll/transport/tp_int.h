@@ -218,6 +218,10 @@ struct tp_peer {
     int has_hb, hb_pid, hb_local, shm_cleaned;
     _Atomic int hb_bye;
     uint64_t hb_heard;
+    /* failed.c: declared failed once (any cause, also after the first
+     * death of the job), and excluded by a shrink: its failures no
+     * longer fail the job's waits */
+    _Atomic int declared, excluded;
 };
 
 struct tp_hb; /* hb.c: the heartbeat thread's state */
@@ -357,6 +361,9 @@ void tp_hb_add(struct fccl_tp *tp, struct tp_peer *p, const void *blob,
 /* A wait failed because `rank` is gone (broken connection, exited): if no
  * death is known yet, declare it and tell every rank. */
 void tp_hb_suspect(struct fccl_tp *tp, int rank, const char *why);
+/* Watch the nearest ring neighbours that are not excluded (failed.c
+ * calls it after an exclusion); their silence counts from now. */
+void tp_hb_rewatch(struct fccl_tp *tp);
 
 /* post.c: put messages on the wire (all under tp->lock).  Each returns 0
  * or a negative fi errno; tp_post_busy() tells the ones to retry later. */

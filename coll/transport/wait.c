@@ -563,12 +563,14 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
         if (moved)
             last = now;
         moved = 0;
+        /* once idle, a death announced meanwhile counts at once (one
+         * atomic load), so the survivors fail within ms of each other */
+        if (now - last >= TP_LIVE_NS && tp_hb_dead(tp) >= 0) {
+            cancel_many(tp, reqs, n);
+            return fccl_err(FCCL_ERR_PEER, "%s", tp->dead_why);
+        }
         if (now - last >= TP_LIVE_NS && now - checked >= TP_LIVE_NS) {
             checked = now;
-            if (tp_hb_dead(tp) >= 0) {
-                cancel_many(tp, reqs, n);
-                return fccl_err(FCCL_ERR_PEER, "%s", tp->dead_why);
-            }
             int dead = find_dead(tp, reqs, n, from, watch, nwatch, &seen);
             if (dead >= 0) {
                 cancel_many(tp, reqs, n);

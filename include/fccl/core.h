@@ -85,6 +85,8 @@ enum fccl_status {
     FCCL_ERR_STATE = -13,      /**< call not valid in the current state */
     FCCL_ERR_LIMIT = -14,      /**< a configured limit was exceeded */
     FCCL_ERR_AUTH = -15,       /**< authentication or TLS failure */
+    FCCL_ERR_REVOKED = -16,    /**< group revoked by a member
+                                    (fccl_group_revoke, fccl/pg.h) */
 };
 
 /**

@@ -354,6 +354,94 @@ FCCL_API int fccl_group_split(fccl_group_t *parent, int color, int key,
  * @return FCCL_OK; FCCL_ERR_INVALID if g is NULL.
  */
 FCCL_API int fccl_group_abort(fccl_group_t *g);
+/* ---- fault tolerance: revoke, failed ranks, shrink ---- */
+
+/**
+ * Fail the group on every member (ULFM's MPIX_Comm_revoke): every
+ * member's pending and later calls on g fail with FCCL_ERR_REVOKED and a
+ * message naming the rank that revoked ("revoked by rank 2 (world 5)"),
+ * within a second on every member whatever FCCL_PEER_TIMEOUT is (0
+ * included); a call made after this member learnt of it fails at once.
+ * Unlike fccl_group_abort(), which is local, it reaches every member: the
+ * revoke is sent to each member over the library's heartbeat sockets (UDP,
+ * sent three times).  A revoke wins over an earlier failure of the group:
+ * later calls return FCCL_ERR_REVOKED.  Cannot be undone; the group can
+ * still be shrunk (fccl_group_shrink()) or destroyed.
+ *
+ * Any member, any thread, any time; idempotent (a second call, or a call
+ * after another member's revoke arrived, sends nothing).  Never blocks.
+ *
+ * @param g the group; not NULL.
+ * @return FCCL_OK; FCCL_ERR_INVALID if g is NULL.
+ */
+FCCL_API int fccl_group_revoke(fccl_group_t *g);
+/**
+ * The group ranks of g that this member knows to have failed, ascending:
+ * declared dead by the heartbeats (FCCL_PEER_TIMEOUT), named by a broken
+ * connection, or on this host, exited; after a fccl_group_shrink() of g
+ * that succeeded here, exactly the set the survivors left out (the agreed
+ * failures, and the exclude list if one was given), the same list on
+ * every survivor.  Unlike
+ * fccl_group_failed_rank(), which gives one world rank, this lists them
+ * all, by group rank.
+ *
+ * Never blocks.  Thread-safe.
+ *
+ * @param g the group; not NULL.
+ * @param ranks receives at most max group ranks; may be NULL if max is 0.
+ * @param max room in ranks, >= 0.
+ * @return the total number of failed ranks known (may exceed max: call
+ *     again with more room), or FCCL_ERR_INVALID for a NULL g, max < 0, or
+ *     NULL ranks with max > 0.
+ */
+FCCL_API int fccl_group_failed_ranks(const fccl_group_t *g, int *ranks,
+                                     int max);
+/**
+ * Make the group of g's survivors (ULFM's MPIX_Comm_shrink, NCCL's
+ * ncclCommShrink): called by every surviving member of g, and only by
+ * them; an excluded or dead rank calls nothing more on g.
+ *
+ * exclude == NULL (nexclude 0): the survivors agree on the failed set,
+ * through the store, in a way that tolerates further failures while it
+ * runs (ULFM's agree): each posts the failures it knows of; once every
+ * member has posted or is known to have failed (a member that does
+ * neither within twice FCCL_PEER_TIMEOUT, or the group timeout with
+ * heartbeats off, counts as failed), any survivor proposes the union and
+ * the store keeps the first proposal.  Afterwards
+ * fccl_group_failed_ranks(g) gives exactly that set on every survivor.
+ * With an exclude list, those ranks are left out as well (they are never
+ * waited for: they may call nothing and exit), and are part of the set
+ * fccl_group_failed_ranks() gives afterwards.  A rank that dies during the
+ * shrink is left out too.  Works on a failed, a revoked and a healthy
+ * group.
+ *
+ * The new group holds the survivors in their old order, renumbered from
+ * 0, named by their member set as fccl_group_new() names it, with a fresh
+ * context id and g's timeout; it is returned without a barrier (a death
+ * right after the agreement shows up on the new group's first call).
+ * The library stops counting the left-out ranks' failures: their later
+ * exit fails no wait, and fccl_finalize() then skips its world barrier.
+ * Call it on g the same number of times on every survivor.
+ *
+ * Blocks for the agreement (a few store round trips once every survivor
+ * has called it), at most g's timeout.  Not thread-safe against other
+ * calls on g.
+ *
+ * @param g the group to shrink; not NULL.
+ * @param exclude nexclude group ranks of g to leave out (every survivor
+ *     passes the same list), or NULL.
+ * @param nexclude the length of exclude; 0 with NULL.
+ * @param out receives the new group (NULL on failure); free it with
+ *     fccl_group_destroy() or leave it to fccl_finalize().
+ * @return FCCL_OK; FCCL_ERR_STATE before init; FCCL_ERR_INVALID (NULL g
+ *     or out, a rank out of range or this rank in exclude, nexclude != 0
+ *     with NULL); FCCL_ERR_NOMEM; FCCL_ERR_PEER when the other survivors
+ *     decided without this rank; FCCL_ERR_TIMEOUT after g's timeout;
+ *     FCCL_ERR_LIMIT (context ids used up); the store's errors.
+ */
+FCCL_API int fccl_group_shrink(fccl_group_t *g, const int *exclude,
+                               int nexclude, fccl_group_t **out);
+
 /**
  * Free the group (not the world: fccl_finalize does that).  Local to this
  * rank: not a collective.

@@ -25,7 +25,8 @@ import os as _os
 _os.environ.setdefault("IPATH_NO_BACKTRACE", "1")
 
 from . import _fccl  # noqa: E402
-from ._fccl import CommHandle, Error, Group, PeerError, TimeoutError
+from ._fccl import (CommHandle, Error, Group, PeerError, RevokedError,
+                    TimeoutError)
 from .coll import *  # noqa: F401,F403
 from .coll import __all__ as _coll_all
 from .moe import MoeConfig, MoeDispatch
@@ -38,5 +39,5 @@ from .store import TCPStore
 __version__ = _fccl.version
 
 __all__ = (["TCPStore", "CommHandle", "Group", "Error", "TimeoutError",
-            "PeerError", "MoeConfig", "MoeDispatch"] +
+            "PeerError", "RevokedError", "MoeConfig", "MoeDispatch"] +
            _pg_all + _coll_all + _obj_all)

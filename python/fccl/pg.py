@@ -22,7 +22,8 @@ __all__ = [
     "get_group_rank", "get_process_group_ranks", "create_group",
     "destroy_group", "get_group_size", "get_group_rank_from_world_rank",
     "get_world_rank_from_group_rank", "init", "release", "get_group",
-    "set_timeout", "GlobalComm",
+    "set_timeout", "GlobalComm", "revoke_group", "get_failed_ranks",
+    "shrink_group",
 ]
 
 BACKEND = "fccl"
@@ -414,6 +415,61 @@ def destroy_group(group):
         raise TypeError("For 'destroy_group', the argument 'group' must be "
                         f"type of string, but got {type(group)}.")
     _fccl.destroy_group(group)
+
+
+def revoke_group(group=GlobalComm.WORLD_COMM_GROUP):
+    """Revoke `group` on every member (ULFM's revoke): every member's
+    pending and later calls on it raise :class:`fccl.RevokedError` naming
+    this rank, within a second (also with FCCL_PEER_TIMEOUT=0).  Unlike a
+    local abort it reaches every member.  Any member, any thread;
+    idempotent; never blocks.
+
+    Raises:
+        RuntimeError: not initialized, or this rank is not a member.
+    """
+    _fccl.revoke(group)
+
+
+def get_failed_ranks(group=GlobalComm.WORLD_COMM_GROUP):
+    """The global ranks of `group`'s members this rank knows to have
+    failed, ascending by group rank; after :func:`shrink_group` of
+    `group`, exactly the ranks the survivors left out (the same list on
+    every survivor).  Never blocks.
+
+    Returns:
+        list[int], global ranks.
+    """
+    return _fccl.failed_ranks(group)
+
+
+def shrink_group(group=GlobalComm.WORLD_COMM_GROUP, exclude_ranks=None):
+    """Make the group of `group`'s survivors and return its name (called by
+    the survivors only; see fccl_group_shrink in fccl/pg.h).
+
+    With `exclude_ranks` None the survivors agree, through the store, on
+    the failed ranks (a rank that dies meanwhile is left out too); the
+    global ranks in `exclude_ranks` are left out as well, without waiting
+    for them.  The new group holds the survivors in their order, is named
+    ``fccl_<n>_<sha1>`` by its members, and takes collectives at once.
+    Works on a failed, a revoked and a healthy group.
+
+    Args:
+        group (str or Group): the group to shrink. Default the world.
+        exclude_ranks (list[int], optional): global ranks to leave out
+            (every survivor passes the same list).
+
+    Returns:
+        str, the new group's name.
+
+    Raises:
+        TypeError: `exclude_ranks` is not a list.
+        ValueError: a rank of `exclude_ranks` is not a member, or is this
+            rank.
+        fccl.PeerError: the other survivors decided without this rank.
+        fccl.TimeoutError: the agreement took longer than the group's
+            timeout.
+    """
+    return _fccl.shrink(group, exclude_ranks)
 
 
 def get_group_size(group=GlobalComm.WORLD_COMM_GROUP):

@@ -62,8 +62,8 @@ run() { # NAME COMMAND...: run it, count it, show the tail on failure
 }
 
 cd "$ROOT/tests/py" || exit 1
-run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py test_install.py \
-    test_torch_idle_cpu.py
+run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py test_ft.py \
+    test_install.py test_torch_idle_cpu.py
 cd "$ROOT/tests/py/multi" || exit 1
 for pn in "${MULTI_RUNS[@]}"; do
     prov=${pn% *} n=${pn##* }

@@ -39,6 +39,7 @@
 extern PyObject *fpy_Error;        /* fccl.Error (RuntimeError) */
 extern PyObject *fpy_TimeoutError; /* fccl.TimeoutError (Error, TimeoutError) */
 extern PyObject *fpy_PeerError;    /* fccl.PeerError (Error) */
+extern PyObject *fpy_RevokedError; /* fccl.RevokedError (Error) */
 extern int fpy_forked;             /* set in a child after fork() */
 
 /* Raise the exception for a negative fccl status, with the calling
@@ -114,6 +115,11 @@ fpy_group *fpy_group_lookup(PyObject *arg, const char *fn);
  * `what` ("src", "dst", "peer"). */
 int fpy_group_rank_of(fpy_group *grp, PyObject *world, const char *fn,
                       const char *what);
+/* A new Group over world ranks (sorted; copied) and its registration
+ * by its name (group.c; ft.c makes the groups of a shrink with them). */
+fpy_group *fpy_group_make(PyObject *name, const int *ranks, int n,
+                          fccl_group_t *g);
+int fpy_registry_add(fpy_group *grp);
 /* Mark grp as blocked in the calling thread's call (for Ctrl-C). */
 static inline void fpy_enter(fpy_group *grp)
 {
@@ -212,6 +218,7 @@ int fpy_check_list(const fbuf *bs, Py_ssize_t n, const fbuf *t, int size,
 
 /* ---- the method tables of each file, joined by module.c ---- */
 extern PyMethodDef fpy_group_methods[];
+extern PyMethodDef fpy_ft_methods[];
 extern PyMethodDef fpy_coll_methods[];
 extern PyMethodDef fpy_coll_list_methods[];
 extern PyMethodDef fpy_shaped_methods[];

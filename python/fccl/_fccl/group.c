@@ -176,8 +176,8 @@ PyTypeObject fpy_GroupType = {
 };
 
 /* A new Group over sorted world ranks (copied). */
-static fpy_group *group_make(PyObject *name, const int *ranks, int n,
-                             fccl_group_t *g)
+fpy_group *fpy_group_make(PyObject *name, const int *ranks, int n,
+                          fccl_group_t *g)
 {
     fpy_group *grp = PyObject_New(fpy_group, &fpy_GroupType);
     if (!grp)
@@ -202,7 +202,7 @@ static fpy_group *group_make(PyObject *name, const int *ranks, int n,
     return grp;
 }
 
-static int registry_add(fpy_group *grp)
+int fpy_registry_add(fpy_group *grp)
 {
     if (!registry && !(registry = PyDict_New()))
         return -1;
@@ -358,11 +358,11 @@ static PyObject *py_init(PyObject *self, PyObject *const *args,
     if (ranks && name) {
         for (int i = 0; i < n; i++)
             ranks[i] = i;
-        grp = group_make(name, ranks, n, wg);
+        grp = fpy_group_make(name, ranks, n, wg);
     }
     PyMem_Free(ranks);
     Py_XDECREF(name);
-    if (!grp || registry_add(grp) < 0) {
+    if (!grp || fpy_registry_add(grp) < 0) {
         Py_XDECREF(grp);
         Py_BEGIN_ALLOW_THREADS fccl_finalize();
         Py_END_ALLOW_THREADS
@@ -516,10 +516,10 @@ static fpy_group *make_group(PyObject *name, PyObject *ranks_obj,
             goto done;
         }
     }
-    grp = group_make(key, ranks, n, g);
+    grp = fpy_group_make(key, ranks, n, g);
     if (grp && name)
         grp->alias = Py_NewRef(name);
-    if (!grp || registry_add(grp) < 0) {
+    if (!grp || fpy_registry_add(grp) < 0) {
         if (g)
             fccl_group_destroy(g);
         if (grp) {

@@ -6,7 +6,9 @@
  * status) and the library's message; fccl.TimeoutError is also a
  * builtins.TimeoutError; fccl.PeerError names the failed world rank in
  * `rank` (fccl_group_failed_rank() of the call's group: the rank that
- * died, timed out or failed and told the group).  Argument errors found by the library become ValueError.
+ * died, timed out or failed and told the group); fccl.RevokedError is a
+ * revoked group's.  Argument errors found by the library become
+ * ValueError.
  *
  * Fork.  A child forked after init_process_group inherits the parent's
  * endpoints and store connection: it must never use or tear them down.
@@ -32,7 +34,7 @@
 #include <signal.h>
 #include <string.h>
 
-PyObject *fpy_Error, *fpy_TimeoutError, *fpy_PeerError;
+PyObject *fpy_Error, *fpy_TimeoutError, *fpy_PeerError, *fpy_RevokedError;
 int fpy_forked;
 
 /* ---- errors ---- */
@@ -61,6 +63,9 @@ PyObject *fpy_raise_on(int rc, const char *what, const fccl_group_t *g)
         break;
     case FCCL_ERR_PEER:
         type = fpy_PeerError;
+        break;
+    case FCCL_ERR_REVOKED:
+        type = fpy_RevokedError;
         break;
     default:
         type = fpy_Error;
@@ -115,7 +120,13 @@ static int add_exceptions(PyObject *m)
     fpy_PeerError = make_exc(m, "PeerError",
         "A rank failed or vanished; `rank` is its world rank (None when "
         "the library did not say).", PyTuple_Pack(1, fpy_Error));
-    return fpy_PeerError ? 0 : -1;
+    if (!fpy_PeerError)
+        return -1;
+    fpy_RevokedError = make_exc(m, "RevokedError",
+        "A member revoked the group (revoke_group); the message names "
+        "it.  Shrink the group (shrink_group) or destroy it.",
+        PyTuple_Pack(1, fpy_Error));
+    return fpy_RevokedError ? 0 : -1;
 }
 
 /* ---- fork ---- */
@@ -371,6 +382,7 @@ PyMODINIT_FUNC PyInit__fccl(void)
     if (!m)
         return NULL;
     if (add_exceptions(m) < 0 || add_methods(m, fpy_group_methods) < 0 ||
+        add_methods(m, fpy_ft_methods) < 0 ||
         add_methods(m, fpy_coll_methods) < 0 ||
         add_methods(m, fpy_coll_list_methods) < 0 ||
         add_methods(m, fpy_shaped_methods) < 0 ||

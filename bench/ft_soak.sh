@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Randomized kills (issue 36): ROUNDS jobs of N ranks under fccl-run
+# --no-kill (cli/bench/ft_recover shrink), each with one random rank, or
+# two (TWO percent of the rounds), SIGKILLed at a random moment of the
+# all_reduce loop (0-DELAY ms after every rank loops; the second kill
+# 0-50 ms after the first, so it may land in the shrink).  A round passes
+# when every survivor shrank and ran a correct all_reduce on the new group
+# (ft_recover exits 4 on a wrong sum), the job ended within its timeout
+# (no hang), and no rank left a file in /dev/shm.  Prints one line per
+# failing round and a summary; exits 1 if any round failed.
+#
+#   bench/ft_soak.sh [BUILD]
+#   ROUNDS=100 N=6 TWO=25 DELAY=500 PROVIDERS="shm tcp;ofi_rxm" PEER=3
+set -u
+BUILD=${1:-build}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROUNDS=${ROUNDS:-100} N=${N:-6} TWO=${TWO:-25} DELAY=${DELAY:-500}
+PROVIDERS=${PROVIDERS:-"shm tcp;ofi_rxm"} PEER=${PEER:-3}
+export FCCL_TIMEOUT=30 FCCL_PEER_TIMEOUT=$PEER
+provs=(${PROVIDERS})
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
+fail=0
+for i in $(seq "$ROUNDS"); do
+    prov=${provs[$((i % ${#provs[@]}))]}
+    v1=$((RANDOM % N)) v2=-1
+    if [ $((RANDOM % 100)) -lt "$TWO" ]; then
+        v2=$(((v1 + 1 + RANDOM % (N - 1)) % N))
+    fi
+    timeout -k 5 90 "$ROOT/$BUILD/bin/fccl-run" --no-kill -n "$N" \
+        --provider "$prov" "$ROOT/$BUILD/bench/ft_recover" shrink >"$tmp" 2>&1 &
+    job=$!
+    for _ in $(seq 1200); do
+        [ "$(grep -c ' looping' "$tmp")" -ge "$N" ] && break
+        sleep 0.05
+    done
+    sleep "$(awk -v d="$DELAY" -v r="$RANDOM" 'BEGIN{printf "%.3f", d*r/32767/1000}')"
+    pid() { sed -n "s/^\[$1\] R$1 pid \([0-9]*\) looping.*/\1/p" "$tmp" | head -n1; }
+    p1=$(pid "$v1") p2=
+    if [ -z "$p1" ]; then # the job did not start: a failure of its own
+        echo "round $i ($prov): rank $v1 never looped"
+        cat "$tmp"
+        ps -eo pid,ppid,stat,wchan:24,etime,args | grep -E '[f]ccl-run|[f]t_recover'
+        for p in $(pgrep -f "$ROOT/$BUILD/bench/ft_recover shrink"); do
+            echo "== $p: $(tr '\n' ' ' </proc/"$p"/stack 2>/dev/null | cut -c1-200)"
+        done
+        kill "$job"
+        wait "$job"
+        fail=$((fail + 1))
+        continue
+    fi
+    kill -9 "$p1"
+    if [ "$v2" -ge 0 ]; then
+        sleep "$(awk -v r="$RANDOM" 'BEGIN{printf "%.3f", 0.05*r/32767}')"
+        p2=$(pid "$v2")
+        kill -9 "$p2" 2>/dev/null
+    fi
+    wait "$job"
+    st=$?
+    ok=$(grep -c ' OK ' "$tmp")
+    want=$((N - 1 - (v2 >= 0)))
+    left=0
+    for r in $(seq 0 $((N - 1))); do
+        p=$(pid "$r")
+        [ -n "$p" ] && left=$((left + $(ls /dev/shm | grep -c "^$p:")))
+        [ -n "$p" ] && rm -f /dev/shm/"$p":*
+    done
+    # a survivor killed second may have been too late for the agreement
+    # only if it died after deciding: then its peers fail the new group's
+    # all_reduce and report; such a round counts as failed here
+    if [ "$st" -eq 124 ] || [ "$ok" -lt "$want" ] || [ "$left" -ne 0 ] ||
+       grep -q "wrong sum" "$tmp"; then
+        fail=$((fail + 1))
+        echo "round $i ($prov, kill $v1${p2:+ and $v2}): exit $st, $ok of $want OK, $left /dev/shm files"
+        tail -n 15 "$tmp"
+    fi
+done
+echo "ft_soak: $((ROUNDS - fail)) of $ROUNDS rounds passed (N=$N, providers $PROVIDERS, $TWO% with two kills)"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,232 @@
+/*
+ * Fault tolerance: revoke, failed ranks and shrink in real 6-rank jobs
+ * under `fccl-run --no-kill` (tests/ft_check.c), on shm and tcp;ofi_rxm.
+ * A rank SIGKILLed after a barrier: the survivors agree on it, shrink,
+ * and the new group's all_reduce and broadcast are right; a live rank
+ * excluded by the others exits without a call; a revoke releases a
+ * receive nobody sends and a barrier; the revoked group shrinks.  The
+ * expected names (sha1sum of the member list), sums and member sets are
+ * computed here or by each rank alone, not asked of the library.  Times
+ * are printed, not asserted (bench/ft.sh measures them), except the 1 s
+ * a revoke has to reach every member.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/proc.h"
+
+#define TCP "tcp;ofi_rxm"
+#define N 6
+
+/* The rest of rank r's line that starts with "R<r> <key>" ("" if none). */
+static void line_of(const char *out, int r, const char *key, char *buf,
+                    size_t len)
+{
+    char want[96];
+    snprintf(want, sizeof(want), "] R%d %s", r, key);
+    const char *p = strstr(out, want);
+    buf[0] = '\0';
+    if (!p)
+        return;
+    p += 2;
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), p);
+}
+
+static long long num_after(const char *line, const char *key)
+{
+    const char *p = strstr(line, key);
+    return p ? atoll(p + strlen(key)) : -1;
+}
+
+/* Run the job; returns fccl-run's exit status, *out its output. */
+static int job(const char *prov, const char *peer_s, const char *args,
+               char **out)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "FCCL_TIMEOUT=30 FCCL_PEER_TIMEOUT=%s "
+             "FCCL_PROVIDER='%s' %s/fccl-run --no-kill -n %d %s/ft_check %s",
+             peer_s, prov, th_bin_dir(), N, th_testbin_dir(), args);
+    return th_sh(cmd, 120, out);
+}
+
+/* fccl_<n>_<sha1 of "a_b_c">, computed by sha1sum, of 0..N-1 without
+ * `gone` and `gone2` (-1: none). */
+static void expected_name(int gone, int gone2, char *name, size_t len)
+{
+    char list[64] = "", cmd[160], *out = NULL;
+    size_t off = 0;
+    int n = 0;
+    for (int r = 0; r < N; r++)
+        if (r != gone && r != gone2)
+            off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%d",
+                                    n++ ? "_" : "", r);
+    snprintf(cmd, sizeof(cmd), "printf %s | sha1sum | cut -c1-40", list);
+    cr_assert_eq(th_sh(cmd, 10, &out), 0);
+    out[strcspn(out, "\n")] = '\0';
+    snprintf(name, len, "fccl_%d_%s", n, out);
+    free(out);
+}
+
+/* No /dev/shm file of any rank ("R<r> pid <pid>") is left. */
+static void expect_shm_clean(const char *out)
+{
+    for (int r = 0; r < N; r++) {
+        char line[128], cmd[160], *ls = NULL;
+        line_of(out, r, "pid ", line, sizeof(line));
+        long long pid = num_after(line, "pid ");
+        cr_assert(pid > 0, "rank %d printed no pid:\n%s", r, out);
+        snprintf(cmd, sizeof(cmd), "ls /dev/shm | grep -c '^%lld:'; "
+                 "rm -f /dev/shm/%lld:*", pid, pid);
+        th_sh(cmd, 10, &ls);
+        cr_expect(atoi(ls) == 0, "rank %d (pid %lld) left %s file(s) in "
+                  "/dev/shm", r, pid, ls);
+        free(ls);
+    }
+}
+
+/* Every rank but `gone` and `gone2` (-1: none) shrank to the same group
+ * of the others, agreed on `failed` ("[3]", "[3,4]" or "[]"), ran the
+ * checked collectives on it, and finalize returned.  Prints the shrink
+ * time: from the last call to the last return. */
+static void expect_shrunk(const char *out, int gone, int gone2,
+                          const char *failed, const char *what)
+{
+    char name[96], line[600], want[160];
+    expected_name(gone, gone2, name, sizeof(name));
+    long long last_call = 0, last_ret = 0;
+    int size = N - (gone >= 0) - (gone2 >= 0);
+    for (int r = 0; r < N; r++) {
+        if (r == gone || r == gone2)
+            continue;
+        line_of(out, r, "SHRINK ", line, sizeof(line));
+        snprintf(want, sizeof(want), "rc success size %d name %s", size,
+                 name);
+        cr_expect(strstr(line, want), "rank %d: want \"%s\" in \"%s\":\n%s",
+                  r, want, line, out);
+        long long c = num_after(line, "call "), t = num_after(line, "ret ");
+        last_call = c > last_call ? c : last_call;
+        last_ret = t > last_ret ? t : last_ret;
+        line_of(out, r, "AGREED ", line, sizeof(line));
+        snprintf(want, sizeof(want), "AGREED %d %s", N - size, failed);
+        cr_expect(strstr(line, want), "rank %d: want \"%s\", got \"%s\"", r,
+                  want, line);
+        line_of(out, r, "NEWGROUP ok rank ", line, sizeof(line));
+        cr_expect(num_after(line, "rank ") ==
+                      r - (gone >= 0 && r > gone) - (gone2 >= 0 && r > gone2),
+                  "rank %d: the survivors keep their order: \"%s\"\n%s", r,
+                  line, out);
+        line_of(out, r, "FINALIZE ", line, sizeof(line));
+        cr_expect(line[0], "rank %d did not return from finalize:\n%s", r,
+                  out);
+    }
+    fprintf(stderr, "%s: shrink took %.2f ms from the last survivor's call "
+            "to the last return\n", what, (last_ret - last_call) / 1e3);
+}
+
+static void kill_job(const char *prov, int victim)
+{
+    char *out = NULL, args[32];
+    snprintf(args, sizeof(args), "kill %d", victim);
+    int st = job(prov, "3", args, &out);
+    cr_expect_eq(st, 137, "fccl-run must exit with the killed rank's status "
+                 "(137), got %d:\n%s", st, out);
+    char failed[16], what[64];
+    snprintf(failed, sizeof(failed), "[%d]", victim);
+    snprintf(what, sizeof(what), "kill %d on %s", victim, prov);
+    expect_shrunk(out, victim, -1, failed, what);
+    expect_shm_clean(out);
+    free(out);
+}
+
+Test(ft, kill_shrink_shm, .timeout = 180) { kill_job("shm", 3); }
+Test(ft, kill_shrink_tcp, .timeout = 180) { kill_job(TCP, 0); }
+
+/* A second rank dies as the others begin to shrink (it saw the first
+ * failure, then SIGKILLs itself): the agreement leaves out both; the
+ * survivors then wait past the heartbeat timeout on the new group (its
+ * ring must have closed over the dead) and run one more all_reduce. */
+static void kill_two_job(const char *prov)
+{
+    char *out = NULL, cmd[1024];
+    snprintf(cmd, sizeof(cmd), "FT_LINGER_MS=4500 FCCL_TIMEOUT=30 "
+             "FCCL_PEER_TIMEOUT=2 FCCL_PROVIDER='%s' %s/fccl-run --no-kill "
+             "-n %d %s/ft_check kill 3 4", prov, th_bin_dir(), N,
+             th_testbin_dir());
+    int st = th_sh(cmd, 120, &out);
+    cr_expect_eq(st, 137, "exit %d:\n%s", st, out);
+    expect_shrunk(out, 3, 4, "[3,4]", "two killed");
+    expect_shm_clean(out);
+    free(out);
+}
+
+Test(ft, kill_two_shrink_shm, .timeout = 180) { kill_two_job("shm"); }
+Test(ft, kill_two_shrink_tcp, .timeout = 180)
+{
+    TH_LONG_CASE("a second provider, 5 s of waiting");
+    kill_two_job(TCP);
+}
+
+static void exclude_job(const char *prov, int out_rank)
+{
+    char *out = NULL, args[32], what[64];
+    snprintf(args, sizeof(args), "exclude %d", out_rank);
+    int st = job(prov, "3", args, &out);
+    cr_expect_eq(st, 0, "exit %d:\n%s", st, out);
+    snprintf(what, sizeof(what), "exclude %d on %s", out_rank, prov);
+    /* the excluded rank exited: it is also a failure the others know of */
+    char failed[16];
+    snprintf(failed, sizeof(failed), "[%d]", out_rank);
+    expect_shrunk(out, out_rank, -1, failed, what);
+    expect_shm_clean(out);
+    free(out);
+}
+
+Test(ft, exclude_live_rank_shm, .timeout = 180) { exclude_job("shm", 2); }
+Test(ft, exclude_live_rank_tcp, .timeout = 180)
+{
+    TH_LONG_CASE("a second provider");
+    exclude_job(TCP, 5);
+}
+
+/* Heartbeats off (FCCL_PEER_TIMEOUT=0): the revoke must still arrive. */
+static void revoke_job(const char *prov)
+{
+    char *out = NULL, line[600];
+    int st = job(prov, "0", "revoke", &out);
+    cr_expect_eq(st, 0, "exit %d:\n%s", st, out);
+    line_of(out, 0, "REVOKED at ", line, sizeof(line));
+    long long t0 = num_after(line, "at ");
+    cr_assert(t0 > 0 && strstr(line, "rc 0"), "%s", out);
+    for (int r = 1; r < N; r++) {
+        line_of(out, r, "RELEASED ", line, sizeof(line));
+        cr_expect(strstr(line, r == 1 ? "RELEASED recv" : "RELEASED barrier")
+                      && strstr(line, "status group revoked") &&
+                      strstr(line, "revoked by rank 0 (world 0)"),
+                  "rank %d: \"%s\"\n%s", r, line, out);
+        long long dt = num_after(line, "at ") - t0;
+        cr_expect(dt >= 0 && dt < 1000000, "rank %d released %lld us after "
+                  "the revoke (bound 1 s)", r, dt);
+        fprintf(stderr, "revoke on %s: rank %d released after %.2f ms\n",
+                prov, r, dt / 1e3);
+    }
+    for (int r = 0; r < N; r++) {
+        line_of(out, r, "NEXT ", line, sizeof(line));
+        cr_expect(strstr(line, "NEXT group revoked") &&
+                      strstr(line, "revoked by"),
+                  "rank %d's next call: \"%s\"", r, line);
+    }
+    expect_shrunk(out, -1, -1, "[]", "shrink of a revoked group");
+    expect_shm_clean(out);
+    free(out);
+}
+
+Test(ft, revoke_recv_barrier_shm, .timeout = 180) { revoke_job("shm"); }
+Test(ft, revoke_recv_barrier_tcp, .timeout = 180)
+{
+    TH_LONG_CASE("a second provider");
+    revoke_job(TCP);
+}
