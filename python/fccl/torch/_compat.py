@@ -1,18 +1,29 @@
 """Everything fccl.torch takes from torch that differs between versions,
-in one place.  Written and tested for torch 1.13 (Debian's python3-torch).
+in one place.  Tested on torch 1.13 (Debian 12) and 2.6 (Debian 13).
 
-torch 1.13: a backend is a ``ProcessGroup`` subclass built by
-``Backend.register_backend(name, creator, extended_api=True)``; the
-creator gets a ``_DistributedBackendOptions`` (store, group_rank,
+Both: a backend is a ``ProcessGroup`` subclass (Python) returned by the
+creator of ``Backend.register_backend(name, creator, extended_api=True)``;
+the creator gets a ``_DistributedBackendOptions`` (store, group_rank,
 group_size, timeout, group_id, global_ranks_in_group) and the pg_options.
+Its Python methods are what torch's callers reach, C++ ones too (DDP's
+reducer, functional collectives' ``group->allreduce``): pybind's
+trampoline sends ProcessGroup's virtual methods to Python.
 
-torch 2.x needs instead (see the README, "PyTorch"): subclass
-``torch._C._distributed_c10d.Backend`` (no longer ProcessGroup, which
-became a dispatcher over backends), register with
-``register_backend(name, creator, extended_api=True, devices=["cpu"])``,
-and the ProcessGroup wraps the backend itself; ``ReduceOp`` is then
-always an object with ``.op``; ``_allgather_base`` and
-``_reduce_scatter_base`` keep their names.  Only this module changes.
+torch 2.x differs in three ways, all handled here:
+- ``register_backend`` takes ``devices``: ["cpu"].
+- ProcessGroup became a dispatcher over per-device ``Backend`` objects
+  and keeps the group's name in them: ``pg.group_name`` (which functional
+  collectives, DeviceMesh and DTensor resolve groups by) raises
+  "ProcessGroup name not set" on a ProcessGroup with no backend.  And
+  ``torch._C._distributed_c10d.Backend`` has no Python constructor in 2.6
+  ("No constructor defined"), so a Python Backend is impossible.  So
+  ``attach`` registers torch's own do-nothing ``FakeProcessGroup`` as the
+  group's "cpu" backend, only to hold the name torch sets on it; every
+  operation is a Python method of the ProcessGroup subclass, which C++
+  callers reach first (the fake would only be reached by a ProcessGroup
+  method the subclass lacks: the tests check every path torch's
+  parallelism takes against Gloo and single-process references).
+- ``ReduceOp`` is an object with ``.op`` (redop handles both).
 """
 import torch
 import torch.distributed as dist
@@ -45,9 +56,26 @@ def redop(op):
                            "SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)")
 
 
+TORCH_2 = VERSION >= (2, 0)
+
+
 def register(name, creator):
     """Register creator(opts, pg_options) as backend `name`."""
-    dist.Backend.register_backend(name, creator, extended_api=True)
+    if TORCH_2:
+        dist.Backend.register_backend(name, creator, extended_api=True,
+                                      devices=["cpu"])
+    else:
+        dist.Backend.register_backend(name, creator, extended_api=True)
+
+
+def attach(pg, rank, size):
+    """torch 2.x: give pg a "cpu" backend to keep the group's name (see
+    the top of this module); nothing on 1.13."""
+    if not TORCH_2:
+        return
+    holder = _c10d.FakeProcessGroup(rank, size)
+    pg._register_backend(torch.device("cpu"),
+                         ProcessGroup.BackendType.CUSTOM, holder)
 
 
 def creator_args(opts):
