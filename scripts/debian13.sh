@@ -6,7 +6,10 @@
 # built there in build/ (the host's build/ is not touched).
 #
 #   scripts/debian13.sh [COMMAND]   default: install-deps, make -j2, the
-#                                   quick tier (make check)
+#                                   quick tier (make check: the Python and
+#                                   torch suites' fast cases, torch 2.x's
+#                                   among them), then the torch jobs suite
+#                                   (tests/py/test_torch_jobs.py)
 #   FCCL_TRIXIE_ROOT=DIR            the chroot (default /var/tmp/fccl-trixie)
 #   FCCL_TRIXIE_SRC=/PATH           where in the chroot the tree goes (default
 #                                   /src; one per worktree sharing a chroot)
@@ -16,7 +19,9 @@
 set -euo pipefail
 ROOT=${FCCL_TRIXIE_ROOT:-/var/tmp/fccl-trixie}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-CMD=${1:-"scripts/install-deps.sh && make -j2 && make check"}
+CMD=${1:-"scripts/install-deps.sh && make -j2 && make check && cd tests/py \
+&& PYTHONPATH=\$PWD/../../build/python FCCL_BIN=\$PWD/../../build/bin \
+FCCL_TIMEOUT=60 python3 -m pytest -q -p no:cacheprovider test_torch_jobs.py"}
 DST=${FCCL_TRIXIE_SRC:-/src}
 MIRROR=http://deb.debian.org/debian
 
