@@ -14,15 +14,17 @@ torch 2.x differs in three ways, all handled here:
 - ProcessGroup became a dispatcher over per-device ``Backend`` objects
   and keeps the group's name in them: ``pg.group_name`` (which functional
   collectives, DeviceMesh and DTensor resolve groups by) raises
-  "ProcessGroup name not set" on a ProcessGroup with no backend.  And
+  "ProcessGroup name not set" on a ProcessGroup with no backend, which
+  is why they refused "fccl".  A Python Backend is impossible:
   ``torch._C._distributed_c10d.Backend`` has no Python constructor in 2.6
-  ("No constructor defined"), so a Python Backend is impossible.  So
-  ``attach`` registers torch's own do-nothing ``FakeProcessGroup`` as the
-  group's "cpu" backend, only to hold the name torch sets on it; every
-  operation is a Python method of the ProcessGroup subclass, which C++
-  callers reach first (the fake would only be reached by a ProcessGroup
-  method the subclass lacks: the tests check every path torch's
-  parallelism takes against Gloo and single-process references).
+  ("No constructor defined").  But the trampoline forwards
+  ``getGroupName``/``setGroupName`` (and the description's) to Python, so
+  ``ProcessGroupBase`` keeps them itself.  (Registering torch's
+  do-nothing ``FakeProcessGroup`` as the "cpu" backend to hold the name
+  was tried and rejected: a call torch sends through the dispatcher, such
+  as ``_c10d_functional.all_gather_into_tensor_out``, then returns
+  unchanged output silently; with no backend it raises "No backend type
+  associated with device type cpu".)
 - ``ReduceOp`` is an object with ``.op`` (redop handles both).
 """
 import torch
@@ -68,14 +70,23 @@ def register(name, creator):
         dist.Backend.register_backend(name, creator, extended_api=True)
 
 
-def attach(pg, rank, size):
-    """torch 2.x: give pg a "cpu" backend to keep the group's name (see
-    the top of this module); nothing on 1.13."""
-    if not TORCH_2:
-        return
-    holder = _c10d.FakeProcessGroup(rank, size)
-    pg._register_backend(torch.device("cpu"),
-                         ProcessGroup.BackendType.CUSTOM, holder)
+class ProcessGroupBase(ProcessGroup):
+    """What the backend's class derives from: torch's ProcessGroup, plus
+    on torch 2.x the group's name and description kept here (torch sets
+    them after the creator returns; see the top of this module)."""
+
+    if TORCH_2:
+        def getGroupName(self):
+            return getattr(self, "_fccl_group_name", "")
+
+        def setGroupName(self, name):
+            self._fccl_group_name = name
+
+        def getGroupDesc(self):
+            return getattr(self, "_fccl_group_desc", "")
+
+        def setGroupDesc(self, desc):
+            self._fccl_group_desc = desc
 
 
 def creator_args(opts):

@@ -106,14 +106,13 @@ def _unpack(flat, ts, dst, src, base=0):
     return off
 
 
-class ProcessGroupFccl(C.ProcessGroup):
+class ProcessGroupFccl(C.ProcessGroupBase):
     """A torch.distributed process group whose operations run on an fccl
     group (the world for the default group, a new fccl group for each
     torch subgroup)."""
 
     def __init__(self, queue, rank, size, group_id, timeout):
         C.pg_init(self, rank, size)
-        C.attach(self, rank, size)
         self._q = queue
         self._id = group_id
         self._timeout = timeout

@@ -121,6 +121,25 @@ def test_async_get_future(rank, size):
     assert w.is_completed() and torch.equal(x, torch.stack(ins).sum(0))
 
 
+def test_dispatcher_only_call_raises(rank, size):
+    """A call torch makes only through its dispatcher (which needs a C++
+    Backend for "cpu") fails loudly, never returns its output unchanged."""
+    out = torch.zeros(2 * size)
+    with pytest.raises(RuntimeError, match="No backend type"):
+        torch.ops._c10d_functional.all_gather_into_tensor_out(
+            torch.ones(2), size, dist.group.WORLD.group_name, out=out)
+
+
+def test_group_names(rank, size):
+    """torch's names reach the groups (functional collectives resolve
+    groups by them)."""
+    g = dist.new_group(list(range(size)))
+    assert dist.group.WORLD.group_name and g.group_name
+    assert g.group_name != dist.group.WORLD.group_name
+    from torch.distributed.distributed_c10d import _resolve_process_group
+    assert _resolve_process_group(g.group_name) is g
+
+
 # ---- DeviceMesh and DTensor ----
 
 def test_device_mesh_1d(rank, size):
