@@ -19,6 +19,14 @@ def tcp_store(host, port, world_size=None, is_master=False, timeout_s=60,
                          wait_for_workers, **kw)
 
 
+def tcp_store_class():
+    """dist.TCPStore with the same arguments, asking for the classic
+    client on torch 2.x (see the top)."""
+    if not TORCH_2:
+        return dist.TCPStore
+    return lambda *a, **kw: dist.TCPStore(*a, use_libuv=False, **kw)
+
+
 def has_libuv():
     """Whether this torch can make a libuv TCPStore (what torch 2.x's
     agent-store path asks for, whatever USE_LIBUV says)."""
