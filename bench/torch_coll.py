@@ -6,7 +6,7 @@
         [--iters N] [--ddp] [--ddp-params 25M] [--overhead]
 
 Run under fccl-run (or torchrun): env:// meets at the launcher's store
-(fccl-run sets TORCHELASTIC_USE_AGENT_STORE) for either backend.  Per op
+(on one node rank 0 serves torch's store) for either backend.  Per op
 and size: warm-up, then a barrier and ITERS back-to-back calls; the time
 per call is the slowest rank's (MAX over ranks), median of 3 such rounds.
 Ops: all_reduce, all_gather_into_tensor (Gloo 1.13 has none: a list

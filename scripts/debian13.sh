@@ -6,15 +6,23 @@
 # built there in build/ (the host's build/ is not touched).
 #
 #   scripts/debian13.sh [COMMAND]   default: install-deps, make -j2, the
-#                                   quick tier (make check)
+#                                   quick tier (make check: the Python and
+#                                   torch suites' fast cases, torch 2.x's
+#                                   among them), then the torch jobs suite
+#                                   (tests/py/test_torch_jobs.py)
 #   FCCL_TRIXIE_ROOT=DIR            the chroot (default /var/tmp/fccl-trixie)
+#   FCCL_TRIXIE_SRC=/PATH           where in the chroot the tree goes (default
+#                                   /src; one per worktree sharing a chroot)
 #
 # /proc, /sys, /dev and /dev/shm are bind-mounted while it runs and
 # unmounted on exit, on failure too.
 set -euo pipefail
 ROOT=${FCCL_TRIXIE_ROOT:-/var/tmp/fccl-trixie}
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-CMD=${1:-"scripts/install-deps.sh && make -j2 && make check"}
+CMD=${1:-"scripts/install-deps.sh && make -j2 && make check && cd tests/py \
+&& PYTHONPATH=\$PWD/../../build/python FCCL_BIN=\$PWD/../../build/bin \
+FCCL_TIMEOUT=60 python3 -m pytest -q -p no:cacheprovider test_torch_jobs.py"}
+DST=${FCCL_TRIXIE_SRC:-/src}
 MIRROR=http://deb.debian.org/debian
 
 [ "$(id -u)" -eq 0 ] || { echo "debian13.sh: needs root" >&2; exit 2; }
@@ -53,11 +61,11 @@ bind /dev/shm
 
 # the tree as it is here (tracked and untracked files, not ignored ones);
 # the chroot's build/ is kept, so a second run rebuilds what changed
-mkdir -p "$ROOT/src"
-find "$ROOT/src" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
+mkdir -p "$ROOT$DST"
+find "$ROOT$DST" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
 (cd "$SRC" && git ls-files -z --cached --others --exclude-standard |
     tar --null --ignore-failed-read -T - -cf - 2>/dev/null) |
-    tar -xf - -C "$ROOT/src"
+    tar -xf - -C "$ROOT$DST"
 echo "debian13.sh: $(chroot "$ROOT" sh -c '. /etc/os-release; echo $PRETTY_NAME'), running: $CMD"
 chroot "$ROOT" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-    HOME=/root LANG=C.UTF-8 ${CI:+CI=$CI} /bin/bash -c "cd /src && $CMD"
+    HOME=/root LANG=C.UTF-8 ${CI:+CI=$CI} /bin/bash -c "cd $DST && $CMD"

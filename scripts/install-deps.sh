@@ -24,10 +24,11 @@ BUILD_PKGS="gcc make pkg-config libevent-dev libssl-dev libfabric-dev libcurl4-o
 # Criterion: the C suites; libtorch-dev, pybind11-dev and g++: fccl.torch's
 # C++ Work (python/fccl/torch/_work.cpp, built when they are there);
 # libfabric-bin: fi_info for the transport tests; curl and chromium: the
-# status port's tests; systemd: systemd-analyze verify
+# status port's tests; systemd: systemd-analyze verify; python3-pip and
+# python3-setuptools: `pip install ./python` (test_install.py)
 TEST_PKGS=""
 if [ $build_only = 0 ]; then
-    TEST_PKGS="libcriterion-dev libfabric-bin etcd-server etcd-client python3-torch libtorch-dev pybind11-dev g++ python3-numpy python3-pytest valgrind procps iproute2 man-db groff-base curl chromium systemd"
+    TEST_PKGS="libcriterion-dev libfabric-bin etcd-server etcd-client python3-torch libtorch-dev pybind11-dev g++ python3-numpy python3-pytest python3-pip python3-setuptools valgrind procps iproute2 man-db groff-base curl chromium systemd"
 fi
 # the benchmarks' peers and tools: MPIs (coll.sh, cells.sh, init_mpi.sh), mpi4py
 # (py_compare.sh), redis (tcpstore.sh), sockperf and iperf3 (net.sh), hyperfine, bc

@@ -51,16 +51,14 @@ static int init_mode(const char *mode)
     char method[300];
     fccl_store_t *store = NULL;
     if (strcmp(mode, "tcp") == 0) {
-        snprintf(method, sizeof(method), "tcp://%s:%s", getenv("MASTER_ADDR"),
-                 getenv("MASTER_PORT"));
+        snprintf(method, sizeof(method), "tcp://%s", th_job_store_addr());
         o.init_method = method;
         o.world_size = atoi(getenv("WORLD_SIZE"));
         o.rank = atoi(getenv("RANK"));
     } else if (strcmp(mode, "store") == 0) {
         fccl_store_opts_t so;
         fccl_store_opts_init(&so);
-        snprintf(method, sizeof(method), "%s:%s", getenv("MASTER_ADDR"),
-                 getenv("MASTER_PORT"));
+        snprintf(method, sizeof(method), "%s", th_job_store_addr());
         so.addr = method;
         int rc = fccl_store_connect(&so, &store);
         if (rc < 0)

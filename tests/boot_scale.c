@@ -69,8 +69,7 @@ static int mode_groups(fccl_group_t *w, int k)
     int n = fccl_get_world_size();
     int *all = malloc(sizeof(int) * (size_t)n);
     char addr[300];
-    snprintf(addr, sizeof(addr), "%s:%s", getenv("MASTER_ADDR"),
-             getenv("MASTER_PORT"));
+    snprintf(addr, sizeof(addr), "%s", th_job_store_addr());
     fccl_store_opts_t so;
     fccl_store_opts_init(&so);
     so.addr = addr;

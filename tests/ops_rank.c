@@ -58,10 +58,14 @@ static int fail(const char *what, int rc)
 int main(void)
 {
     const char *host = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
-    if (!host || !port)
+    const char *tsa = getenv("TCPSTORE_ADDR");
+    if (!(tsa && *tsa) && (!host || !port))
         return fail("MASTER_ADDR/MASTER_PORT", FCCL_ERR_INVALID);
     char addr[300];
-    snprintf(addr, sizeof(addr), "%s:%s", host, port);
+    if (tsa && *tsa) /* fccl-run's store (one node: MASTER_* is torch's) */
+        snprintf(addr, sizeof(addr), "%s", tsa);
+    else
+        snprintf(addr, sizeof(addr), "%s:%s", host, port);
     fccl_store_opts_t so;
     fccl_store_opts_init(&so);
     so.addr = addr;

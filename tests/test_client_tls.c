@@ -50,8 +50,13 @@ static void setup(void)
     sh(csr, "client");
     sh("openssl x509 -req -in %s.csr -CA ca.crt -CAkey ca.key "
        "-CAcreateserial -days 1 -extfile %s.ext -out %s.crt", "server");
+    /* validity over: -days -1 (OpenSSL 3.0, Debian 12) or, where that is
+     * refused (3.5, Debian 13), an explicit past window */
     sh("openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key "
-       "-CAcreateserial -days -1 -extfile server.ext -out %s.crt", "expired");
+       "-CAcreateserial -days -1 -extfile server.ext -out %s.crt || "
+       "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key "
+       "-CAcreateserial -not_before 20200101000000Z -not_after "
+       "20200102000000Z -extfile server.ext -out expired.crt", "expired");
     sh("openssl x509 -req -in %s.csr -CA ca.crt -CAkey ca.key "
        "-CAcreateserial -days 1 -out %s.crt", "client");
     sh("chmod 600 %s.key client.key", "server");

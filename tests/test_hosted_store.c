@@ -127,7 +127,7 @@ Test(hosted, the_journal_keeps_the_jobs_keys)
     th_bin("fccl-run", run_bin, sizeof(run_bin));
     snprintf(jrn, sizeof(jrn), "%s/job.journal", dir);
     snprintf(script, sizeof(script),
-             "%s/tcpstore --addr \"$MASTER_ADDR:$MASTER_PORT\" --token-file "
+             "%s/tcpstore --addr \"$TCPSTORE_ADDR\" --token-file "
              "%s --tls-ca %s set rank$RANK here", th_bin_dir(), tok, cert);
     struct th_result r = run(
         (const char *[]){run_bin, "-n", "2", "--store-journal", jrn,

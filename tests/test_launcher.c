@@ -555,7 +555,9 @@ Test(fccl_run, bind_to_core)
 
 /* ---- msrun's variables ---- */
 
-/* fccl-run gives its ranks msrun's names for the job too (no MS_ROLE). */
+/* fccl-run gives its ranks msrun's names for the job too (no MS_ROLE);
+ * the scheduler is fccl-run's store (TCPSTORE_ADDR; one node's
+ * MASTER_PORT is torch's, served by rank 0). */
 Test(fccl_run, ranks_get_msrun_variables)
 {
     char script[4096];
@@ -563,7 +565,7 @@ Test(fccl_run, ranks_get_msrun_variables)
              "%s/fccl-run -n 2 sh -c 'echo ms-$MS_WORKER_NUM-$RANK_SIZE-"
              "$MS_NODE_ID-$RANK_ID-$RANK-${MS_ROLE:-none}; "
              "[ \"$MS_SCHED_HOST:$MS_SCHED_PORT\" = "
-             "\"$MASTER_ADDR:$MASTER_PORT\" ] && echo sched-same'",
+             "\"$TCPSTORE_ADDR\" ] && echo sched-same'",
              bin_dir);
     struct th_result r = run_sh(script, 60);
     cr_assert_eq(r.status, 0, "%s", r.err);

@@ -11,8 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "run.h"
@@ -191,6 +194,60 @@ void fr_preload_kallsyms_shim(void)
     }
 }
 
+/* A TCP port free on every local address now, or -1.  Rank 0 binds it a
+ * moment later, as torchrun's agent has its workers do.  Taken below
+ * Linux's ephemeral range (32768-60999), from 20000-28999, so that no
+ * outgoing connection made meanwhile (the other ranks' retrying connects
+ * to this very port among them) gets it as its local port. */
+static int free_local_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    unsigned start = (unsigned)getpid() * 7919u + (unsigned)time(NULL);
+    int port = -1;
+    for (unsigned i = 0; i < 9000 && port < 0; i++) {
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        int p = 20000 + (int)((start + i) % 9000);
+        a.sin_port = htons((uint16_t)p);
+        if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+            port = p;
+    }
+    close(fd);
+    return port;
+}
+
+/* torch's env:// on one node: rank 0 hosts torch's own store at
+ * MASTER_ADDR:MASTER_PORT and the others connect to it, as under torchrun
+ * with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1.  Not the agent store
+ * (TORCHELASTIC_USE_AGENT_STORE=True, every rank a client of ours): torch
+ * 2.x makes that client with use_libuv=True whatever USE_LIBUV says, which
+ * a torch built without libuv (Debian 13's 2.6) refuses.  USE_LIBUV=0 (if
+ * unset) lets such a torch's rank 0 serve; 1.13 ignores it.  fccl's own
+ * clients keep our store through FCCL_STORE_ADDRS and TCPSTORE_ADDR (read
+ * before MASTER_*), and msrun's MS_SCHED_*.  Several nodes keep the agent
+ * store (rank 0's address is not known to the others here). */
+static void set_torch_store_env(const struct launcher *L, const char *host,
+                                int port)
+{
+    char addr[FCCL_HOST_MAX * 4 + 16];
+    fccl_addr_format(addr, sizeof(addr), host, port);
+    int tport = L->nnodes == 1 ? free_local_port() : -1;
+    if (tport < 0) {
+        setenv("MASTER_ADDR", host, 1);
+        fr_set_env_int("MASTER_PORT", port);
+        setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+        return;
+    }
+    if (!L->store_addr || !strchr(L->store_addr, ','))
+        setenv("FCCL_STORE_ADDRS", addr, 1);
+    setenv("TCPSTORE_ADDR", addr, 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    fr_set_env_int("MASTER_PORT", tport);
+    unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+    setenv("USE_LIBUV", "0", 0);
+}
+
 /* The variables every rank of this node shares. */
 void fr_set_job_env(struct launcher *L, const char *host, int port)
 {
@@ -201,24 +258,19 @@ void fr_set_job_env(struct launcher *L, const char *host, int port)
         unsetenv("MASTER_ADDR");
         unsetenv("MASTER_PORT");
     } else {
-        setenv("MASTER_ADDR", host, 1);
-        fr_set_env_int("MASTER_PORT", port);
         /* A list of front-ends: fccl ranks move to the next on failure;
          * torch's MASTER_ADDR stays the first. */
         if (L->store_addr && strchr(L->store_addr, ','))
             setenv("FCCL_STORE_ADDRS", L->store_addr, 1);
+        set_torch_store_env(L, host, port);
     }
     fr_set_env_int("WORLD_SIZE", L->nnodes * L->n);
     fr_set_env_int("LOCAL_WORLD_SIZE", L->n);
     fr_set_env_int("GROUP_RANK", L->node_rank);
-    /* The rest of what torchrun sets for its workers.  USE_AGENT_STORE
-     * makes torch's env:// connect to the store at MASTER_PORT as a
-     * client (under "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>/")
-     * instead of rank 0 binding that port, which our store holds. */
+    /* The rest of what torchrun sets for its workers. */
     fr_set_env_int("GROUP_WORLD_SIZE", L->nnodes);
     fr_set_env_int("ROLE_WORLD_SIZE", L->nnodes * L->n);
     setenv("ROLE_NAME", "default", 1);
-    setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
     /* msrun's variables too, so programs written for msrun run as they
      * are (env:// reads torchrun's first; both say the same). */
     fr_set_env_int("MS_WORKER_NUM", L->nnodes * L->n);

@@ -75,6 +75,18 @@ int th_reduced(void)
 
 int th_quick(void) { return env_on("FCCL_TEST_QUICK"); }
 
+const char *th_job_store_addr(void)
+{
+    static char addr[300];
+    const char *t = getenv("TCPSTORE_ADDR");
+    if (t && *t)
+        snprintf(addr, sizeof(addr), "%s", t);
+    else
+        snprintf(addr, sizeof(addr), "%s:%s", getenv("MASTER_ADDR") ?: "",
+                 getenv("MASTER_PORT") ?: "");
+    return addr;
+}
+
 int th_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

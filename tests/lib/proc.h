@@ -71,6 +71,11 @@ int th_quick(void);
  * port), or -1. */
 int th_free_port(void);
 
+/* The job's store as a rank sees it: TCPSTORE_ADDR (fccl-run's store; on
+ * one node its MASTER_PORT is torch's, served by rank 0), else
+ * "MASTER_ADDR:MASTER_PORT".  Static storage. */
+const char *th_job_store_addr(void);
+
 /* A fresh directory /tmp/<tag>-XXXXXX written into dir (len >= 64 is
  * plenty); 0, or -1 with errno. */
 int th_mkdtemp(char *dir, size_t len, const char *tag);

@@ -1,5 +1,7 @@
-"""PyTorch 1.13's TCPStore client (the legacy dialect) against a server
-given as HOST:PORT, for tests/test_pytorch_compat.c.
+"""PyTorch's TCPStore client (1.13's speaks the legacy dialect; 2.x's
+classic client, the one a torch without libuv has, the modern one)
+against a server given as HOST:PORT, for tests/test_pytorch_compat.c and
+test_torch_jobs.py.
 
   pt_client.py ADDR ops      every client operation, results asserted;
                              expects the key "from_c" set by the C side to
@@ -16,15 +18,14 @@ import resource
 import sys
 import time
 
-import torch.distributed as dist
+from tstore import tcp_store
 
 
 def connect(addr, world_size=None, timeout_s=10):
     host, port = addr.rsplit(":", 1)
     # With a world size, a non-master client joins with ADD("init/", 1).
-    return dist.TCPStore(host, int(port), world_size, False,
-                         datetime.timedelta(seconds=timeout_s),
-                         world_size is not None)
+    return tcp_store(host, port, world_size, False, timeout_s,
+                     world_size is not None)
 
 
 def check(cond, what):

@@ -1,17 +1,15 @@
-"""PyTorch's own TCPStore server (the legacy dialect with torch 1.13) on a
+"""PyTorch's own TCPStore server (the legacy dialect with torch 1.13; 2.x's classic server) on a
 free port of 127.0.0.1, for the compatibility tests and the benchmark.
 Prints "listening on 127.0.0.1:PORT" once it accepts connections and runs
 until SIGTERM/SIGINT."""
-import datetime
 import signal
 import sys
 import time
 
-import torch.distributed as dist
+from tstore import tcp_store
 
 port = int(sys.argv[1]) if len(sys.argv) > 1 else 0
-store = dist.TCPStore("127.0.0.1", port, None, True,
-                      datetime.timedelta(seconds=300), False)
+store = tcp_store("127.0.0.1", port, None, True, 300, False)
 print("listening on 127.0.0.1:%d" % store.port, flush=True)
 signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
 try:

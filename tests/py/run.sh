@@ -80,7 +80,8 @@ if [ -d "$ROOT/$BUILD/python/fccl/torch" ]; then
     for pn in "${TORCH_RUNS[@]}"; do
         prov=${pn% *} n=${pn##* }
         FCCL_PROVIDER=$prov run "py torch $n ranks $prov" \
-            "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_ops.py mr_groups.py
+            "$ROOT/$BUILD/bin/fccl-run" -n "$n" "${PYTEST[@]}" mr_ops.py mr_groups.py \
+            mr_torch2.py
     done
     cd "$ROOT" || exit 1
     run "py torch example" "$BUILD/bin/fccl-run" -n 2 "$PY" python/torch_train.py

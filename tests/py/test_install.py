@@ -59,3 +59,18 @@ def test_pip_install_target(prefix, tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"from {site}/fccl/__init__.py" in run_job(str(site))
+    assert os.path.isfile(site / "fccl" / "__init__.pyi")
+    assert os.path.isfile(site / "fccl" / "torch" / "__init__.pyi")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return
+    # fccl.torch with its C++ Work, built against this torch
+    env = dict(os.environ, PYTHONPATH=str(site))
+    out = subprocess.run([os.path.join(BIN, "fccl-run"), "-n", "2",
+                          sys.executable, os.path.join(
+                              ROOT, "tests", "py", "torch_plain_job.py"),
+                          "fccl"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "[1] ok fccl 1 2" in out.stdout, out.stdout

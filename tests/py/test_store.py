@@ -126,12 +126,13 @@ def test_ctrl_c_ends_a_waiting_get(server):
     assert st.get("after") == b"ok"
 
 
-# ---- PyTorch 1.13 ----
+# ---- PyTorch (1.13, 2.x) ----
 
 def test_pytorch_client_on_our_server(server):
-    dist = pytest.importorskip("torch.distributed")
-    pt = dist.TCPStore(server.host, server.port, None, False,
-                       timedelta(seconds=5), False)
+    pytest.importorskip("torch.distributed")
+    from tstore import tcp_store_class
+    pt = tcp_store_class()(server.host, server.port, None, False,
+                           timedelta(seconds=5), False)
     st = store(server)
     pt.set("from_pt", "hello")
     assert st.get("from_pt") == b"hello"
@@ -146,8 +147,11 @@ def test_pytorch_client_on_our_server(server):
 
 
 def test_our_client_on_pytorch_server(pt_server):
+    # torch 1.x's server speaks the legacy dialect, 2.x's the modern one
+    from tstore import TORCH_2
     st = fccl.TCPStore(pt_server.host, pt_server.port,
-                       timeout=timedelta(seconds=5), dialect="legacy")
+                       timeout=timedelta(seconds=5),
+                       dialect="modern" if TORCH_2 else "legacy")
     st.set("k", "v")
     assert st.get("k") == b"v"
     assert st.add("n", 4) == 4
@@ -213,13 +217,14 @@ def test_master_times_out_without_workers(master_impl):
 
 
 def test_master_with_a_pytorch_worker(master_impl):
-    dist = pytest.importorskip("torch.distributed")
+    pytest.importorskip("torch.distributed")
+    from tstore import tcp_store_class
     made = {}
     th, port = start_master(2, made)
     time.sleep(0.3)
     assert not made
-    pt = dist.TCPStore("127.0.0.1", port, 2, False, timedelta(seconds=5),
-                       True)  # joins with ADD init/ 1, as PyTorch does
+    pt = tcp_store_class()("127.0.0.1", port, 2, False, timedelta(seconds=5),
+                           True)  # joins with ADD init/ 1, as PyTorch does
     th.join(10)
     assert "m" in made, made
     pt.set("pt", "yes")

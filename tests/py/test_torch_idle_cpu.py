@@ -4,8 +4,9 @@ PyTorch 1.13's TCPStore client opens a second connection on which it
 never sends a byte; when a server closes it, the client's callback thread
 spins on the dead socket (a core per rank).  Real torch 1.13 clients sit
 idle past the server's default handshake timeout (10 s) against
-tcpstore-server's defaults and under fccl-run's hosted store (backends
-gloo and fccl), all at once, and each must use at most 0.2 s of CPU over
+tcpstore-server's defaults, under fccl-run's hosted store (a bare client
+of it) and in jobs under fccl-run (backends gloo and fccl, on the store
+torch's rank 0 serves), all at once, and each must use at most 0.2 s of CPU over
 25 s idle (FCCL_IDLE_CPU_S changes the idle time; bench/idle_cpu.sh runs
 it for 10 minutes), then still work."""
 import os
@@ -40,6 +41,9 @@ def test_idle_torch_clients_use_no_cpu():
                           str(IDLE_S)],
         "client no world size": [sys.executable, RANK, "client", addr,
                                  "none", str(IDLE_S)],
+        "fccl-run client": [os.path.join(BIN, "fccl-run"), "-n", "1",
+                            sys.executable, RANK, "client", "env", "2",
+                            str(IDLE_S)],
     }
     for backend in ("gloo", "fccl"):
         cmds[f"fccl-run {backend}"] = [
@@ -62,7 +66,8 @@ def test_idle_torch_clients_use_no_cpu():
         srv.stop()
     bad = []
     for name, (out, err) in outs.items():
-        nranks = 2 if name.startswith("fccl-run") else 1
+        nranks = 2 if name.startswith("fccl-run ") and "client" not in \
+            name else 1
         cpus = cpu_of(out)
         if procs[name].returncode != 0 or len(cpus) != nranks or \
                 out.count("ok") < nranks:

@@ -6,15 +6,18 @@
   torch_idle_rank.py client ADDR WS SEC  a bare PyTorch TCPStore client
                                        (WS "none": no world size, so it
                                        sends nothing at connect), idle SEC,
-                                       then set/get
+                                       then set/get; ADDR "env": the store
+                                       fccl-run hosts ($TCPSTORE_ADDR)
 Prints "cpu SECONDS" (this process's CPU, every thread, over the idle
 time) and "ok" once the store or the group still works after it."""
-import datetime
+import os
 import resource
 import sys
 import time
 
 import torch.distributed as dist
+
+from tstore import tcp_store
 
 
 def cpu_s():
@@ -38,10 +41,11 @@ def job(backend, sec):
 
 
 def client(addr, ws, sec):
+    if addr == "env":
+        addr = os.environ["TCPSTORE_ADDR"]
     host, port = addr.rsplit(":", 1)
     ws = None if ws == "none" else int(ws)
-    s = dist.TCPStore(host, int(port), ws, False,
-                      datetime.timedelta(seconds=30), ws is not None)
+    s = tcp_store(host, port, ws, False, 30, ws is not None)
     idle(sec)
     s.set("after_idle", "yes")
     if s.get("after_idle") != b"yes":

@@ -1,18 +1,31 @@
 """Everything fccl.torch takes from torch that differs between versions,
-in one place.  Written and tested for torch 1.13 (Debian's python3-torch).
+in one place.  Tested on torch 1.13 (Debian 12) and 2.6 (Debian 13).
 
-torch 1.13: a backend is a ``ProcessGroup`` subclass built by
-``Backend.register_backend(name, creator, extended_api=True)``; the
-creator gets a ``_DistributedBackendOptions`` (store, group_rank,
+Both: a backend is a ``ProcessGroup`` subclass (Python) returned by the
+creator of ``Backend.register_backend(name, creator, extended_api=True)``;
+the creator gets a ``_DistributedBackendOptions`` (store, group_rank,
 group_size, timeout, group_id, global_ranks_in_group) and the pg_options.
+Its Python methods are what torch's callers reach, C++ ones too (DDP's
+reducer, functional collectives' ``group->allreduce``): pybind's
+trampoline sends ProcessGroup's virtual methods to Python.
 
-torch 2.x needs instead (see the README, "PyTorch"): subclass
-``torch._C._distributed_c10d.Backend`` (no longer ProcessGroup, which
-became a dispatcher over backends), register with
-``register_backend(name, creator, extended_api=True, devices=["cpu"])``,
-and the ProcessGroup wraps the backend itself; ``ReduceOp`` is then
-always an object with ``.op``; ``_allgather_base`` and
-``_reduce_scatter_base`` keep their names.  Only this module changes.
+torch 2.x differs in three ways, all handled here:
+- ``register_backend`` takes ``devices``: ["cpu"].
+- ProcessGroup became a dispatcher over per-device ``Backend`` objects
+  and keeps the group's name in them: ``pg.group_name`` (which functional
+  collectives, DeviceMesh and DTensor resolve groups by) raises
+  "ProcessGroup name not set" on a ProcessGroup with no backend, which
+  is why they refused "fccl".  A Python Backend is impossible:
+  ``torch._C._distributed_c10d.Backend`` has no Python constructor in 2.6
+  ("No constructor defined").  But the trampoline forwards
+  ``getGroupName``/``setGroupName`` (and the description's) to Python, so
+  ``ProcessGroupBase`` keeps them itself.  (Registering torch's
+  do-nothing ``FakeProcessGroup`` as the "cpu" backend to hold the name
+  was tried and rejected: a call torch sends through the dispatcher, such
+  as ``_c10d_functional.all_gather_into_tensor_out``, then returns
+  unchanged output silently; with no backend it raises "No backend type
+  associated with device type cpu".)
+- ``ReduceOp`` is an object with ``.op`` (redop handles both).
 """
 import torch
 import torch.distributed as dist
@@ -45,9 +58,35 @@ def redop(op):
                            "SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)")
 
 
+TORCH_2 = VERSION >= (2, 0)
+
+
 def register(name, creator):
     """Register creator(opts, pg_options) as backend `name`."""
-    dist.Backend.register_backend(name, creator, extended_api=True)
+    if TORCH_2:
+        dist.Backend.register_backend(name, creator, extended_api=True,
+                                      devices=["cpu"])
+    else:
+        dist.Backend.register_backend(name, creator, extended_api=True)
+
+
+class ProcessGroupBase(ProcessGroup):
+    """What the backend's class derives from: torch's ProcessGroup, plus
+    on torch 2.x the group's name and description kept here (torch sets
+    them after the creator returns; see the top of this module)."""
+
+    if TORCH_2:
+        def getGroupName(self):
+            return getattr(self, "_fccl_group_name", "")
+
+        def setGroupName(self, name):
+            self._fccl_group_name = name
+
+        def getGroupDesc(self):
+            return getattr(self, "_fccl_group_desc", "")
+
+        def setGroupDesc(self, desc):
+            self._fccl_group_desc = desc
 
 
 def creator_args(opts):

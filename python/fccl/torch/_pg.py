@@ -106,7 +106,7 @@ def _unpack(flat, ts, dst, src, base=0):
     return off
 
 
-class ProcessGroupFccl(C.ProcessGroup):
+class ProcessGroupFccl(C.ProcessGroupBase):
     """A torch.distributed process group whose operations run on an fccl
     group (the world for the default group, a new fccl group for each
     torch subgroup)."""
@@ -354,6 +354,83 @@ class ProcessGroupFccl(C.ProcessGroup):
         return self._coll(_fccl.TQ_ALL_GATHER, what,
                           [t for ol in output_lists for t in ol], dst, src,
                           [flat_in], flat_in, flat, per, dt)
+
+    def _outs_flat(self, outputs, what):
+        """Contiguous 1-d views to write outputs through, and the copy-back
+        pairs of scratch ones (non-contiguous outputs), to run last."""
+        views, late_dst, late_src = [], [], []
+        for t in outputs:
+            b = _dst(t, late_dst, late_src)
+            views.append(b.view(-1))
+        return views, late_dst, late_src
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        """Several all_gather_into_tensor as one all_gather: every rank's
+        inputs packed into one block, each output's rank-r chunk unpacked
+        from block r (torch 2.x's coalescing manager and functional
+        all_gather_tensor call this)."""
+        what = "all_gather_into_tensor_coalesced"
+        n = self.size()
+        if len(outputs) != len(inputs):
+            _fail(what, f"{len(outputs)} outputs for {len(inputs)} inputs")
+        ins, dt = _same(inputs, what)
+        outs, odt = _same(outputs, what)
+        if ins and odt != dt:
+            _fail(what, "inputs and outputs of different dtypes")
+        for i, (o, t) in enumerate(zip(outs, ins)):
+            if o.numel() != t.numel() * n:
+                _fail(what, f"output {i} has {o.numel()} elements, not group "
+                      f"size {n} x input's {t.numel()}")
+        if not ins:
+            return self.barrier()
+        flat_in = _flat(ins)
+        per = flat_in.numel()
+        flat = torch.empty(per * n, dtype=flat_in.dtype)
+        views, late_dst, late_src = self._outs_flat(outs, what)
+        dst, src = [], []
+        for r in range(n):
+            off = r * per
+            for v, t in zip(views, ins):
+                k = t.numel()
+                dst.append(v[r * k:(r + 1) * k])
+                src.append(flat[off:off + k])
+                off += k
+        return self._coll(_fccl.TQ_ALL_GATHER, what, list(outputs),
+                          dst + late_dst, src + late_src, [flat_in], flat_in,
+                          flat, per, dt)
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        """Several reduce_scatter_tensor as one reduce_scatter: block r of
+        the packed input holds every input's rank-r chunk."""
+        what = "reduce_scatter_tensor_coalesced"
+        n = self.size()
+        if len(outputs) != len(inputs):
+            _fail(what, f"{len(outputs)} outputs for {len(inputs)} inputs")
+        ins, dt = _same(inputs, what)
+        outs, odt = _same(outputs, what)
+        if ins and odt != dt:
+            _fail(what, "inputs and outputs of different dtypes")
+        for i, (o, t) in enumerate(zip(outs, ins)):
+            if t.numel() != o.numel() * n:
+                _fail(what, f"input {i} has {t.numel()} elements, not group "
+                      f"size {n} x output's {o.numel()}")
+        if not ins:
+            return self.barrier()
+        red = self._red(opts, what, dt)
+        flat_in = torch.cat([_src(t).view(-1)[r * o.numel():
+                                              (r + 1) * o.numel()]
+                             for r in range(n) for t, o in zip(ins, outs)])
+        per = flat_in.numel() // n
+        flat = torch.empty(per, dtype=flat_in.dtype)
+        views, late_dst, late_src = self._outs_flat(outs, what)
+        dst, src, off = [], [], 0
+        for v in views:
+            dst.append(v)
+            src.append(flat[off:off + v.numel()])
+            off += v.numel()
+        return self._coll(_fccl.TQ_REDUCE_SCATTER, what, list(outputs),
+                          dst + late_dst, src + late_src, [flat_in], flat_in,
+                          flat, per, dt, red)
 
     def gather(self, output_lists, inputs, opts=None):
         what = "gather"

@@ -175,8 +175,9 @@ def test_monitored_barrier_names_missing_rank(rank, size):
         with pytest.raises(RuntimeError, match="Rank 1 failed to pass "
                            "monitoredBarrier"):
             g.monitored_barrier(datetime.timedelta(seconds=1))
-    # torch 1.13's dist.monitored_barrier refuses every backend but Gloo
-    with pytest.raises(RuntimeError, match="GLOO"):
+    # torch's dist.monitored_barrier refuses every backend but Gloo
+    # (RuntimeError on 1.13, ValueError on 2.x)
+    with pytest.raises((RuntimeError, ValueError), match="GLOO"):
         dist.monitored_barrier()
     dist.barrier()
 
