@@ -265,6 +265,8 @@ def run(cmd):
 def wait_pending(t0):
     global pending
     w, pending = pending, None
+    if w is None:
+        return {"raised": None}
     try:
         w.wait()
     except RuntimeError as e:

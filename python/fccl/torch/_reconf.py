@@ -182,6 +182,7 @@ class ReconfigurableProcessGroup(_c10d.ProcessGroup):
         self._rank = self._size = None
         self._prefix = None
         self._stores = {}     # (host, port) -> store client, kept across
+        self._used = set()    # (host, port, prefix) configured on before
         self._closed = False
 
     # ---- torchft's contract ----
@@ -197,6 +198,7 @@ class ReconfigurableProcessGroup(_c10d.ProcessGroup):
 
         Blocks until every rank of the new world called it (up to the
         timeout).  Raises ValueError/TypeError for bad arguments,
+        ValueError for a prefix this object was configured on before,
         RuntimeError when the bootstrap fails (timed out, store
         unreachable, fccl's world in use by something else, aborted
         meanwhile); the object may be configured again afterwards.
@@ -204,6 +206,11 @@ class ReconfigurableProcessGroup(_c10d.ProcessGroup):
         rank, size = _configure_args(args, dict(kwargs))
         host, port, prefix = _parse_addr(store_addr)
         with self._cfg:
+            if (host, port, prefix) in self._used:
+                raise ValueError(f"fccl: configure(): prefix {prefix!r} on "
+                                 f"{host}:{port} was already used (each "
+                                 "configuration needs a fresh one)")
+            self._used.add((host, port, prefix))
             self._teardown(abort=False)
             with self._mu:
                 self._error = None
