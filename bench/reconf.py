@@ -9,8 +9,10 @@ Each round, for fccl and then for Gloo: 4 ranks are configured on a fresh
 prefix and checked (an all_reduce), one is SIGKILLed, the 3 survivors
 abort() and configure again on a fresh prefix ("survivors 3", the number
 issue 37 bounds by 100 ms), check, then a newcomer process joins them in
-a 4-rank configuration ("grow 4", the newcomer's first bootstrap
-included: its libfabric start).  A time is from the first member's
+a 4-rank configuration ("grow 4 cold": the newcomer's first bootstrap
+included, its libfabric start); then the newcomer is killed, the 3
+reconfigure (a second "survivors 3" sample), and a new newcomer that first configured a 1-rank world of
+its own joins them ("grow 4 warm").  A time is from the first member's
 configure() call to the last member's return (one host: one monotonic
 clock).  Prints every sample, then min / median / max per kind.
 FCCL_PROVIDER and the other fccl variables pass through; LOCAL_WORLD_SIZE
@@ -60,12 +62,24 @@ def one_round(kind, addr, tag, times):
         new = d.start(1)
         t4 = d.configure(surv + new, f"{addr}/{tag}/c")
         d.all(surv + new, lambda i, p: ["allreduce_sum", 10])
+        # again with a newcomer that bootstrapped once before (alone)
+        new[0].kill()
+        new[0].p.wait()
+        if kind == "fccl":
+            d.all(surv, lambda i, p: ["abort"])
+        t3b = d.configure(surv, f"{addr}/{tag}/d")
+        new = d.start(1)
+        d.configure(new, f"{addr}/{tag}/solo")
+        t4w = d.configure(surv + new, f"{addr}/{tag}/e")
+        d.all(surv + new, lambda i, p: ["allreduce_sum", 10])
     finally:
         d.close()
-    times.setdefault((kind, "survivors 3"), []).append(t3)
-    times.setdefault((kind, "grow 4"), []).append(t4)
-    print(f"{tag} {kind}: survivors 3 {t3 * 1e3:.1f} ms, grow 4 "
-          f"{t4 * 1e3:.1f} ms", flush=True)
+    times.setdefault((kind, "survivors 3"), []).extend([t3, t3b])
+    times.setdefault((kind, "grow 4 cold"), []).append(t4)
+    times.setdefault((kind, "grow 4 warm"), []).append(t4w)
+    print(f"{tag} {kind}: survivors 3 {t3 * 1e3:.1f} and {t3b * 1e3:.1f} "
+          f"ms, grow 4 cold "
+          f"{t4 * 1e3:.1f} ms, warm {t4w * 1e3:.1f} ms", flush=True)
 
 
 def main():

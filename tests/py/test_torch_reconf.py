@@ -27,7 +27,6 @@ by errored()) and rejects_reused_uuid (a reused prefix).  Not ported:
 ReconfigureContractTest (a ProcessGroup with several backends).
 """
 import os
-import signal
 import time
 
 import pytest
@@ -92,9 +91,9 @@ def test_four_configurations_over_changing_members(store, drv):
 
 
 def test_abort_fails_pending_work_of_a_live_peer(store, drv):
-    """The peer is alive but never joins the all_reduce: only abort() can
-    end it before the timeout (60 s); it does within 2 s, errored() says
-    so, and the pair configures again."""
+    """The peer is alive but never joins the all_reduce (then never sends
+    for a recv): only abort() can end it before the timeout (60 s); it
+    does within 2 s, errored() says so, and the pair configures again."""
     ps = drv.start(2)
     drv.configure(ps, f"{store}/a")
     assert same(drv, ps[:1], "pending")[0]["completed"] is False
@@ -104,6 +103,12 @@ def test_abort_fails_pending_work_of_a_live_peer(store, drv):
     assert "aborted" in same(drv, ps[:1], "errored")[0]["errored"]
     drv.configure(ps, f"{store}/b")
     same(drv, ps, "check", 5)
+    # a receive nobody sends to ends by abort() too
+    assert same(drv, ps[:1], "pending_recv", 1)[0]["completed"] is False
+    a = same(drv, ps[:1], "abort")[0]
+    assert a["raised"] is not None and a["raised"] < 2.0, a
+    drv.configure(ps, f"{store}/c")
+    same(drv, ps, "allreduce_sum", 3)
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ list per line, answering each with one JSON object per line on stdout
   ["ft_shrink_broadcast"]           broadcast of 42 from rank 0
   ["sendrecv_ring"]                 PyTorch's send/recv ring case
   ["pending"]                       start a 4 MiB all_reduce, keep its Work
+  ["pending_recv", SRC]             start a recv from SRC, keep its Work
   ["abort"]                         abort(), then wait the pending Work:
                                     answers the seconds until it raised
   ["wait_pending"]                  wait the pending Work (must raise)
@@ -243,6 +244,9 @@ def run(cmd):
         return sendrecv_ring()
     if op == "pending":
         pending = pg.allreduce([torch.ones(1 << 20)], AllreduceOptions())
+        return {"completed": pending.is_completed()}
+    if op == "pending_recv":
+        pending = pg.recv([torch.empty(4)], cmd[1], 7)
         return {"completed": pending.is_completed()}
     if op == "abort":
         t0 = time.monotonic()
