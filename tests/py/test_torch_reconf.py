@@ -127,12 +127,13 @@ def test_pytorch_tcpstore_server(pt_server):
 
 
 def test_local_contract():
-    """Argument checks and the states before and after configure(), in a
+    """Argument checks, the states before and after configure() and
+    shutdown(), torchft's configure form and ReduceOp argument, in a
     process of its own (fccl's world is process-global)."""
     import subprocess
     import sys
     code = r"""
-import datetime, torch, fccl.torch
+import datetime, torch, fccl, fccl.torch
 from fccl.torch import ReconfigurableProcessGroup as R
 pg = R(timeout=datetime.timedelta(seconds=5))
 assert pg.getBackendName() == "fccl" and pg.errored() is None
@@ -157,6 +158,24 @@ except RuntimeError as e:
 else:
     raise AssertionError("allreduce before configure")
 pg.abort()  # nothing configured: no effect, no hang
+pg = R(timeout=datetime.timedelta(seconds=20))
+st = fccl.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+addr = f"127.0.0.1:{st.port}"
+pg.configure(addr + "/p1", "replica_0", 0, 1, quorum_id=3)  # torchft's form
+assert (pg.rank(), pg.size(), pg.errored()) == (0, 1, None)
+t = torch.arange(4.0)
+pg.allreduce(t, torch.distributed.ReduceOp.SUM).wait()  # torchft passes ops
+assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+pg.shutdown()
+try:
+    pg.barrier()
+except RuntimeError as e:
+    assert "shut down" in str(e), e
+else:
+    raise AssertionError("barrier after shutdown")
+pg.configure(addr + "/p2", rank=0, world_size=1)
+pg.barrier().wait()
+pg.shutdown()
 print("ok")
 """
     p = subprocess.run([sys.executable, "-c", code], capture_output=True,
