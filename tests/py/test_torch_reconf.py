@@ -57,11 +57,21 @@ def same(d, procs, *cmd):
     return d.all(procs, lambda i, p: list(cmd))
 
 
-def test_four_configurations_over_changing_members(store, drv):
+@pytest.mark.parametrize("provider", [
+    "shm", pytest.param("tcp;ofi_rxm", marks=pytest.mark.slow)])
+def test_four_configurations_over_changing_members(store, provider):
     """4 ranks; 3 after one is SIGKILLed while the others have an
     all_reduce pending, which abort() fails within 2 s; 4 with a
     newcomer; 4 again in another rank order.  Every collective checked
     after each configuration."""
+    drv = Driver(dict(SHM, FCCL_PROVIDER=provider))
+    try:
+        four_configurations(drv, store)
+    finally:
+        drv.close()
+
+
+def four_configurations(drv, store):
     ps = drv.start(4)
     drv.configure(ps, f"{store}/cfg1")
     same(drv, ps, "check", 1)
