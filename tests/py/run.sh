@@ -2,8 +2,9 @@
 # The Python suites of `make test`: the single-process ones (the store, a
 # killed rank, pip and make install), then the multi-rank ones under
 # fccl-run, one launch per provider and rank count running every case,
-# fccl.torch's (jobs, then the multi-rank suites per provider and rank
-# count), then the README's example.  Debian's /usr/bin/python3 and pytest;
+# fccl.torch's (jobs, the ReconfigurableProcessGroup suite, then the
+# multi-rank suites per provider and rank count), then the README's
+# example.  Debian's /usr/bin/python3 and pytest;
 # PYTHONPATH=BUILD/python.  Prints "N passed, N failed" launches at the end.
 #
 # FCCL_TEST_QUICK=1 (`make check`, the quick tier) runs the fast cases
@@ -76,6 +77,7 @@ done
 if [ -d "$ROOT/$BUILD/python/fccl/torch" ]; then
     cd "$ROOT/tests/py" || exit 1
     [ $quick = 1 ] || run "py torch jobs" "${PYTEST[@]}" test_torch_jobs.py
+    run "py torch reconfigurable" "${PYTEST[@]}" test_torch_reconf.py
     cd "$ROOT/tests/py/torch" || exit 1
     for pn in "${TORCH_RUNS[@]}"; do
         prov=${pn% *} n=${pn##* }

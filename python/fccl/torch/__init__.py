@@ -25,7 +25,8 @@ from . import _compat
 from . import _work
 from ._pg import ProcessGroupFccl
 
-__all__ = ["ProcessGroupFccl", "BACKEND", "create_process_group"]
+__all__ = ["ProcessGroupFccl", "BACKEND", "create_process_group",
+           "ReconfigurableProcessGroup"]
 
 BACKEND = "fccl"
 INLINE_BYTES = int(_os.environ.get("FCCL_TORCH_INLINE_BYTES", "65536"))
@@ -96,6 +97,8 @@ def _close_queues():
         except Exception:  # noqa: BLE001
             pass
 
+
+from ._reconf import ReconfigurableProcessGroup  # noqa: E402,F401
 
 if BACKEND.upper() not in _compat.dist.Backend._plugins:
     _compat.register(BACKEND, create_process_group)
