@@ -12,12 +12,16 @@
 #
 #   bench/job.sh [BUILD]
 #   RANKS="2" LOADS="idle busy" STEPS=10 TP_ITERS=300 BACKENDS="fccl gloo"
+#   PARTS="ddp-comm,ddp-compute,tp"
+# A backend "fccl:spinN" is fccl with its spin budget fixed at N us
+# (FCCL_SPIN_US=N) instead of learned: issue 33's comparison.
 set -u
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=/usr/bin/python3
 RANKS=${RANKS:-2} LOADS=${LOADS:-"idle busy"} STEPS=${STEPS:-10}
 TP_ITERS=${TP_ITERS:-300} BACKENDS=${BACKENDS:-"fccl gloo"}
+PARTS=${PARTS:-ddp-comm,ddp-compute,tp}
 export PYTHONPATH="$ROOT/$BUILD/python"
 tmp=$(mktemp)
 busy=()
@@ -35,10 +39,13 @@ for load in $LOADS; do
     fi
     for n in $RANKS; do
         for b in $BACKENDS; do
+            spin=""
+            case $b in *:spin*) spin=${b#*:spin} ;; esac
+            env ${spin:+FCCL_SPIN_US=$spin} \
             timeout -k 10 1800 "$ROOT/$BUILD/bin/fccl-run" -n "$n" "$PY" \
-                "$ROOT/bench/job.py" --backend "$b" --steps "$STEPS" \
-                --tp-iters "$TP_ITERS" 2>/dev/null |
-                sed -n "s/^\[0\] RESULT /$load /p" >>"$tmp" ||
+                "$ROOT/bench/job.py" --backend "${b%%:*}" --steps "$STEPS" \
+                --tp-iters "$TP_ITERS" --parts "$PARTS" 2>/dev/null |
+                sed -n "s/^\[0\] RESULT ${b%%:*} /$load $b /p" >>"$tmp" ||
                 { echo "job.sh: $b at $n ranks ($load) failed" >&2; exit 1; }
         done
     done
