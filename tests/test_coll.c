@@ -18,9 +18,10 @@
 #include <string.h>
 
 #include "lib/proc.h"
+#include "lib/tp_harness.h"
 
 #define TCP "tcp;ofi_rxm"
-#define NET "net"
+#define NET tp_net_provider()
 
 /* Run one launch; require exit 0 and at least min_cases cases. */
 static void launch(const char *prov, int n, const char *mode, int min_cases,

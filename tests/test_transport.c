@@ -22,7 +22,7 @@
 #include "lib/tp_harness.h"
 
 #define TCP "tcp;ofi_rxm"
-#define NET "net"
+#define NET tp_net_provider()
 #define MiB (1024 * 1024)
 
 static unsigned char pat(uint32_t seed, size_t i)
@@ -1222,7 +1222,9 @@ Test(transport, auto_local_and_remote, .timeout = 60)
                            .timeout_ms = 45000, .opts = {.need_network = 1}};
     cr_assert_eq(tp_harness_run(&h, body_auto, (void *)node), 0);
     fprintf(stderr, "auto: %s, tp_open max %.1f ms\n", h.desc, h.open_ms_max);
-    cr_expect_str_eq(h.desc, "shm+" NET);
+    char want[32];
+    snprintf(want, sizeof(want), "shm+%s", NET);
+    cr_expect_str_eq(h.desc, want);
 }
 
 /* FCCL_NET_PROVIDER picks the network provider; shm stays for local peers. */

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <rdma/fabric.h>
 
 #include "proc.h"
 
@@ -295,3 +296,21 @@ int tp_harness_run(struct tp_harness *h, tp_harness_fn fn,
     return rc || rrc ? -1 : 0;
 }
 
+
+const char *tp_net_provider(void)
+{
+    static const char *name;
+    if (name)
+        return name;
+    struct fi_info *hints = fi_allocinfo(), *list = NULL;
+    int have = 0;
+    if (hints) {
+        hints->fabric_attr->prov_name = strdup("net");
+        hints->ep_attr->type = FI_EP_RDM;
+        have = fi_getinfo(FI_VERSION(1, 5), NULL, NULL, 0, hints, &list) == 0;
+        fi_freeinfo(list);
+        fi_freeinfo(hints);
+    }
+    name = have ? "net" : "tcp";
+    return name;
+}

@@ -75,4 +75,8 @@ extern int tph_rank; /* this process's rank inside a harness child */
  * deadline; returns 0 only if every rank exited 0, -1 otherwise. */
 int tp_harness_run(struct tp_harness *h, tp_harness_fn fn, void *arg);
 
+/* The native TCP RDM provider's name in this libfabric: "net" in 1.17
+ * (Debian 12), which 1.18 renamed "tcp" (Debian 13's 2.1 has no "net"). */
+const char *tp_net_provider(void);
+
 #endif
