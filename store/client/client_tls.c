@@ -266,12 +266,20 @@ static unsigned long pending_alert(struct store_client_conn *c)
     return e && strstr(ssl_reason(e), "alert") ? e : 0;
 }
 
+/* A system call's failure as OpenSSL 3.x queues it ("system library::
+ * Connection reset by peer"): OpenSSL 3.5 does so where 3.0 left only
+ * errno. */
+static int is_sys(unsigned long e)
+{
+    return ERR_GET_LIB(e) == ERR_LIB_SYS;
+}
+
 /* An error from SSL_read/SSL_write after the handshake. */
 static int io_error(struct store_client_conn *c, int err, const char *op)
 {
     unsigned long e = ERR_peek_last_error();
     ERR_clear_error();
-    if (!strcmp(op, "send") && (!e || is_eof(e))) {
+    if (!strcmp(op, "send") && (!e || is_eof(e) || is_sys(e))) {
         unsigned long a = pending_alert(c);
         if (a)
             e = a;
