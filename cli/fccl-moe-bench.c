@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "clock.h"
 #include "fccl/fccl.h"
 #include "moe_int.h"
@@ -177,31 +178,17 @@ static uint64_t mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-static float bf2f(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t f2bf(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 static float get(const void *b, size_t i)
 {
-    return O.dt == FCCL_BFLOAT16 ? bf2f(((const uint16_t *)b)[i])
-                                 : ((const float *)b)[i];
+    return O.dt == FCCL_BFLOAT16
+               ? fccl_bf16_to_float(((const uint16_t *)b)[i])
+               : ((const float *)b)[i];
 }
 
 static void put(void *b, size_t i, float v)
 {
     if (O.dt == FCCL_BFLOAT16)
-        ((uint16_t *)b)[i] = f2bf(v);
+        ((uint16_t *)b)[i] = fccl_float_to_bf16(v);
     else
         ((float *)b)[i] = v;
 }
@@ -736,9 +723,7 @@ static fccl_moe_t *make_moe(void)
 int main(int argc, char **argv)
 {
     parse(argc, argv);
-    fccl_init_opts_t io;
-    fccl_init_opts_init(&io);
-    int rc = fccl_init(&io, &world);
+    int rc = fccl_init(NULL, &world); /* NULL: the default options */
     if (rc < 0) {
         fprintf(stderr, "fccl-moe-bench: fccl_init: %s\n", fccl_last_error());
         return 1;
