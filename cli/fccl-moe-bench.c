@@ -720,13 +720,13 @@ static fccl_moe_t *make_moe(void)
     return m;
 }
 
-int main(int argc, char **argv)
+/* Join the world (default options: the launcher's environment) or exit:
+ * 1 if that fails, 2 with fewer than 2 ranks. */
+static void join_world(void)
 {
-    parse(argc, argv);
-    int rc = fccl_init(NULL, &world); /* NULL: the default options */
-    if (rc < 0) {
+    if (fccl_init(NULL, &world) < 0) {
         fprintf(stderr, "fccl-moe-bench: fccl_init: %s\n", fccl_last_error());
-        return 1;
+        exit(1);
     }
     W = fccl_get_rank();
     NW = fccl_get_world_size();
@@ -734,8 +734,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "fccl-moe-bench: needs at least 2 ranks (fccl-run "
                         "-n N with N >= 2)\n");
         fccl_finalize();
-        return 2;
+        exit(2);
     }
+}
+
+int main(int argc, char **argv)
+{
+    parse(argc, argv);
+    join_world();
+    int rc;
     groups();
     fccl_moe_t *m = make_moe();
     struct data D;
