@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "boot.h"
+#include "proc_age.h"
 #include "fccl/fccl.h"
 
 enum { F_AGE, F_MAIN, F_INIT_DONE, F_INIT, F_INIT_CPU, F_BAR, F_N };
@@ -41,28 +42,6 @@ static double clock_s(clockid_t id)
     struct timespec ts;
     clock_gettime(id, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Seconds since this process started (starttime is field 22 of
- * /proc/self/stat, in clock ticks since boot); -1 if unreadable. */
-static double process_age_s(void)
-{
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    unsigned long long start = 0;
-    for (int field = 3; p && field <= 22; field++) {
-        p = strchr(p + 1, ' ');
-        if (p && field == 22)
-            start = strtoull(p + 1, NULL, 10);
-    }
-    return clock_s(CLOCK_BOOTTIME) -
-           (double)start / (double)sysconf(_SC_CLK_TCK);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -131,7 +110,7 @@ static void print_mine(int me, int n, const double *mine, double cpu0)
 int main(int argc, char **argv)
 {
     double mine[F_N];
-    mine[F_AGE] = process_age_s();
+    mine[F_AGE] = bench_process_age_s();
     mine[F_MAIN] = clock_s(CLOCK_REALTIME);
     double cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     int verbose = argc > 1 && strcmp(argv[1], "-v") == 0;

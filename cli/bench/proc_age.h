@@ -1,0 +1,41 @@
+/*
+ * proc_age.h: how long this process has existed, for the start-up
+ * benchmarks (fabric_floor, init_barrier): what a launch costs before
+ * main() counts too.
+ */
+#ifndef FCCL_BENCH_PROC_AGE_H
+#define FCCL_BENCH_PROC_AGE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Seconds since this process started: CLOCK_BOOTTIME now minus the
+ * starttime of /proc/self/stat (field 22, clock ticks since boot); -1 if
+ * that file is unreadable. */
+static inline double bench_process_age_s(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long start = 0;
+    /* After ") " come fields 3..; starttime is the 20th of those. */
+    for (int field = 3; p && field <= 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (p && field == 22)
+            start = strtoull(p + 1, NULL, 10);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 -
+           (double)start / (double)sysconf(_SC_CLK_TCK);
+}
+
+#endif
