@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "proc_age.h"
+#include "bench_clock.h"
 
 struct res {
     struct fi_info *info;
@@ -45,19 +45,14 @@ enum { PH_GETINFO, PH_FABRIC, PH_DOMAIN, PH_CQAV, PH_EP, PH_ENABLE, PH_N };
 static const char *ph_names[PH_N] = {"fi_getinfo", "fi_fabric", "fi_domain",
                                      "cq+av", "endpoint", "fi_enable"};
 
-static double clock_ms(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double clock_ms(clockid_t id) { return bench_clock_s(id) * 1e3; }
 
 static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
 /* CPU time of the whole process (all threads): on an oversubscribed host
  * CPU, not wall time, is what N ranks on 2 cores pay N times over. */
 static double cpu_ms(void) { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
 
-/* Process age at main() (proc_age.h); -1 if unreadable. */
+/* Process age at main() (bench_clock.h); -1 if unreadable. */
 static double start_to_main_ms(void)
 {
     double s = bench_process_age_s();

@@ -1,16 +1,24 @@
 /*
- * proc_age.h: how long this process has existed, for the start-up
- * benchmarks (fabric_floor, init_barrier): what a launch costs before
- * main() counts too.
+ * bench_clock.h: the clocks of the start-up benchmarks (fabric_floor,
+ * init_barrier), among them how long this process has existed: what a
+ * launch costs before main() counts too.
  */
-#ifndef FCCL_BENCH_PROC_AGE_H
-#define FCCL_BENCH_PROC_AGE_H
+#ifndef FCCL_BENCH_CLOCK_H
+#define FCCL_BENCH_CLOCK_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Clock `id` in seconds. */
+static inline double bench_clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 /* Seconds since this process started: CLOCK_BOOTTIME now minus the
  * starttime of /proc/self/stat (field 22, clock ticks since boot); -1 if
@@ -32,9 +40,7 @@ static inline double bench_process_age_s(void)
         if (p && field == 22)
             start = strtoull(p + 1, NULL, 10);
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 -
+    return bench_clock_s(CLOCK_BOOTTIME) -
            (double)start / (double)sysconf(_SC_CLK_TCK);
 }
 
