@@ -528,12 +528,18 @@ static void write_file(const char *path, const char *text, int mode)
                  strerror(errno));
 }
 
+/* Options for the suite's cluster (addr), a 5 s timeout. */
+static void opts_5s(fccl_store_opts_t *o)
+{
+    fccl_store_opts_init(o);
+    o->addr = addr;
+    o->timeout_ms = 5000;
+}
+
 static int connect_as(const char *user, const char *pwfile, fccl_store_t **s)
 {
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 5000;
+    opts_5s(&o);
     o.etcd_user = user;
     o.etcd_password_file = pwfile;
     return fccl_store_connect(&o, s);
@@ -622,9 +628,7 @@ Test(etcd_own, tls_with_client_certificates_and_a_wrong_ca)
     cr_assert_eq(etcd_cluster_start_tls(&cl, 1, NULL, &tls), 0);
     snprintf(addr, sizeof(addr), "%s/tls", cl.addr);
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 5000;
+    opts_5s(&o);
     o.tls_ca = ca;
     o.tls_cert = cli_crt;
     o.tls_key = cli_key;
