@@ -307,13 +307,40 @@ static int throughput(const struct cfg *g)
 
 /* ---- rendezvous mode ---- */
 
-struct rdzv {
-    const struct cfg *g;
-    int first, count;   /* ranks [first, first+count) */
-    fccl_store_t **s;
+/* What a rendezvous worker thread leaves: its finish time and first
+ * error. */
+struct wres {
     uint64_t t_done;
     int err;
     char errmsg[512];
+};
+
+/* Join the t threads th of the workers w (t elements of `size` bytes,
+ * each starting with its struct wres): the latest finish into *t_end (no
+ * earlier than its value), and the first error, printed, or 0. */
+static int join_workers(pthread_t *th, const void *w, size_t size, int t,
+                        uint64_t *t_end)
+{
+    int err = 0;
+    for (int i = 0; i < t; i++) {
+        pthread_join(th[i], NULL);
+        const struct wres *r =
+            (const struct wres *)((const char *)w + (size_t)i * size);
+        if (r->t_done > *t_end)
+            *t_end = r->t_done;
+        if (r->err && !err) {
+            err = r->err;
+            fprintf(stderr, "tcpstore-bench: rendezvous: %s\n", r->errmsg);
+        }
+    }
+    return err;
+}
+
+struct rdzv {
+    struct wres res; /* first: join_workers reads it */
+    const struct cfg *g;
+    int first, count;   /* ranks [first, first+count) */
+    fccl_store_t **s;
 };
 
 static void rank_key(char *out, size_t len, int r)
@@ -397,12 +424,12 @@ static void *rdzv_run(void *arg)
         rc = g->plain ? rank_fetch_plain(w->s[i], n)
                       : rank_fetch_multi(w->s[i], n, keys, vals, lens);
     if (rc < 0) {
-        w->err = rc;
-        snprintf(w->errmsg, sizeof(w->errmsg), "%s",
+        w->res.err = rc;
+        snprintf(w->res.errmsg, sizeof(w->res.errmsg), "%s",
                  rc == FCCL_ERR_PROTOCOL ? "wrong address value fetched"
                                          : fccl_last_error());
     }
-    w->t_done = fccl_now_ns();
+    w->res.t_done = fccl_now_ns();
     for (int j = 0; keys && j < n; j++)
         free(keys[j]);
     free(keys);
@@ -432,15 +459,7 @@ static int rendezvous(const struct cfg *g)
         pthread_create(&th[i], &attr, rdzv_run, &w[i]);
     }
     uint64_t t_end = t0;
-    int err = 0;
-    for (int i = 0; i < t; i++) {
-        pthread_join(th[i], NULL);
-        t_end = w[i].t_done > t_end ? w[i].t_done : t_end;
-        if (w[i].err && !err) {
-            err = w[i].err;
-            fprintf(stderr, "tcpstore-bench: rendezvous: %s\n", w[i].errmsg);
-        }
-    }
+    int err = join_workers(th, w, sizeof(*w), t, &t_end);
     double secs = (double)(t_end - t0) / 1e9;
     const char *mode = g->plain ? "plain" : "multi_get";
     uint64_t reqs = (uint64_t)n * (g->plain ? (uint64_t)n + 2 : 3);
@@ -474,13 +493,11 @@ static int rendezvous(const struct cfg *g)
 #define FP_REC 256
 
 struct fpw {
+    struct wres res; /* first: join_workers reads it */
     const struct cfg *g;
     int first, count, nconn;
     fccl_store_t **s;
     pthread_barrier_t *bar;
-    uint64_t t_done;
-    int err;
-    char errmsg[512];
 };
 
 static void fp_key(char *out, size_t len, int r)
@@ -538,12 +555,12 @@ static void *fp_run(void *arg)
         rc = fccl_store_delete(w->s[i % w->nconn], key, NULL);
     }
     if (rc < 0) {
-        w->err = rc;
-        snprintf(w->errmsg, sizeof(w->errmsg), "%s",
+        w->res.err = rc;
+        snprintf(w->res.errmsg, sizeof(w->res.errmsg), "%s",
                  rc == FCCL_ERR_PROTOCOL ? "wrong record fetched"
                                          : fccl_last_error());
     }
-    w->t_done = fccl_now_ns();
+    w->res.t_done = fccl_now_ns();
     return NULL;
 }
 
@@ -613,15 +630,7 @@ static int rendezvous_fccl(const struct cfg *g)
         pthread_create(&th[i], &attr, fp_run, &w[i]);
     }
     uint64_t t_end = t0;
-    int err = 0;
-    for (int i = 0; i < t; i++) {
-        pthread_join(th[i], NULL);
-        t_end = w[i].t_done > t_end ? w[i].t_done : t_end;
-        if (w[i].err && !err) {
-            err = w[i].err;
-            fprintf(stderr, "tcpstore-bench: rendezvous: %s\n", w[i].errmsg);
-        }
-    }
+    int err = join_workers(th, w, sizeof(*w), t, &t_end);
     double secs = (double)(t_end - t0) / 1e9;
     if (g->server_pid)
         proc_usage(g->server_pid, &cpu1, &rss, &hwm);
