@@ -315,6 +315,18 @@ struct wres {
     char errmsg[512];
 };
 
+/* A worker's end: the time now and, if rc < 0, the error (`wrong`, when
+ * the server answered with the wrong data). */
+static void wres_done(struct wres *r, int rc, const char *wrong)
+{
+    if (rc < 0) {
+        r->err = rc;
+        snprintf(r->errmsg, sizeof(r->errmsg), "%s",
+                 rc == FCCL_ERR_PROTOCOL ? wrong : fccl_last_error());
+    }
+    r->t_done = fccl_now_ns();
+}
+
 /* Join the t threads th of the workers w (t elements of `size` bytes,
  * each starting with its struct wres): the latest finish into *t_end (no
  * earlier than its value), and the first error, printed, or 0. */
@@ -423,13 +435,7 @@ static void *rdzv_run(void *arg)
     for (int i = 0; rc == FCCL_OK && i < w->count; i++)
         rc = g->plain ? rank_fetch_plain(w->s[i], n)
                       : rank_fetch_multi(w->s[i], n, keys, vals, lens);
-    if (rc < 0) {
-        w->res.err = rc;
-        snprintf(w->res.errmsg, sizeof(w->res.errmsg), "%s",
-                 rc == FCCL_ERR_PROTOCOL ? "wrong address value fetched"
-                                         : fccl_last_error());
-    }
-    w->res.t_done = fccl_now_ns();
+    wres_done(&w->res, rc, "wrong address value fetched");
     for (int j = 0; keys && j < n; j++)
         free(keys[j]);
     free(keys);
@@ -554,13 +560,7 @@ static void *fp_run(void *arg)
         fp_key(key, sizeof(key), w->first + i);
         rc = fccl_store_delete(w->s[i % w->nconn], key, NULL);
     }
-    if (rc < 0) {
-        w->res.err = rc;
-        snprintf(w->res.errmsg, sizeof(w->res.errmsg), "%s",
-                 rc == FCCL_ERR_PROTOCOL ? "wrong record fetched"
-                                         : fccl_last_error());
-    }
-    w->res.t_done = fccl_now_ns();
+    wres_done(&w->res, rc, "wrong record fetched");
     return NULL;
 }
 
