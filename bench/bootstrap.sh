@@ -42,13 +42,10 @@ RUNS=${RUNS:-3}
 SYSTEMS=${SYSTEMS:-fccl torchrun torchrun-mi gloo-spawn ompi mpich floor-noop floor-shm fccl-noksyms floor-noksyms}
 TIMEOUT=${TIMEOUT:-300}
 OUT=${OUT:-$BUILD/bench/bootstrap-results}
-PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
-CBENCH="$HERE/../cli/bench" # the C sources of the benchmark helpers
 mkdir -p "$OUT"
-ROOTFLAG=""
-[ "$(id -u)" -eq 0 ] && ROOTFLAG="--allow-run-as-root"
 export FCCL_TIMEOUT=${FCCL_TIMEOUT:-120} OMPI_MCA_rmaps_base_oversubscribe=1
+. "$HERE/preamble.sh" # PY, CBENCH, ROOTFLAG
 
 die() { echo "bootstrap.sh: $*" >&2; exit 1; }
 

@@ -28,11 +28,9 @@ NPS=${NPS:-2 4}
 SIZES=${SIZES:-8 1M 64M}
 ITERS=${ITERS:-200}
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/preamble.sh" # ROOTFLAG, FCCL_TIMEOUT
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-ROOTFLAG=""
-[ "$(id -u)" -eq 0 ] && ROOTFLAG="--allow-run-as-root"
-export FCCL_TIMEOUT=${FCCL_TIMEOUT:-300}
 
 mpicc.openmpi -O2 -o "$OUT/mpi_coll.openmpi" "$HERE/../cli/bench/mpi_coll.c" ||
     exit 1

@@ -39,13 +39,9 @@ WARMUP=${WARMUP:-5}
 PINGS=${PINGS:-5}
 TIMEOUT=${TIMEOUT:-900}
 OUT=${OUT:-$BUILD/bench/coll-results}
-PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
-CBENCH="$HERE/../cli/bench" # the C sources of the benchmark helpers
 mkdir -p "$OUT"
-ROOTFLAG=""
-[ "$(id -u)" -eq 0 ] && ROOTFLAG="--allow-run-as-root"
-export FCCL_TIMEOUT=${FCCL_TIMEOUT:-300}
+. "$HERE/preamble.sh" # PY, CBENCH, ROOTFLAG, FCCL_TIMEOUT
 SWEEP="-b 8 -e $MAXB -f 2 -n $ITERS -w $WARMUP"
 
 die() { echo "coll.sh: $*" >&2; exit 1; }

@@ -20,10 +20,11 @@ init_process_group) to the latest rank's init done, rank 0's init and
 barrier times, and the slowest rank's process start -> torch imported.
 """
 import os
-import socket
 import subprocess
 import sys
 import time
+
+from gloo_launch import free_port, wait_all
 
 T_ENTER = time.time()
 
@@ -45,12 +46,6 @@ import torch.distributed as dist  # noqa: E402
 T_IMPORTED = time.time()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def spawn(n, verbose):
     """Launcher mode: N ranks with torchrun's variables, first failure wins."""
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
@@ -60,18 +55,7 @@ def spawn(n, verbose):
     for r in range(n):
         env_r = dict(env, RANK=str(r), LOCAL_RANK=str(r))
         procs.append(subprocess.Popen(args, env=env_r))
-    deadline = time.time() + float(os.environ.get("BENCH_TIMEOUT", "300"))
-    rc = 0
-    for p in procs:
-        try:
-            prc = p.wait(timeout=max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            prc = 124
-        if prc and not rc:
-            rc = prc
-            for q in procs:
-                q.kill()
-    return rc
+    return wait_all(procs, "300")
 
 
 def report(t_arrive, t_init, t_bar):

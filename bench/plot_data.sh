@@ -26,14 +26,8 @@ PY=/usr/bin/python3
 NS=${NS:-2 8 32 64}
 RUNS=${RUNS:-3}
 mkdir -p "$DATA"
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$HERE/scratch.sh" # SCRATCH, pids, the clean-up on exit
+tmp=$SCRATCH
 ROOTFLAG=""
 [ "$(id -u)" -eq 0 ] && ROOTFLAG="--allow-run-as-root"
 

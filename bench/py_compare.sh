@@ -23,13 +23,10 @@ NPS=${NPS:-2 4}
 OPS=${OPS:-all_reduce all_gather all_to_all broadcast}
 SIZES=${SIZES:-8 64K 1M 64M}
 ITERS=${ITERS:-200}
-PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/preamble.sh" # PY, ROOTFLAG, FCCL_TIMEOUT
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
-ROOTFLAG=""
-[ "$(id -u)" -eq 0 ] && ROOTFLAG="--allow-run-as-root"
-export FCCL_TIMEOUT=${FCCL_TIMEOUT:-300}
 P=${AB_PREFIX:-}
 OMPI="mpirun.openmpi $ROOTFLAG --oversubscribe --mca btl self,vader"
 mpicc.openmpi -O2 -o "$OUT/mpi_coll" "$HERE/../cli/bench/mpi_coll.c" || exit 1

@@ -27,16 +27,9 @@ PY_N=${PY_N:-20000}
 RDZV=${RDZV:-1024}
 RDZV_PT=${RDZV_PT:-256}
 PT_TIMEOUT=${PT_TIMEOUT:-300}
-OUT=$(mktemp -d)
+. "$(dirname "$0")/scratch.sh" # SCRATCH, pids, the clean-up on exit
+OUT=$SCRATCH
 CSV=$OUT/results.csv
-pids=()
-
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$OUT"
-}
-trap cleanup EXIT
 
 free_port() {
     $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

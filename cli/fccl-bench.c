@@ -843,9 +843,7 @@ static void alloc_bufs(struct bufs *b)
 int main(int argc, char **argv)
 {
     parse(argc, argv);
-    fccl_init_opts_t io;
-    fccl_init_opts_init(&io);
-    int rc = fccl_init(&io, &world);
+    int rc = fccl_init(NULL, &world); /* NULL: the default options */
     if (rc < 0) {
         fprintf(stderr, "fccl-bench: fccl_init: %s\n", fccl_last_error());
         return 1;

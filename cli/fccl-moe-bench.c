@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "clock.h"
 #include "fccl/fccl.h"
 #include "moe_int.h"
@@ -177,31 +178,17 @@ static uint64_t mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-static float bf2f(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static uint16_t f2bf(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 static float get(const void *b, size_t i)
 {
-    return O.dt == FCCL_BFLOAT16 ? bf2f(((const uint16_t *)b)[i])
-                                 : ((const float *)b)[i];
+    return O.dt == FCCL_BFLOAT16
+               ? fccl_bf16_to_float(((const uint16_t *)b)[i])
+               : ((const float *)b)[i];
 }
 
 static void put(void *b, size_t i, float v)
 {
     if (O.dt == FCCL_BFLOAT16)
-        ((uint16_t *)b)[i] = f2bf(v);
+        ((uint16_t *)b)[i] = fccl_float_to_bf16(v);
     else
         ((float *)b)[i] = v;
 }
@@ -733,15 +720,13 @@ static fccl_moe_t *make_moe(void)
     return m;
 }
 
-int main(int argc, char **argv)
+/* Join the world (default options: the launcher's environment) or exit:
+ * 1 if that fails, 2 with fewer than 2 ranks. */
+static void join_world(void)
 {
-    parse(argc, argv);
-    fccl_init_opts_t io;
-    fccl_init_opts_init(&io);
-    int rc = fccl_init(&io, &world);
-    if (rc < 0) {
+    if (fccl_init(NULL, &world) < 0) {
         fprintf(stderr, "fccl-moe-bench: fccl_init: %s\n", fccl_last_error());
-        return 1;
+        exit(1);
     }
     W = fccl_get_rank();
     NW = fccl_get_world_size();
@@ -749,8 +734,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "fccl-moe-bench: needs at least 2 ranks (fccl-run "
                         "-n N with N >= 2)\n");
         fccl_finalize();
-        return 2;
+        exit(2);
     }
+}
+
+int main(int argc, char **argv)
+{
+    parse(argc, argv);
+    join_world();
+    int rc;
     groups();
     fccl_moe_t *m = make_moe();
     struct data D;

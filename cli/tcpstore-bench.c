@@ -307,13 +307,52 @@ static int throughput(const struct cfg *g)
 
 /* ---- rendezvous mode ---- */
 
-struct rdzv {
-    const struct cfg *g;
-    int first, count;   /* ranks [first, first+count) */
-    fccl_store_t **s;
+/* What a rendezvous worker thread leaves: its finish time and first
+ * error. */
+struct wres {
     uint64_t t_done;
     int err;
     char errmsg[512];
+};
+
+/* A worker's end: the time now and, if rc < 0, the error (`wrong`, when
+ * the server answered with the wrong data). */
+static void wres_done(struct wres *r, int rc, const char *wrong)
+{
+    if (rc < 0) {
+        r->err = rc;
+        snprintf(r->errmsg, sizeof(r->errmsg), "%s",
+                 rc == FCCL_ERR_PROTOCOL ? wrong : fccl_last_error());
+    }
+    r->t_done = fccl_now_ns();
+}
+
+/* Join the t threads th of the workers w (t elements of `size` bytes,
+ * each starting with its struct wres): the latest finish into *t_end (no
+ * earlier than its value), and the first error, printed, or 0. */
+static int join_workers(pthread_t *th, const void *w, size_t size, int t,
+                        uint64_t *t_end)
+{
+    int err = 0;
+    for (int i = 0; i < t; i++) {
+        pthread_join(th[i], NULL);
+        const struct wres *r =
+            (const struct wres *)((const char *)w + (size_t)i * size);
+        if (r->t_done > *t_end)
+            *t_end = r->t_done;
+        if (r->err && !err) {
+            err = r->err;
+            fprintf(stderr, "tcpstore-bench: rendezvous: %s\n", r->errmsg);
+        }
+    }
+    return err;
+}
+
+struct rdzv {
+    struct wres res; /* first: join_workers reads it */
+    const struct cfg *g;
+    int first, count;   /* ranks [first, first+count) */
+    fccl_store_t **s;
 };
 
 static void rank_key(char *out, size_t len, int r)
@@ -396,13 +435,7 @@ static void *rdzv_run(void *arg)
     for (int i = 0; rc == FCCL_OK && i < w->count; i++)
         rc = g->plain ? rank_fetch_plain(w->s[i], n)
                       : rank_fetch_multi(w->s[i], n, keys, vals, lens);
-    if (rc < 0) {
-        w->err = rc;
-        snprintf(w->errmsg, sizeof(w->errmsg), "%s",
-                 rc == FCCL_ERR_PROTOCOL ? "wrong address value fetched"
-                                         : fccl_last_error());
-    }
-    w->t_done = fccl_now_ns();
+    wres_done(&w->res, rc, "wrong address value fetched");
     for (int j = 0; keys && j < n; j++)
         free(keys[j]);
     free(keys);
@@ -432,15 +465,7 @@ static int rendezvous(const struct cfg *g)
         pthread_create(&th[i], &attr, rdzv_run, &w[i]);
     }
     uint64_t t_end = t0;
-    int err = 0;
-    for (int i = 0; i < t; i++) {
-        pthread_join(th[i], NULL);
-        t_end = w[i].t_done > t_end ? w[i].t_done : t_end;
-        if (w[i].err && !err) {
-            err = w[i].err;
-            fprintf(stderr, "tcpstore-bench: rendezvous: %s\n", w[i].errmsg);
-        }
-    }
+    int err = join_workers(th, w, sizeof(*w), t, &t_end);
     double secs = (double)(t_end - t0) / 1e9;
     const char *mode = g->plain ? "plain" : "multi_get";
     uint64_t reqs = (uint64_t)n * (g->plain ? (uint64_t)n + 2 : 3);
@@ -474,13 +499,11 @@ static int rendezvous(const struct cfg *g)
 #define FP_REC 256
 
 struct fpw {
+    struct wres res; /* first: join_workers reads it */
     const struct cfg *g;
     int first, count, nconn;
     fccl_store_t **s;
     pthread_barrier_t *bar;
-    uint64_t t_done;
-    int err;
-    char errmsg[512];
 };
 
 static void fp_key(char *out, size_t len, int r)
@@ -537,13 +560,7 @@ static void *fp_run(void *arg)
         fp_key(key, sizeof(key), w->first + i);
         rc = fccl_store_delete(w->s[i % w->nconn], key, NULL);
     }
-    if (rc < 0) {
-        w->err = rc;
-        snprintf(w->errmsg, sizeof(w->errmsg), "%s",
-                 rc == FCCL_ERR_PROTOCOL ? "wrong record fetched"
-                                         : fccl_last_error());
-    }
-    w->t_done = fccl_now_ns();
+    wres_done(&w->res, rc, "wrong record fetched");
     return NULL;
 }
 
@@ -613,15 +630,7 @@ static int rendezvous_fccl(const struct cfg *g)
         pthread_create(&th[i], &attr, fp_run, &w[i]);
     }
     uint64_t t_end = t0;
-    int err = 0;
-    for (int i = 0; i < t; i++) {
-        pthread_join(th[i], NULL);
-        t_end = w[i].t_done > t_end ? w[i].t_done : t_end;
-        if (w[i].err && !err) {
-            err = w[i].err;
-            fprintf(stderr, "tcpstore-bench: rendezvous: %s\n", w[i].errmsg);
-        }
-    }
+    int err = join_workers(th, w, sizeof(*w), t, &t_end);
     double secs = (double)(t_end - t0) / 1e9;
     if (g->server_pid)
         proc_usage(g->server_pid, &cpu1, &rss, &hwm);

@@ -19,6 +19,19 @@ uint64_t fccl_deadline_ms(int64_t timeout_ms)
     return fccl_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 }
 
+struct timespec fccl_realtime_after_ms(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return ts;
+}
+
 int fccl_ms_left(uint64_t deadline)
 {
     if (deadline == UINT64_MAX)

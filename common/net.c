@@ -113,27 +113,39 @@ fail:
     return rc;
 }
 
-int fccl_tcp_connect(const char *host, int port, uint64_t deadline)
+int fccl_addr_resolve(const char *host, int port, int passive, int err,
+                      const char *what, struct fccl_resolved *out)
 {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
                              .ai_family = AF_UNSPEC};
-    struct addrinfo *res = NULL;
-    char portstr[16], where[FCCL_HOST_MAX + 16];
+    if (passive)
+        hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char portstr[16];
     snprintf(portstr, sizeof(portstr), "%d", port);
-    fccl_addr_format(where, sizeof(where), host, port);
-    int g = getaddrinfo(host, portstr, &hints, &res);
+    fccl_addr_format(out->where, sizeof(out->where), host, port);
+    out->res = NULL;
+    int g = getaddrinfo(host, portstr, &hints, &out->res);
     if (g != 0)
-        return fccl_err(FCCL_ERR_CONNECT, "resolve %s: %s", where,
-                        gai_strerror(g));
-    int rc = FCCL_ERR_CONNECT;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        return fccl_err(err, "%s %s: %s", what, out->where, gai_strerror(g));
+    return FCCL_OK;
+}
+
+int fccl_tcp_connect(const char *host, int port, uint64_t deadline)
+{
+    struct fccl_resolved r;
+    int rc = fccl_addr_resolve(host, port, 0, FCCL_ERR_CONNECT, "resolve",
+                               &r);
+    if (rc < 0)
+        return rc;
+    rc = FCCL_ERR_CONNECT;
+    for (struct addrinfo *ai = r.res; ai; ai = ai->ai_next) {
         rc = connect_one(ai, deadline);
         if (rc >= 0 || rc == FCCL_ERR_TIMEOUT)
             break;
     }
-    freeaddrinfo(res);
+    freeaddrinfo(r.res);
     if (rc < 0)
-        return fccl_err_wrap(rc, "%s", where);
+        return fccl_err_wrap(rc, "%s", r.where);
     return rc;
 }
 
@@ -191,4 +203,31 @@ int fccl_read_full(int fd, void *buf, size_t len, uint64_t deadline)
         return fccl_err_sys(FCCL_ERR_IO, errno, "recv");
     }
     return FCCL_OK;
+}
+
+/* The one loop of fccl_fd_write and fccl_fd_read: `wr` says which. */
+static int fd_move(int fd, char *p, size_t len, int wr, uint64_t deadline)
+{
+    while (len) {
+        if (!wr && wait_fd(fd, POLLIN, deadline) < 0)
+            return -1;
+        ssize_t n = wr ? write(fd, p, len) : read(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int fccl_fd_write(int fd, const void *buf, size_t len)
+{
+    return fd_move(fd, (char *)buf, len, 1, 0);
+}
+
+int fccl_fd_read(int fd, void *buf, size_t len, uint64_t deadline)
+{
+    return fd_move(fd, buf, len, 0, deadline);
 }

@@ -27,4 +27,25 @@ int fccl_tcp_connect(const char *host, int port, uint64_t deadline);
 int fccl_write_full(int fd, const void *buf, size_t len, uint64_t deadline);
 int fccl_read_full(int fd, void *buf, size_t len, uint64_t deadline);
 
+/* Write all of buf to, or read exactly len bytes from, a blocking file or
+ * pipe (the calls above are for sockets), EINTR retried; a read waits for
+ * data until `deadline` (fccl_deadline_ms).  Return 0, or -1 on an error
+ * (errno), EOF or the deadline, with no error message set. */
+int fccl_fd_write(int fd, const void *buf, size_t len);
+int fccl_fd_read(int fd, void *buf, size_t len, uint64_t deadline);
+
+/* host:port's addresses (getaddrinfo's list) and "HOST:PORT" for
+ * messages. */
+struct fccl_resolved {
+    struct addrinfo *res;
+    char where[FCCL_HOST_MAX + 16];
+};
+
+/* Resolve host:port for a stream socket into *out: for connecting, or,
+ * `passive`, for binding (AI_PASSIVE, a numeric port).  Returns FCCL_OK
+ * (freeaddrinfo out->res when done), or `err` with the message
+ * "WHAT HOST:PORT: reason". */
+int fccl_addr_resolve(const char *host, int port, int passive, int err,
+                      const char *what, struct fccl_resolved *out);
+
 #endif

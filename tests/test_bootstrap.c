@@ -112,33 +112,21 @@ static void run_job(int n, const char *mode)
     free(out);
 }
 
-Test(bootstrap, env_1, .timeout = 120) { run_job(1, "env"); }
-Test(bootstrap, env_2, .timeout = 120) { run_job(2, "env"); }
-Test(bootstrap, env_3, .timeout = 120) { run_job(3, "env"); }
-Test(bootstrap, env_4, .timeout = 120) { run_job(4, "env"); }
-Test(bootstrap, env_8, .timeout = 180)
-{
-    TH_LONG_CASE("8 ranks");
-    run_job(8, "env");
-}
-Test(bootstrap, tcp_1, .timeout = 120) { run_job(1, "tcp"); }
-Test(bootstrap, tcp_2, .timeout = 120) { run_job(2, "tcp"); }
-Test(bootstrap, tcp_3, .timeout = 120) { run_job(3, "tcp"); }
-Test(bootstrap, tcp_4, .timeout = 120) { run_job(4, "tcp"); }
-Test(bootstrap, tcp_8, .timeout = 180)
-{
-    TH_LONG_CASE("8 ranks");
-    run_job(8, "tcp");
-}
-Test(bootstrap, store_handle_1, .timeout = 120) { run_job(1, "store"); }
-Test(bootstrap, store_handle_2, .timeout = 120) { run_job(2, "store"); }
-Test(bootstrap, store_handle_3, .timeout = 120) { run_job(3, "store"); }
-Test(bootstrap, store_handle_4, .timeout = 120) { run_job(4, "store"); }
-Test(bootstrap, store_handle_8, .timeout = 180)
-{
-    TH_LONG_CASE("8 ranks");
-    run_job(8, "store");
-}
+/* A start-up mode's cases: 1 to 4 ranks, and 8 in the long tier. */
+#define JOB_CASES(name, mode)                                                  \
+    Test(bootstrap, name##_1, .timeout = 120) { run_job(1, mode); }            \
+    Test(bootstrap, name##_2, .timeout = 120) { run_job(2, mode); }            \
+    Test(bootstrap, name##_3, .timeout = 120) { run_job(3, mode); }            \
+    Test(bootstrap, name##_4, .timeout = 120) { run_job(4, mode); }            \
+    Test(bootstrap, name##_8, .timeout = 180)                                  \
+    {                                                                          \
+        TH_LONG_CASE("8 ranks");                                               \
+        run_job(8, mode);                                                      \
+    }
+
+JOB_CASES(env, "env")
+JOB_CASES(tcp, "tcp")
+JOB_CASES(store_handle, "store")
 
 /* Nobody serves the address: rank 0 hosts the store in-process. */
 Test(bootstrap, rank0_hosts_store, .timeout = 120)

@@ -59,24 +59,18 @@ static void full(const char *prov, int n)
     launch(prov, n, "matrix", 300, 400);
 }
 
-Test(coll_matrix, shm_1, .timeout = 420) { full("shm", 1); }
-Test(coll_matrix, shm_2, .timeout = 420) { full("shm", 2); }
-Test(coll_matrix, shm_3, .timeout = 420) { full("shm", 3); }
-Test(coll_matrix, shm_4, .timeout = 420) { full("shm", 4); }
-Test(coll_matrix, shm_5, .timeout = 420) { full("shm", 5); }
-Test(coll_matrix, shm_8, .timeout = 420) { full("shm", 8); }
-Test(coll_matrix, tcp_1, .timeout = 420) { full(TCP, 1); }
-Test(coll_matrix, tcp_2, .timeout = 420) { full(TCP, 2); }
-Test(coll_matrix, tcp_3, .timeout = 420) { full(TCP, 3); }
-Test(coll_matrix, tcp_4, .timeout = 420) { full(TCP, 4); }
-Test(coll_matrix, tcp_5, .timeout = 420) { full(TCP, 5); }
-Test(coll_matrix, tcp_8, .timeout = 420) { full(TCP, 8); }
-Test(coll_matrix, net_1, .timeout = 420) { full(NET, 1); }
-Test(coll_matrix, net_2, .timeout = 420) { full(NET, 2); }
-Test(coll_matrix, net_3, .timeout = 420) { full(NET, 3); }
-Test(coll_matrix, net_4, .timeout = 420) { full(NET, 4); }
-Test(coll_matrix, net_5, .timeout = 420) { full(NET, 5); }
-Test(coll_matrix, net_8, .timeout = 420) { full(NET, 8); }
+/* A provider's matrix cases: 1 to 5 and 8 ranks. */
+#define MATRIX_CASES(name, prov)                                               \
+    Test(coll_matrix, name##_1, .timeout = 420) { full(prov, 1); }             \
+    Test(coll_matrix, name##_2, .timeout = 420) { full(prov, 2); }             \
+    Test(coll_matrix, name##_3, .timeout = 420) { full(prov, 3); }             \
+    Test(coll_matrix, name##_4, .timeout = 420) { full(prov, 4); }             \
+    Test(coll_matrix, name##_5, .timeout = 420) { full(prov, 5); }             \
+    Test(coll_matrix, name##_8, .timeout = 420) { full(prov, 8); }
+
+MATRIX_CASES(shm, "shm")
+MATRIX_CASES(tcp, TCP)
+MATRIX_CASES(net, NET)
 
 static void smoke(const char *prov, int n)
 {

@@ -528,12 +528,18 @@ static void write_file(const char *path, const char *text, int mode)
                  strerror(errno));
 }
 
+/* Options for the suite's cluster (addr), a 5 s timeout. */
+static void opts_5s(fccl_store_opts_t *o)
+{
+    fccl_store_opts_init(o);
+    o->addr = addr;
+    o->timeout_ms = 5000;
+}
+
 static int connect_as(const char *user, const char *pwfile, fccl_store_t **s)
 {
     fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 5000;
+    opts_5s(&o);
     o.etcd_user = user;
     o.etcd_password_file = pwfile;
     return fccl_store_connect(&o, s);
@@ -583,6 +589,19 @@ Test(etcd_own, user_and_password)
     free(out);
 }
 
+/* A client of the TLS member trusting `ca`, with a client certificate
+ * (NULL: none). */
+static int connect_tls(const char *ca, const char *crt, const char *key,
+                       fccl_store_t **s)
+{
+    fccl_store_opts_t o;
+    opts_5s(&o);
+    o.tls_ca = ca;
+    o.tls_cert = crt;
+    o.tls_key = key;
+    return fccl_store_connect(&o, s);
+}
+
 static void sh_ok(const char *dir, const char *cmd)
 {
     char full[1500], *out = NULL;
@@ -621,29 +640,20 @@ Test(etcd_own, tls_with_client_certificates_and_a_wrong_ca)
     struct etcd_tls tls = {crt, key, ca};
     cr_assert_eq(etcd_cluster_start_tls(&cl, 1, NULL, &tls), 0);
     snprintf(addr, sizeof(addr), "%s/tls", cl.addr);
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 5000;
-    o.tls_ca = ca;
-    o.tls_cert = cli_crt;
-    o.tls_key = cli_key;
     fccl_store_t *s = NULL;
-    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK, "%s", fccl_last_error());
+    cr_assert_eq(connect_tls(ca, cli_crt, cli_key, &s), FCCL_OK, "%s",
+                 fccl_last_error());
     cr_assert_eq(fccl_store_set(s, "k", "v", 1), FCCL_OK, "%s",
                  fccl_last_error());
     srv_expect_cstr(s, "k", "v");
     fccl_store_close(s);
     /* a CA that did not sign the member's certificate */
-    o.tls_ca = other;
-    int rc = fccl_store_connect(&o, &s);
+    int rc = connect_tls(other, cli_crt, cli_key, &s);
     cr_assert_eq(rc, FCCL_ERR_AUTH, "rc %d: %s", rc, fccl_last_error());
     cr_assert(strstr(fccl_last_error(), "not trusted"), "%s",
               fccl_last_error());
     /* no client certificate: the member refuses the handshake */
-    o.tls_ca = ca;
-    o.tls_cert = o.tls_key = NULL;
-    rc = fccl_store_connect(&o, &s);
+    rc = connect_tls(ca, NULL, NULL, &s);
     cr_assert_eq(rc, FCCL_ERR_AUTH, "rc %d: %s", rc, fccl_last_error());
     /* the tool: exit 4 */
     char cmd[1200], *out = NULL;

@@ -211,13 +211,22 @@ static void check_failure(const char *out, int ms, int skip, const char *op,
     }
 }
 
-static void timeout_job(const char *prov)
+/* A 4-rank group_check `kind MS SEQ` job on prov whose all_reduce must
+ * fail on every rank (check_failure); its output, for more checks. */
+static char *failing_job(const char *prov, const char *kind, int ms, int seq)
 {
-    char env[160];
+    char env[160], args[64];
     snprintf(env, sizeof(env), "FCCL_PROVIDER='%s' FCCL_PEER_TIMEOUT=%d",
              prov, PEER_S);
-    char *out = job(env, 4, "timeout 2000 3", 90);
-    check_failure(out, 2000, 3, "all_reduce seq 1 on fccl_4_", "");
+    snprintf(args, sizeof(args), "%s %d %d", kind, ms, seq);
+    char *out = job(env, 4, args, 90);
+    check_failure(out, ms, seq, "all_reduce seq 1 on fccl_4_", "");
+    return out;
+}
+
+static void timeout_job(const char *prov)
+{
+    char *out = failing_job(prov, "timeout", 2000, 3);
     for (int r = 0; r < 4; r++) {
         char line[64];
         snprintf(line, sizeof(line), "[%d] R%d RECREATED ok\n", r, r);
@@ -231,11 +240,7 @@ Test(groups, next_timeout_fails_group_tcp, .timeout = 120) { timeout_job(TCP); }
 
 static void wait_job(const char *prov)
 {
-    char env[160];
-    snprintf(env, sizeof(env), "FCCL_PROVIDER='%s' FCCL_PEER_TIMEOUT=%d",
-             prov, PEER_S);
-    char *out = job(env, 4, "wait 1500 2", 90);
-    check_failure(out, 1500, 2, "all_reduce seq 1 on fccl_4_", "");
+    char *out = failing_job(prov, "wait", 1500, 2);
     /* point to point: rank 0 gives up on rank 1, which learns of it */
     long bound = 1500 + PEER_S * 1000 + 1500;
     char line[1200];

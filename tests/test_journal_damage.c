@@ -255,13 +255,19 @@ Test(jdamage, flipped_byte_mid_file_refused_then_recovered)
     refuse_then_recover(off);
 }
 
-Test(jdamage, length_2_pow_31_mid_file_refused_then_recovered)
+/* The journal with record `rec` claiming a length of 2^31 bytes. */
+static void write_journal_huge_length(off_t off[NREC + 1], int rec)
 {
-    off_t off[NREC + 1];
     write_journal(off);
     uint8_t len[4];
     le32(len, 1u << 31);
-    patch(off[BAD], len, 4);
+    patch(off[rec], len, 4);
+}
+
+Test(jdamage, length_2_pow_31_mid_file_refused_then_recovered)
+{
+    off_t off[NREC + 1];
+    write_journal_huge_length(off, BAD);
     refuse_then_recover(off);
 }
 
@@ -269,10 +275,7 @@ Test(jdamage, length_2_pow_31_mid_file_refused_then_recovered)
 Test(jdamage, damaged_last_record_is_a_tail)
 {
     off_t off[NREC + 1];
-    write_journal(off);
-    uint8_t len[4];
-    le32(len, 1u << 31);
-    patch(off[NREC - 1], len, 4);
+    write_journal_huge_length(off, NREC - 1);
     struct srv s = {0};
     srv_start_local(&s, (const char *[]){"--journal", jpath, NULL});
     cr_assert(srv_log_wait(&s, "dropping the last", 2000));

@@ -18,17 +18,25 @@
 
 #define TCP "tcp;ofi_rxm"
 
+/* The command of an n-rank moe_check job on provider prov (the reduced
+ * tiers run shm only: the test is skipped there for another provider). */
+static void job_cmd(char *cmd, size_t len, const char *prov, int n,
+                    int timeout_s, const char *mode)
+{
+    if (th_reduced() && strcmp(prov, "shm") != 0)
+        cr_skip_test("reduced: shm only");
+    snprintf(cmd, len,
+             "FCCL_PROVIDER=\"%s\" FCCL_TIMEOUT=%d %s/fccl-run -n %d "
+             "%s/moe_check -m %s",
+             prov, timeout_s, th_bin_dir(), n, th_testbin_dir(), mode);
+}
+
 static void job(const char *prov, int n, const char *mode, int min_cases)
 {
     if (n > 4)
         TH_LONG_CASE("more than 4 ranks");
-    if (th_reduced() && strcmp(prov, "shm") != 0)
-        cr_skip_test("reduced: shm only");
     char cmd[512];
-    snprintf(cmd, sizeof(cmd),
-             "FCCL_PROVIDER=\"%s\" FCCL_TIMEOUT=60 %s/fccl-run -n %d "
-             "%s/moe_check -m %s",
-             prov, th_bin_dir(), n, th_testbin_dir(), mode);
+    job_cmd(cmd, sizeof(cmd), prov, n, 60, mode);
     char *out = NULL;
     int rc = th_sh(cmd, 150, &out);
     const char *line = strstr(out ? out : "", "moe_check: ranks=");
@@ -100,13 +108,8 @@ Test(moe_bench, bad_k, .timeout = 60) { bench(2, "-k 99", 2); }
  * naming it, within 30 s (FCCL_TIMEOUT=20 would end a hang later). */
 static void kill_job(const char *prov, int n)
 {
-    if (th_reduced() && strcmp(prov, "shm") != 0)
-        cr_skip_test("reduced: shm only");
     char cmd[512];
-    snprintf(cmd, sizeof(cmd),
-             "FCCL_PROVIDER=\"%s\" FCCL_TIMEOUT=20 %s/fccl-run -n %d "
-             "%s/moe_check -m kill",
-             prov, th_bin_dir(), n, th_testbin_dir());
+    job_cmd(cmd, sizeof(cmd), prov, n, 20, "kill");
     char *out = NULL;
     int rc = th_sh(cmd, 90, &out);
     int ok = th_count(out ? out : "", "-> ok");

@@ -62,11 +62,17 @@ static void restart(struct srv *s)
     start_on(s, port);
 }
 
-Test(reconnect, survives_restart_between_calls, .timeout = 60)
+/* A fresh journal folder and a server on it (start_on, any port). */
+static void start_fresh(struct srv *srv)
 {
     make_dir();
+    start_on(srv, 0);
+}
+
+Test(reconnect, survives_restart_between_calls, .timeout = 60)
+{
     struct srv srv = {0};
-    start_on(&srv, 0);
+    start_fresh(&srv);
     fccl_store_t *s = srv_store_open(srv.port, 1), *view = NULL;
     cr_assert_eq(fccl_store_prefixed(s, "job", &view), FCCL_OK);
     cr_assert_eq(fccl_store_set(s, "a", "1", 1), FCCL_OK);
@@ -109,9 +115,8 @@ static void *wait_thread(void *arg)
 
 Test(reconnect, pending_wait_reissued, .timeout = 60)
 {
-    make_dir();
     struct srv srv = {0};
-    start_on(&srv, 0);
+    start_fresh(&srv);
     struct waiter w = {.s = srv_store_open(srv.port, 1), .rc = 99};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, wait_thread, &w), 0);
@@ -144,9 +149,8 @@ static void *add_thread(void *arg)
 
 Test(reconnect, lost_add_reply_is_an_error_not_repeated, .timeout = 60)
 {
-    make_dir();
     struct srv srv = {0};
-    start_on(&srv, 0);
+    start_fresh(&srv);
     struct adder a = {.s = srv_store_open(srv.port, 1), .rc = 99};
     int64_t v = 0;
     cr_assert_eq(fccl_store_add(a.s, "ctr", 10, &v), FCCL_OK);
@@ -172,9 +176,8 @@ Test(reconnect, lost_add_reply_is_an_error_not_repeated, .timeout = 60)
 
 Test(reconnect, off_keeps_closed, .timeout = 60)
 {
-    make_dir();
     struct srv srv = {0};
-    start_on(&srv, 0);
+    start_fresh(&srv);
     fccl_store_t *s = srv_store_open(srv.port, 0);
     cr_assert_eq(fccl_store_set(s, "a", "1", 1), FCCL_OK);
     restart(&srv);
@@ -287,9 +290,8 @@ static int demo_across_restart(struct srv *srv, const char *reconnect)
 
 Test(reconnect, fccl_init_rides_out_a_store_restart, .timeout = 90)
 {
-    make_dir();
     struct srv srv = {0};
-    start_on(&srv, 0);
+    start_fresh(&srv);
     cr_assert_eq(demo_across_restart(&srv, "1"), 0,
                  "4-rank fccl-demo did not finish across a store restart");
     /* Without reconnect the same job fails: the test can tell. */
@@ -485,9 +487,8 @@ static int group_keys_left(int port)
 
 Test(reconnect, group_creation_rides_out_store_restarts, .timeout = 240)
 {
-    make_dir();
     struct srv srv = {0};
-    start_on(&srv, 0);
+    start_fresh(&srv);
     struct churn c;
     churn_across_restarts(&srv, "1", 3, &c);
     cr_assert_eq(c.status, 0, "4-rank group churn failed across 3 store "
@@ -557,9 +558,8 @@ static int cli_get_across_restart(struct srv *srv, const char *flag,
 
 Test(reconnect, cli_flag_and_env, .timeout = 120)
 {
-    make_dir();
     struct srv srv = {0};
-    start_on(&srv, 0);
+    start_fresh(&srv);
     char out[256];
     cr_expect_eq(cli_get_across_restart(&srv, "--reconnect", out, sizeof(out)),
                  0, "tcpstore --reconnect get did not ride out a restart");

@@ -85,15 +85,25 @@ static void start_tls(struct srv *s)
                                         "--tls-required", NULL});
 }
 
-/* A TLS client that trusts only the certificate `ca` (a file of dir). */
-static int connect_ca(int port, const char *ca, fccl_store_t **st)
+/* A client trusting only the certificate file `ca` (TLS) or proving the
+ * token in file `tok` (files of dir; NULL: not used). */
+static int connect_with(int port, const char *ca, const char *tok,
+                        fccl_store_t **st)
 {
-    char addr[TH_ADDR_LEN], p[128];
+    char addr[TH_ADDR_LEN], pca[128], ptok[128];
     fccl_store_opts_t o;
     srv_client_opts(&o, addr, port, 3000);
-    o.tls_ca = at(p, ca);
+    if (ca)
+        o.tls_ca = at(pca, ca);
+    if (tok)
+        o.token_file = at(ptok, tok);
     *st = NULL;
     return fccl_store_connect(&o, st);
+}
+
+static int connect_ca(int port, const char *ca, fccl_store_t **st)
+{
+    return connect_with(port, ca, NULL, st);
 }
 
 /* SIGHUP, then wait for the reload's log line (the n-th one). */
@@ -177,15 +187,9 @@ Test(reload, a_corrupt_certificate_or_mismatched_key_keeps_the_old)
     srv_finish(&s);
 }
 
-/* A client proving the token in file `tok` (of dir). */
 static int connect_token(int port, const char *tok, fccl_store_t **st)
 {
-    char addr[TH_ADDR_LEN], p[128];
-    fccl_store_opts_t o;
-    srv_client_opts(&o, addr, port, 3000);
-    o.token_file = at(p, tok);
-    *st = NULL;
-    return fccl_store_connect(&o, st);
+    return connect_with(port, NULL, tok, st);
 }
 
 Test(reload, token_rotation)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "fccl/fccl.h"
 #include "lib/proc.h"
 
@@ -64,14 +65,7 @@ static int m_set(void *ctx, const char *k, const void *v, size_t l)
 static int m_get(void *ctx, const char *k, void **v, size_t *l, int64_t ms)
 {
     struct mem *m = ctx;
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += ms / 1000;
-    dl.tv_nsec += (ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
+    struct timespec dl = fccl_realtime_after_ms(ms);
     pthread_mutex_lock(&m->mu);
     m->gets++;
     int i;

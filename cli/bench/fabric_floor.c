@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_clock.h"
+
 struct res {
     struct fi_info *info;
     struct fid_fabric *fabric;
@@ -43,41 +45,18 @@ enum { PH_GETINFO, PH_FABRIC, PH_DOMAIN, PH_CQAV, PH_EP, PH_ENABLE, PH_N };
 static const char *ph_names[PH_N] = {"fi_getinfo", "fi_fabric", "fi_domain",
                                      "cq+av", "endpoint", "fi_enable"};
 
-static double clock_ms(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double clock_ms(clockid_t id) { return bench_clock_s(id) * 1e3; }
 
 static double now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
 /* CPU time of the whole process (all threads): on an oversubscribed host
  * CPU, not wall time, is what N ranks on 2 cores pay N times over. */
 static double cpu_ms(void) { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
 
-/* Process age at main() from /proc/self/stat starttime (field 22) and
- * CLOCK_BOOTTIME, both measured from boot; -1 if unreadable. */
+/* Process age at main() (bench_clock.h); -1 if unreadable. */
 static double start_to_main_ms(void)
 {
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    unsigned long long start = 0;
-    /* After ") " come fields 3..; starttime is the 20th of those. */
-    for (int field = 3; p && field <= 22; field++) {
-        p = strchr(p + 1, ' ');
-        if (p && field == 22)
-            start = strtoull(p + 1, NULL, 10);
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    double boot_ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-    return boot_ms - (double)start * 1e3 / (double)sysconf(_SC_CLK_TCK);
+    double s = bench_process_age_s();
+    return s < 0 ? -1 : s * 1e3;
 }
 
 static struct fi_info *make_hints(const char *prov, size_t qsize)

@@ -32,38 +32,10 @@
 #include <unistd.h>
 
 #include "boot.h"
+#include "bench_clock.h"
 #include "fccl/fccl.h"
 
 enum { F_AGE, F_MAIN, F_INIT_DONE, F_INIT, F_INIT_CPU, F_BAR, F_N };
-
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Seconds since this process started (starttime is field 22 of
- * /proc/self/stat, in clock ticks since boot); -1 if unreadable. */
-static double process_age_s(void)
-{
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    unsigned long long start = 0;
-    for (int field = 3; p && field <= 22; field++) {
-        p = strchr(p + 1, ' ');
-        if (p && field == 22)
-            start = strtoull(p + 1, NULL, 10);
-    }
-    return clock_s(CLOCK_BOOTTIME) -
-           (double)start / (double)sysconf(_SC_CLK_TCK);
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -131,9 +103,9 @@ static void print_mine(int me, int n, const double *mine, double cpu0)
 int main(int argc, char **argv)
 {
     double mine[F_N];
-    mine[F_AGE] = process_age_s();
-    mine[F_MAIN] = clock_s(CLOCK_REALTIME);
-    double cpu0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    mine[F_AGE] = bench_process_age_s();
+    mine[F_MAIN] = bench_clock_s(CLOCK_REALTIME);
+    double cpu0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
     int verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
 
     fccl_init_opts_t opts;
@@ -145,11 +117,11 @@ int main(int argc, char **argv)
                 fccl_strerror(rc), fccl_last_error());
         return 1;
     }
-    mine[F_INIT_DONE] = clock_s(CLOCK_REALTIME);
+    mine[F_INIT_DONE] = bench_clock_s(CLOCK_REALTIME);
     mine[F_INIT] = mine[F_INIT_DONE] - mine[F_MAIN];
-    mine[F_INIT_CPU] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    mine[F_INIT_CPU] = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
     rc = fccl_barrier(world, NULL);
-    mine[F_BAR] = clock_s(CLOCK_REALTIME) - mine[F_INIT_DONE];
+    mine[F_BAR] = bench_clock_s(CLOCK_REALTIME) - mine[F_INIT_DONE];
     int me = fccl_get_rank();
     if (rc == FCCL_OK && verbose)
         print_mine(me, fccl_group_size(world), mine, cpu0);
@@ -161,6 +133,6 @@ int main(int argc, char **argv)
     fccl_finalize();
     if (verbose) /* the whole process's CPU, finalize included */
         printf("total_cpu %d %.4f\n", me,
-               clock_s(CLOCK_PROCESS_CPUTIME_ID));
+               bench_clock_s(CLOCK_PROCESS_CPUTIME_ID));
     return rc < 0 ? 1 : 0;
 }

@@ -157,6 +157,17 @@ int ec_ranges(struct ecall *k, const char *const *keys, size_t n, int values,
 int ec_first_missing(struct ecall *k, const char *const *keys, size_t n,
                      size_t *first, int64_t *rev);
 
+/* A queue's items: [q, hi) holds the etcd keys of the items of the
+ * queue whose key (the caller's, prefixed: fk) was given. */
+struct ec_queue {
+    struct ek_key fk, q, hi;
+};
+
+/* The range of the items of queue `key` into *r: FCCL_OK, or
+ * FCCL_ERR_NOMEM through ec_soft.  Free *r with ec_queue_free either way. */
+int ec_queue_range(struct ecall *k, const char *key, struct ec_queue *r);
+void ec_queue_free(struct ec_queue *r);
+
 /* ---- etcd_wait.c ---- */
 
 #define EC_AGAIN 2 /* ec_watch_put: look again, then watch again */

@@ -248,3 +248,22 @@ int ec_receipt_says(struct ecall *k, uint64_t seq, char **rest)
                                                   : "was not applied");
     return yes;
 }
+
+int ec_queue_range(struct ecall *k, const char *key, struct ec_queue *r)
+{
+    const struct etcd_conf *c = &k->b->conf;
+    *r = (struct ec_queue){.fk = ec_key(k, key)};
+    if (r->fk.p)
+        r->q = ek_queue(c->t.prefix, c->t.prefixlen,
+                        r->fk.p + c->t.prefixlen, r->fk.n - c->t.prefixlen);
+    if (r->q.p && (r->hi.p = malloc(r->q.n)))
+        r->hi.n = ek_prefix_end(r->q.p, r->q.n, r->hi.p);
+    return r->hi.p ? FCCL_OK : ec_soft(k, FCCL_ERR_NOMEM, "out of memory");
+}
+
+void ec_queue_free(struct ec_queue *r)
+{
+    ek_free(&r->fk);
+    ek_free(&r->q);
+    ek_free(&r->hi);
+}

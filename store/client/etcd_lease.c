@@ -113,14 +113,7 @@ static void *keepalive_main(void *arg)
         every = KEEPALIVE_MIN_MS;
     pthread_mutex_lock(&b->mu);
     while (!b->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += every / 1000;
-        ts.tv_nsec += (every % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = fccl_realtime_after_ms(every);
         pthread_cond_timedwait(&b->ka_cv, &b->mu, &ts);
         if (b->stopping)
             break;

@@ -461,21 +461,15 @@ int etcd_queue_len(fccl_store_t *s, const char *key, int64_t *n)
     int rc = ec_begin(&k, s, "QUEUE_LEN", key, -1);
     if (rc < 0)
         return rc;
-    const struct etcd_conf *c = &k.b->conf;
-    struct ek_key fk = ec_key(&k, key), q = {NULL, 0}, hi = {NULL, 0};
-    if (fk.p)
-        q = ek_queue(c->t.prefix, c->t.prefixlen, fk.p + c->t.prefixlen,
-                     fk.n - c->t.prefixlen);
-    if (q.p && (hi.p = malloc(q.n)))
-        hi.n = ek_prefix_end(q.p, q.n, hi.p);
+    struct ec_queue r;
     json_object *rep = NULL;
-    rc = hi.p ? ec_range(&k, &q, &hi, EJ_COUNT_ONLY, 0, &rep) : nomem(&k);
+    rc = ec_queue_range(&k, key, &r);
+    if (rc == FCCL_OK)
+        rc = ec_range(&k, &r.q, &r.hi, EJ_COUNT_ONLY, 0, &rep);
     if (rc == FCCL_OK)
         *n = ej_i64(rep, "count");
     json_object_put(rep);
-    ek_free(&fk);
-    ek_free(&q);
-    ek_free(&hi);
+    ec_queue_free(&r);
     ec_end(&k);
     return rc;
 }

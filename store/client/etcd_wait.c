@@ -372,17 +372,11 @@ int etcd_queue_pop(fccl_store_t *s, const char *key, int block, void **val,
     int rc = ec_begin(&k, s, "QUEUE_POP", key, timeout_ms);
     if (rc < 0)
         return rc;
-    const struct etcd_conf *c = &k.b->conf;
-    struct ek_key fk = ec_key(&k, key), q = {NULL, 0}, hi = {NULL, 0};
-    if (fk.p)
-        q = ek_queue(c->t.prefix, c->t.prefixlen, fk.p + c->t.prefixlen,
-                     fk.n - c->t.prefixlen);
-    if (q.p && (hi.p = malloc(q.n)))
-        hi.n = ek_prefix_end(q.p, q.n, hi.p);
-    rc = hi.p ? FCCL_OK : ec_soft(&k, FCCL_ERR_NOMEM, "out of memory");
+    struct ec_queue r;
+    rc = ec_queue_range(&k, key, &r);
     while (rc == FCCL_OK) {
         int64_t rev = 0;
-        rc = pop_once(&k, &q, &hi, val, len, &rev);
+        rc = pop_once(&k, &r.q, &r.hi, val, len, &rev);
         if (rc == 1) {
             rc = FCCL_OK;
             break;
@@ -397,7 +391,7 @@ int etcd_queue_pop(fccl_store_t *s, const char *key, int block, void **val,
             rc = ec_soft(&k, FCCL_ERR_NOTFOUND, "the queue is empty");
             break;
         }
-        rc = ec_watch_put(&k, &q, &hi, rev + 1, NULL);
+        rc = ec_watch_put(&k, &r.q, &r.hi, rev + 1, NULL);
         if (rc == FCCL_ERR_TIMEOUT)
             rc = ec_soft(&k, FCCL_ERR_TIMEOUT, "timed out after %.3f s "
                          "waiting for an item",
@@ -405,9 +399,7 @@ int etcd_queue_pop(fccl_store_t *s, const char *key, int block, void **val,
         else if (rc == EC_AGAIN)
             rc = FCCL_OK;
     }
-    ek_free(&fk);
-    ek_free(&q);
-    ek_free(&hi);
+    ec_queue_free(&r);
     ec_end(&k);
     return rc;
 }

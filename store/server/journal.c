@@ -23,6 +23,7 @@
 #include "err.h"
 #include "kv.h"
 #include "log.h"
+#include "net.h"
 
 #define PAYLOAD_FIXED JOURNAL_PAYLOAD_FIXED
 #define BUF_FLUSH (1u << 20) /* compaction writes in chunks this large */
@@ -68,20 +69,6 @@ uint32_t journal_crc32(uint32_t crc, const uint8_t *p, size_t n)
 
 /* ---- writing ---- */
 
-int journal_write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 /* Header + fixed payload fields of one record into h (JOURNAL_HDR +
  * PAYLOAD_FIXED bytes); the key and value follow it in the file. */
 static void rec_head(uint8_t *h, enum journal_rec type, const uint8_t *key,
@@ -125,9 +112,9 @@ int journal_append(struct journal *j, enum journal_rec type,
     j->tail_rollback = j->tail.len;
     /* One writev would do; three writes to an O_APPEND fd are as safe
      * since replay drops a torn tail. */
-    if (journal_write_all(j->fd, h, sizeof(h)) < 0 ||
-        journal_write_all(j->fd, key, (size_t)klen) < 0 ||
-        journal_write_all(j->fd, val, (size_t)vlen) < 0) {
+    if (fccl_fd_write(j->fd, h, sizeof(h)) < 0 ||
+        fccl_fd_write(j->fd, key, (size_t)klen) < 0 ||
+        fccl_fd_write(j->fd, val, (size_t)vlen) < 0) {
         int e = errno;
         journal_undo(j);
         j->failed = 1; /* as Redis after a failed AOF write */
@@ -219,7 +206,7 @@ static void flush_buf(struct compact *c, int force)
 {
     if (c->failed || (!force && c->b.len < BUF_FLUSH))
         return;
-    if (c->b.oom || journal_write_all(c->fd, c->b.p, c->b.len) < 0)
+    if (c->b.oom || fccl_fd_write(c->fd, c->b.p, c->b.len) < 0)
         c->failed = 1;
     c->written += c->b.len;
     codec_buf_reset(&c->b);
@@ -390,7 +377,7 @@ static int bg_finish(struct journal *j)
     if (j->tail.oom)
         return fccl_err(FCCL_ERR_NOMEM, "journal %s: compaction: out of "
                                         "memory for the tail", j->path);
-    if (journal_write_all(j->child_fd, j->tail.p, j->tail.len) < 0 ||
+    if (fccl_fd_write(j->child_fd, j->tail.p, j->tail.len) < 0 ||
         fdatasync(j->child_fd) < 0 || fstat(j->child_fd, &sb) < 0 ||
         rename(tmp, j->path) < 0)
         return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: compaction",

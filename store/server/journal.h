@@ -142,8 +142,6 @@ int journal_apply(struct kv *kv, const uint8_t *p, uint64_t n);
  * (FILE.tmp, fdatasync, rename).  FCCL_OK or FCCL_ERR_IO; the old file
  * stays on failure. */
 int journal_rewrite(struct journal *j, struct kv *kv);
-/* Write all of p[0..n) to fd (EINTR retried): 0, or -1 with errno. */
-int journal_write_all(int fd, const uint8_t *p, size_t n);
 
 /* journal_replay.c: replay j's open file of n bytes (magic checked) into
  * kv, as journal_open says; sets j->size and j->records_replayed. */

@@ -40,6 +40,7 @@
 #include "journal.h"
 #include "kv.h"
 #include "log.h"
+#include "net.h"
 
 #define JOURNAL_WINDOW (1u << 20) /* bytes read from the file at a time */
 #define COPY_CHUNK (1u << 20)
@@ -565,7 +566,7 @@ static int load(struct journal *j, struct kv *kv, int recover)
         return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s: stat", j->path);
     uint64_t n = (uint64_t)st.st_size;
     if (n == 0) {
-        if (journal_write_all(j->fd, (const uint8_t *)JOURNAL_MAGIC, mlen) < 0 ||
+        if (fccl_fd_write(j->fd, (const uint8_t *)JOURNAL_MAGIC, mlen) < 0 ||
             fdatasync(j->fd) < 0)
             return fccl_err_sys(FCCL_ERR_IO, errno, "journal %s", j->path);
         j->size = mlen;

@@ -113,23 +113,16 @@ static int open_all(int port, int fds[2], int *n, int *port_out)
 static int open_host(const char *host, int port, int fds[2], int *n,
                      int *port_out)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    char ps[16], where[FCCL_HOST_MAX + 16];
-    snprintf(ps, sizeof(ps), "%d", port);
-    fccl_addr_format(where, sizeof(where), host, port);
-    int g = getaddrinfo(host, ps, &hints, &res);
-    if (g != 0)
-        return fccl_err(FCCL_ERR_IO, "listen on %s: %s", where,
-                        gai_strerror(g));
+    struct fccl_resolved r;
+    int rc = fccl_addr_resolve(host, port, 1, FCCL_ERR_IO, "listen on", &r);
+    if (rc < 0)
+        return rc;
     int err = 0, fd = -1;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next)
+    for (struct addrinfo *ai = r.res; ai && fd < 0; ai = ai->ai_next)
         fd = open_one(ai->ai_addr, ai->ai_addrlen, 0, &err);
-    freeaddrinfo(res);
+    freeaddrinfo(r.res);
     if (fd < 0)
-        return fccl_err_sys(FCCL_ERR_IO, err, "listen on %s", where);
+        return fccl_err_sys(FCCL_ERR_IO, err, "listen on %s", r.where);
     fds[0] = fd;
     *n = 1;
     *port_out = bound_port(fd);

@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <rdma/fabric.h>
 
+#include "clock.h"
+#include "net.h"
 #include "proc.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -24,42 +26,13 @@ int tph_rank = -1;
 
 static int tph_write(int fd, const void *buf, size_t len)
 {
-    const char *p = buf;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return fccl_fd_write(fd, buf, len);
 }
 
 /* Read exactly len bytes, giving up at `end` (a th_now() time). */
 static int tph_read(int fd, void *buf, size_t len, double end)
 {
-    char *p = buf;
-    while (len) {
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int left = th_ms_left(end);
-        if (left == 0)
-            return -1;
-        int pr = poll(&pfd, 1, left);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0)
-            return -1;
-        ssize_t n = read(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    return fccl_fd_read(fd, buf, len, fccl_deadline_ms(th_ms_left(end)));
 }
 
 /* Child side: open, publish, learn the others, add peers, run, close. */

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import fccl
+from mrutil import moe_rows
 
 
 def members_of(size):
@@ -498,13 +499,9 @@ def test_dataloader_workers(rank, size):
 def moe_reference(size, bs, k, hidden, experts, seed):
     """Every rank's tokens, routes and weights, and the combine of an
     identity expert (the weighted sum of a token's own row)."""
-    xs, ids, scales = [], [], []
-    for r in range(size):
-        rng = np.random.default_rng(seed + r)
-        xs.append(rng.integers(-4, 5, (bs, hidden)).astype(np.float32))
-        ids.append(np.stack([rng.choice(experts, k, replace=False)
-                             for _ in range(bs)]).astype(np.int32))
-        scales.append(rng.integers(1, 4, (bs, k)).astype(np.float32) / 4)
+    rows = [moe_rows(np.random.default_rng(seed + r), bs, k, hidden, experts)
+            for r in range(size)]
+    xs, ids, scales = (list(t) for t in zip(*rows))
     return xs, ids, scales
 
 

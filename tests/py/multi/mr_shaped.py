@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import fccl
+from mrutil import moe_rows
 
 DIRS = [(-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1)]
 
@@ -214,10 +215,10 @@ def moe_inputs(size, bs, k, hidden, experts, seed):
     xs, ids, scales, masks, shx = [], [], [], [], []
     for r in range(size):
         rng = np.random.default_rng(seed + r)
-        xs.append(rng.integers(-4, 5, (bs, hidden)).astype(np.float32))
-        ids.append(np.stack([rng.choice(experts, k, replace=False)
-                             for _ in range(bs)]).astype(np.int32))
-        scales.append(rng.integers(1, 4, (bs, k)).astype(np.float32) / 4)
+        x, i, s = moe_rows(rng, bs, k, hidden, experts)
+        xs.append(x)
+        ids.append(i)
+        scales.append(s)
         m = rng.integers(0, 2, (bs, k)).astype(np.uint8)
         m[0] = 0                 # one token with every route off
         m[1] = 1

@@ -66,3 +66,14 @@ def assert_equal(got, want, dtype, op="sum"):
                                    atol=tol)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+def moe_rows(rng, bs, k, hidden, experts):
+    """One rank's MoE tokens [bs, hidden], its k distinct experts per token
+    [bs, k] and their weights (quarters, sums exact), drawn from rng in
+    this order (callers draw more from the same rng after)."""
+    x = rng.integers(-4, 5, (bs, hidden)).astype(np.float32)
+    ids = np.stack([rng.choice(experts, k, replace=False)
+                    for _ in range(bs)]).astype(np.int32)
+    scales = rng.integers(1, 4, (bs, k)).astype(np.float32) / 4
+    return x, ids, scales
