@@ -422,15 +422,19 @@ int seg_wait(struct coll_run *run, const struct coll_seg *s,
                 tp_idle(g->tp, 0);
             continue;
         }
-        cpu = publish_cpu(s);
-        with = shares_cpu(s, late, target, cpu);
-        shared = with >= 0;
-        ever |= shared; /* such a wait's length teaches nothing */
         uint64_t now = fccl_now_ns();
         if (!t0)
             t0 = checked = prev = now;
-        if (shared && s->me > with && !tp_yields_at_once(g->tp))
-            move_off(now, (int)cpu - 1);
+        /* With more ranks here than CPUs every waiter yields at once
+         * anyway: whom it shares its CPU with changes nothing. */
+        if (!tp_yields_at_once(g->tp)) {
+            cpu = publish_cpu(s);
+            with = shares_cpu(s, late, target, cpu);
+            shared = with >= 0;
+            ever |= shared; /* such a wait's length teaches nothing */
+            if (shared && s->me > with)
+                move_off(now, (int)cpu - 1);
+        }
         int gap = now - prev >= SEG_GAP_NS, dead;
         prev = now;
         if (atomic_load(&g->stop))
