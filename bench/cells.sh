@@ -29,6 +29,7 @@ SIZES=${SIZES:-8 1M 64M}
 ITERS=${ITERS:-200}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/preamble.sh" # ROOTFLAG, FCCL_TIMEOUT
+. "$HERE/median.sh" # MEDIAN_AWK
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
@@ -69,12 +70,7 @@ echo "| op | ranks | size | fccl us | Open MPI us | MPICH us | best MPI / fccl, 
 echo "|---|---:|---:|---:|---:|---:|---:|"
 for op in $OPS; do for n in $NPS; do for s in $SIZES; do
     k="$OUT/$op-$n-$s"
-    paste "$k.fccl" "$k.ompi" "$k.mpich" | awk -v op="$op" -v n="$n" -v s="$s" '
-        function med(a, k,   i, j, t) {
-            for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
-                if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-            return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-        }
+    paste "$k.fccl" "$k.ompi" "$k.mpich" | awk -v op="$op" -v n="$n" -v s="$s" "$MEDIAN_AWK"'
         $1 > 0 && ($2 > 0 || $3 > 0) {
             k++; f[k] = $1; o[k] = $2; m[k] = $3
             best = $2 > 0 && ($3 <= 0 || $2 < $3) ? $2 : $3
@@ -82,8 +78,7 @@ for op in $OPS; do for n in $NPS; do for s in $SIZES; do
         }
         END {
             if (!k) { printf "| %s | %d | %s | - | - | - | - |\n", op, n, s; exit }
-            lo = q[1]; hi = q[1]
-            for (i = 1; i <= k; i++) { if (q[i] < lo) lo = q[i]; if (q[i] > hi) hi = q[i] }
+            span(q, k)
             printf "| %s | %d | %s | %.2f | %.2f | %.2f | %.2f (%.2f..%.2f) |\n",
                    op, n, s, med(f, k), med(o, k), med(m, k), med(q, k), lo, hi
         }'
