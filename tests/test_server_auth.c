@@ -230,14 +230,9 @@ Test(auth, fccl_init_with_a_token, .timeout = 120)
 {
     struct srv s;
     start(&s, 1, 0);
-    char cmd[1024], *out = NULL;
-    snprintf(cmd, sizeof(cmd),
-             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 FCCL_STORE_TOKEN_FILE=%s/rw "
-             "%s/fccl-run -n 2 --store 127.0.0.1:%d %s/boot_check host",
-             dir, th_bin_dir(), s.port, th_testbin_dir());
-    int ex = th_sh(cmd, 100, &out);
-    cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
-    free(out);
+    char env[256];
+    snprintf(env, sizeof(env), "FCCL_STORE_TOKEN_FILE=%s/rw", dir);
+    srv_boot_check_job(s.port, env);
     cr_assert_eq(srv_log_count(&s, "before authentication"), 0);
     /* Both ranks joined "init/" (raw key). */
     expect_cli(s.port, "TCPSTORE_TOKEN_FILE=rw", "--raw-keys get init/", 0,

@@ -252,10 +252,17 @@ void srv_client_opts(fccl_store_opts_t *o, char *addr, int port,
 
 fccl_store_t *srv_store_open(int port, int reconnect)
 {
+    return srv_store_open_as(port, reconnect, FCCL_DIALECT_MODERN, 10000);
+}
+
+fccl_store_t *srv_store_open_as(int port, int reconnect, fccl_dialect_t d,
+                                int64_t timeout_ms)
+{
     char addr[TH_ADDR_LEN];
     fccl_store_opts_t o;
-    srv_client_opts(&o, addr, port, 10000);
+    srv_client_opts(&o, addr, port, timeout_ms);
     o.reconnect = reconnect;
+    o.dialect = d;
     fccl_store_t *st = NULL;
     cr_assert_eq(fccl_store_connect(&o, &st), FCCL_OK, "connect to %s: %s",
                  addr, fccl_last_error());
@@ -307,4 +314,16 @@ void srv_make_cert(const char *cert, const char *key, const char *cn)
              ">/dev/null 2>&1", key, cert, cn);
     cr_assert_eq(system(cmd), 0, "openssl req failed: %s", cmd);
     cr_assert_eq(chmod(key, 0600), 0, "chmod %s: %s", key, strerror(errno));
+}
+
+void srv_boot_check_job(int port, const char *env)
+{
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 %s %s/fccl-run -n 2 --store "
+             "127.0.0.1:%d %s/boot_check host",
+             env, th_bin_dir(), port, th_testbin_dir());
+    int ex = th_sh(cmd, 100, &out);
+    cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
+    free(out);
 }

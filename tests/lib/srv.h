@@ -113,6 +113,10 @@ void srv_client_opts(fccl_store_opts_t *o, char *addr, int port,
  * asked); fails the test if it cannot connect. */
 fccl_store_t *srv_store_open(int port, int reconnect);
 
+/* Likewise in dialect d with timeout_ms (srv_store_open: modern, 10 s). */
+fccl_store_t *srv_store_open_as(int port, int reconnect, fccl_dialect_t d,
+                                int64_t timeout_ms);
+
 /* GET key (5 s timeout) returns exactly want[0..len), NUL-terminated as
  * the API promises; fails the test otherwise.  srv_expect_cstr: want is
  * a string. */
@@ -134,5 +138,9 @@ void srv_need_openssl(void);
  * made by the openssl program, its key mode 0600.  Skips the test as
  * srv_need_openssl does; fails it when openssl fails. */
 void srv_make_cert(const char *cert, const char *key, const char *cn);
+
+/* `ENV fccl-run -n 2 --store 127.0.0.1:port boot_check host` on shm (env:
+ * shell words), asserting that the job exits 0 within 100 s. */
+void srv_boot_check_job(int port, const char *env);
 
 #endif

@@ -34,7 +34,10 @@ void ss_compare_set_all_cases(fccl_store_t *s);
 void ss_check_delete_num_keys(fccl_store_t *s);
 
 /* append (also empty), multi_set with binary and empty values, multi_get
- * in another order, ping with its round trip under max_rtt_us. */
+ * in another order. */
+void ss_append_multi(fccl_store_t *s);
+
+/* ss_append_multi, then ping with its round trip under max_rtt_us. */
 void ss_append_multi_ping(fccl_store_t *s, double max_rtt_us);
 
 /* list_keys under a prefix, sorted; the whole space; through a prefixed
