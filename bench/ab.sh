@@ -19,7 +19,7 @@ NPS=${NPS:-2 4}
 SIZES=${SIZES:-8 1M 64M}
 ITERS=${ITERS:-20}
 HERE=$(cd "$(dirname "$0")" && pwd)
-. "$HERE/median.sh" # MEDIAN_AWK
+. "$HERE/rounds.sh" # each_cell, run_rounds, MEDIAN_AWK
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
@@ -29,20 +29,15 @@ one() { # dir op n size -> time in us (the time column of the one size)
         awk -F, '/^[a-z_]+,[0-9]/ {print $8; exit}'
 }
 
-for r in $(seq "$ROUNDS"); do
-    for op in $OPS; do for n in $NPS; do for s in $SIZES; do
-        key="$op-$n-$s"
-        echo "$(one "$B" "$op" "$n" "$s")" >> "$OUT/$key.before"
-        echo "$(one "$A" "$op" "$n" "$s")" >> "$OUT/$key.after"
-    done; done; done
-    echo "round $r done" >&2
-done
+measure() { # op n size: one run of each build
+    local key="$1-$2-$3"
+    echo "$(one "$B" "$1" "$2" "$3")" >> "$OUT/$key.before"
+    echo "$(one "$A" "$1" "$2" "$3")" >> "$OUT/$key.after"
+}
 
-echo "| op | ranks | size | before us (median) | after us (median) | after/before speed, median of rounds (min..max) |"
-echo "|---|---:|---:|---:|---:|---:|"
-for op in $OPS; do for n in $NPS; do for s in $SIZES; do
-    key="$op-$n-$s"
-    paste "$OUT/$key.before" "$OUT/$key.after" | awk -v op="$op" -v n="$n" -v s="$s" "$MEDIAN_AWK"'
+row() { # op n size: the cell's line of the table
+    local key="$1-$2-$3"
+    paste "$OUT/$key.before" "$OUT/$key.after" | awk -v op="$1" -v n="$2" -v s="$3" "$MEDIAN_AWK"'
         $1 > 0 && $2 > 0 { k++; b[k] = $1; a[k] = $2; q[k] = $1 / $2 }
         END {
             if (!k) { printf "| %s | %d | %s | - | - | - |\n", op, n, s; exit }
@@ -50,4 +45,9 @@ for op in $OPS; do for n in $NPS; do for s in $SIZES; do
             printf "| %s | %d | %s | %.2f | %.2f | %.2f (%.2f..%.2f) |\n",
                    op, n, s, med(b, k), med(a, k), med(q, k), lo, hi
         }'
-done; done; done
+}
+
+run_rounds measure
+echo "| op | ranks | size | before us (median) | after us (median) | after/before speed, median of rounds (min..max) |"
+echo "|---|---:|---:|---:|---:|---:|"
+each_cell row
