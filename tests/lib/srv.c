@@ -316,6 +316,14 @@ void srv_make_cert(const char *cert, const char *key, const char *cn)
     cr_assert_eq(chmod(key, 0600), 0, "chmod %s: %s", key, strerror(errno));
 }
 
+void srv_make_cert_in(const char *dir, const char *name, char *cert,
+                      char *key, size_t len, const char *cn)
+{
+    snprintf(cert, len, "%s/%s.crt", dir, name);
+    snprintf(key, len, "%s/%s.key", dir, name);
+    srv_make_cert(cert, key, cn);
+}
+
 void srv_boot_check_job(int port, const char *env)
 {
     char cmd[1024], *out = NULL;

@@ -139,6 +139,11 @@ void srv_need_openssl(void);
  * srv_need_openssl does; fails it when openssl fails. */
 void srv_make_cert(const char *cert, const char *key, const char *cn);
 
+/* srv_make_cert of dir/name.crt and dir/name.key, their paths left in
+ * cert and key (len bytes each). */
+void srv_make_cert_in(const char *dir, const char *name, char *cert,
+                      char *key, size_t len, const char *cn);
+
 /* `ENV fccl-run -n 2 --store 127.0.0.1:port boot_check host` on shm (env:
  * shell words), asserting that the job exits 0 within 100 s. */
 void srv_boot_check_job(int port, const char *env);
