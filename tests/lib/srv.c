@@ -335,3 +335,34 @@ void srv_boot_check_job(int port, const char *env)
     cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
     free(out);
 }
+
+int srv_connect_nowhere(const char *scheme, int64_t timeout_ms, char *addr,
+                        size_t len, double *took)
+{
+    snprintf(addr, len, "%s127.0.0.1:%d", scheme, th_free_port());
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = timeout_ms;
+    fccl_store_t *s = (fccl_store_t *)1;
+    double t0 = th_now();
+    int rc = fccl_store_connect(&o, &s);
+    *took = th_now() - t0;
+    cr_assert_null(s, "no handle on failure");
+    return rc;
+}
+
+fccl_store_t *srv_connect_to(const char *addr, fccl_dialect_t d, int raw,
+                             int64_t timeout_ms)
+{
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.dialect = d;
+    o.raw_keys = raw;
+    o.timeout_ms = timeout_ms;
+    fccl_store_t *s = NULL;
+    int rc = fccl_store_connect(&o, &s);
+    cr_assert_eq(rc, FCCL_OK, "connect %s: %s", addr, fccl_last_error());
+    return s;
+}

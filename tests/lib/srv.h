@@ -148,4 +148,14 @@ void srv_make_cert_in(const char *dir, const char *name, char *cert,
  * shell words), asserting that the job exits 0 within 100 s. */
 void srv_boot_check_job(int port, const char *env);
 
+/* fccl_store_connect to SCHEME127.0.0.1:PORT (scheme "" or "etcd://"), a
+ * port nobody listens on, with timeout_ms: its return code, the address
+ * in addr (len bytes) and the seconds it took in *took.  Asserts that no
+ * handle was left. */
+int srv_connect_nowhere(const char *scheme, int64_t timeout_ms, char *addr,
+                        size_t len, double *took);
+/* A connected client of addr (any address fccl_store_connect takes) in
+ * dialect d, raw keys if raw; fails the test if it cannot connect. */
+fccl_store_t *srv_connect_to(const char *addr, fccl_dialect_t d, int raw,
+                             int64_t timeout_ms);
 #endif
