@@ -279,6 +279,13 @@ Test(auth, pytorch_list_keys_17)
     srv_finish(&s);
 }
 
+/* A modern BARRIER(key, world_size) request into b. */
+static void put_barrier(struct codec_buf *b, const char *key, int64_t n)
+{
+    f_key(b, DIALECT_MODERN, OP_BARRIER, key);
+    codec_put_i64(b, n);
+}
+
 /* PyTorch's BARRIER (18) through `tcpstore barrier`: three arrivals of
  * N = 3 released together; a short one times out (exit 3) and its
  * increment stays; a raw client's BARRIER then CANCEL_WAIT. */
@@ -303,9 +310,7 @@ Test(auth, pytorch_barrier_18)
     int fd = cli_modern(s.port);
     struct codec_buf b;
     codec_buf_init(&b);
-    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
-    codec_put_str(&b, "/raw", 4);
-    codec_put_i64(&b, 5);
+    put_barrier(&b, "/raw", 5);
     cli_send(fd, &b);
     cli_expect_silence(fd, 200);
     codec_put_type(&b, DIALECT_MODERN, OP_CANCEL_WAIT);
@@ -313,9 +318,7 @@ Test(auth, pytorch_barrier_18)
     cli_expect_u8(fd, REPLY_WAIT_CANCELED);
     cr_assert_eq(cli_numkeys(fd, DIALECT_MODERN), 3);
     /* A parked barrier on a connection that goes away is dropped. */
-    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
-    codec_put_str(&b, "/raw", 4);
-    codec_put_i64(&b, 5);
+    put_barrier(&b, "/raw", 5);
     cli_send(fd, &b);
     codec_buf_free(&b);
     close(fd);
@@ -334,11 +337,9 @@ Test(auth, add_reaching_target_releases_barrier)
     int b3 = cli_modern(s.port), b5 = cli_modern(s.port);
     struct codec_buf b;
     codec_buf_init(&b);
-    f_key(&b, DIALECT_MODERN, OP_BARRIER, "/ab");
-    codec_put_i64(&b, 3);
+    put_barrier(&b, "/ab", 3);
     cli_send(b3, &b); /* counter 1, parked for 3 */
-    f_key(&b, DIALECT_MODERN, OP_BARRIER, "/ab");
-    codec_put_i64(&b, 5);
+    put_barrier(&b, "/ab", 5);
     cli_send(b5, &b); /* counter 2, parked for 5 */
     cli_expect_silence(b3, 200);
     int fd = cli_modern(s.port);
