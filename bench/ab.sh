@@ -18,6 +18,8 @@ OPS=${OPS:-all_reduce all_gather all_to_all}
 NPS=${NPS:-2 4}
 SIZES=${SIZES:-8 1M 64M}
 ITERS=${ITERS:-20}
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/rounds.sh" # each_cell, run_rounds, MEDIAN_AWK
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
@@ -27,31 +29,25 @@ one() { # dir op n size -> time in us (the time column of the one size)
         awk -F, '/^[a-z_]+,[0-9]/ {print $8; exit}'
 }
 
-for r in $(seq "$ROUNDS"); do
-    for op in $OPS; do for n in $NPS; do for s in $SIZES; do
-        key="$op-$n-$s"
-        echo "$(one "$B" "$op" "$n" "$s")" >> "$OUT/$key.before"
-        echo "$(one "$A" "$op" "$n" "$s")" >> "$OUT/$key.after"
-    done; done; done
-    echo "round $r done" >&2
-done
+measure() { # op n size: one run of each build
+    local key="$1-$2-$3"
+    echo "$(one "$B" "$1" "$2" "$3")" >> "$OUT/$key.before"
+    echo "$(one "$A" "$1" "$2" "$3")" >> "$OUT/$key.after"
+}
 
-echo "| op | ranks | size | before us (median) | after us (median) | after/before speed, median of rounds (min..max) |"
-echo "|---|---:|---:|---:|---:|---:|"
-for op in $OPS; do for n in $NPS; do for s in $SIZES; do
-    key="$op-$n-$s"
-    paste "$OUT/$key.before" "$OUT/$key.after" | awk -v op="$op" -v n="$n" -v s="$s" '
-        function med(a, k,   i, j, t) {
-            for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
-                if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-            return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-        }
+row() { # op n size: the cell's line of the table
+    local key="$1-$2-$3"
+    paste "$OUT/$key.before" "$OUT/$key.after" | awk -v op="$1" -v n="$2" -v s="$3" "$MEDIAN_AWK"'
         $1 > 0 && $2 > 0 { k++; b[k] = $1; a[k] = $2; q[k] = $1 / $2 }
         END {
             if (!k) { printf "| %s | %d | %s | - | - | - |\n", op, n, s; exit }
-            lo = q[1]; hi = q[1]
-            for (i = 1; i <= k; i++) { if (q[i] < lo) lo = q[i]; if (q[i] > hi) hi = q[i] }
+            span(q, k)
             printf "| %s | %d | %s | %.2f | %.2f | %.2f (%.2f..%.2f) |\n",
                    op, n, s, med(b, k), med(a, k), med(q, k), lo, hi
         }'
-done; done; done
+}
+
+run_rounds measure
+echo "| op | ranks | size | before us (median) | after us (median) | after/before speed, median of rounds (min..max) |"
+echo "|---|---:|---:|---:|---:|---:|"
+each_cell row

@@ -29,6 +29,7 @@ SIZES=${SIZES:-8 1M 64M}
 ITERS=${ITERS:-200}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/preamble.sh" # ROOTFLAG, FCCL_TIMEOUT
+. "$HERE/rounds.sh" # each_cell, run_rounds, MEDIAN_AWK
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
@@ -56,25 +57,16 @@ one() { # system op n size -> time in us
     esac
 }
 
-for r in $(seq "$ROUNDS"); do
-    for op in $OPS; do for n in $NPS; do for s in $SIZES; do
-        for sys in fccl ompi mpich; do
-            echo "$(one "$sys" "$op" "$n" "$s")" >> "$OUT/$op-$n-$s.$sys"
-        done
-    done; done; done
-    echo "round $r done ($(uptime | sed 's/.*load/load/'))" >&2
-done
+measure() { # op n size: one run of each system
+    local sys
+    for sys in fccl ompi mpich; do
+        echo "$(one "$sys" "$1" "$2" "$3")" >> "$OUT/$1-$2-$3.$sys"
+    done
+}
 
-echo "| op | ranks | size | fccl us | Open MPI us | MPICH us | best MPI / fccl, median of rounds (min..max) |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
-for op in $OPS; do for n in $NPS; do for s in $SIZES; do
-    k="$OUT/$op-$n-$s"
-    paste "$k.fccl" "$k.ompi" "$k.mpich" | awk -v op="$op" -v n="$n" -v s="$s" '
-        function med(a, k,   i, j, t) {
-            for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
-                if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-            return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-        }
+row() { # op n size: the cell's line of the table
+    local k="$OUT/$1-$2-$3"
+    paste "$k.fccl" "$k.ompi" "$k.mpich" | awk -v op="$1" -v n="$2" -v s="$3" "$MEDIAN_AWK"'
         $1 > 0 && ($2 > 0 || $3 > 0) {
             k++; f[k] = $1; o[k] = $2; m[k] = $3
             best = $2 > 0 && ($3 <= 0 || $2 < $3) ? $2 : $3
@@ -82,9 +74,13 @@ for op in $OPS; do for n in $NPS; do for s in $SIZES; do
         }
         END {
             if (!k) { printf "| %s | %d | %s | - | - | - | - |\n", op, n, s; exit }
-            lo = q[1]; hi = q[1]
-            for (i = 1; i <= k; i++) { if (q[i] < lo) lo = q[i]; if (q[i] > hi) hi = q[i] }
+            span(q, k)
             printf "| %s | %d | %s | %.2f | %.2f | %.2f | %.2f (%.2f..%.2f) |\n",
                    op, n, s, med(f, k), med(o, k), med(m, k), med(q, k), lo, hi
         }'
-done; done; done
+}
+
+run_rounds measure
+echo "| op | ranks | size | fccl us | Open MPI us | MPICH us | best MPI / fccl, median of rounds (min..max) |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
+each_cell row

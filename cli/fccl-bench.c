@@ -36,6 +36,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "bench_opts.h"
 #include "clock.h"
 #include "fccl/fccl.h"
 #include "reduce.h"
@@ -135,13 +136,9 @@ static void usage(int code)
 
 static void parse(int argc, char **argv)
 {
-    static const struct option lo[] = {{"csv", no_argument, NULL, 'C'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {"version", no_argument, NULL, 'V'},
-                                       {NULL, 0, NULL, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "b:e:f:n:w:c:o:d:r:a:R:s:t:ih", lo,
-                            NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:f:n:w:c:o:d:r:a:R:s:t:ih",
+                            bench_long_opts, NULL)) != -1) {
         switch (c) {
         case 'b': O.minb = parse_size(optarg); break;
         case 'e': O.maxb = parse_size(optarg); break;

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "bf16.h"
+#include "bench_opts.h"
 #include "clock.h"
 #include "fccl/fccl.h"
 #include "moe_int.h"
@@ -120,13 +121,9 @@ static unsigned parse_paths(const char *arg)
 
 static void parse(int argc, char **argv)
 {
-    static const struct option lo[] = {{"csv", no_argument, NULL, 'C'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {"version", no_argument, NULL, 'V'},
-                                       {NULL, 0, NULL, 0}};
     int c;
-    while ((c = getopt_long(argc, argv, "b:H:k:E:S:t:d:n:w:c:p:x:h", lo, NULL)) !=
-           -1) {
+    while ((c = getopt_long(argc, argv, "b:H:k:E:S:t:d:n:w:c:p:x:h",
+                            bench_long_opts, NULL)) != -1) {
         switch (c) {
         case 'b': O.bs = num(optarg, 1, 1 << 20); break;
         case 'H': O.H = (size_t)num(optarg, 1, 1 << 24); break;

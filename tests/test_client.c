@@ -40,16 +40,7 @@ TestSuite(client_conn, .fini = stop_server, .timeout = 30);
 static fccl_store_t *open_store(const char *addr, fccl_dialect_t d, int raw,
                                 int64_t timeout_ms)
 {
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.dialect = d;
-    o.raw_keys = raw;
-    o.timeout_ms = timeout_ms;
-    fccl_store_t *s = NULL;
-    int rc = fccl_store_connect(&o, &s);
-    cr_assert_eq(rc, FCCL_OK, "connect %s: %s", addr, fccl_last_error());
-    return s;
+    return srv_connect_to(addr, d, raw, timeout_ms);
 }
 
 static fccl_store_t *modern(void)
@@ -57,123 +48,22 @@ static fccl_store_t *modern(void)
     return open_store(srv.addr, FCCL_DIALECT_MODERN, 0, 10000);
 }
 
-Test(client, set_get_overwrite_empty)
-{
-    fccl_store_t *s = modern();
-    ss_set_get_overwrite_empty(s);
-    fccl_store_close(s);
-}
+SS_TEST(client, set_get_overwrite_empty, modern)
 
-Test(client, binary_and_large_values)
-{
-    fccl_store_t *s = modern();
-    /* Bigger than the client's read buffer: exercises the direct path. */
-    ss_binary_and_large_values(s, 3u << 20);
-    fccl_store_close(s);
-}
+/* Bigger than the client's read buffer: exercises the direct path. */
+SS_TEST_WITH(client, binary_and_large_values, modern, 3u << 20)
 
-Test(client, add_counts_in_decimal)
-{
-    fccl_store_t *s = modern();
-    int64_t v = 0;
-    cr_assert_eq(fccl_store_add(s, "n", 5, &v), FCCL_OK);
-    cr_assert_eq(v, 5);
-    cr_assert_eq(fccl_store_add(s, "n", -7, &v), FCCL_OK);
-    cr_assert_eq(v, -2);
-    srv_expect_value(s, "n", "-2", 2);
-    cr_assert_eq(fccl_store_add(s, "n", (int64_t)1 << 40, NULL), FCCL_OK);
-    cr_assert_eq(fccl_store_add(s, "n", 0, &v), FCCL_OK);
-    cr_assert_eq(v, ((int64_t)1 << 40) - 2);
-    fccl_store_close(s);
-}
+SS_TEST(client, add_counts_in_decimal, modern)
 
-Test(client, compare_set_all_cases)
-{
-    fccl_store_t *s = modern();
-    ss_compare_set_all_cases(s);
-    fccl_store_close(s);
-}
+SS_TEST(client, compare_set_all_cases, modern)
 
-Test(client, check_delete_num_keys)
-{
-    fccl_store_t *s = modern();
-    ss_check_delete_num_keys(s);
-    fccl_store_close(s);
-}
+SS_TEST(client, check_delete_num_keys, modern)
 
-Test(client, append_multi_ping)
-{
-    fccl_store_t *s = modern();
-    ss_append_multi_ping(s, 1e6);
-    fccl_store_close(s);
-}
+SS_TEST_WITH(client, append_multi_ping, modern, 1e6)
 
-Test(client, list_keys_sorted_and_through_views)
-{
-    fccl_store_t *s = modern();
-    ss_list_keys_sorted_and_through_views(s);
-    fccl_store_close(s);
-}
+SS_TEST(client, list_keys_sorted_and_through_views, modern)
 
-struct delayed {
-    const char *addr, *key, *val;
-    int delay_ms;
-    int queue;
-};
-
-static void *delayed_set(void *arg)
-{
-    struct delayed *d = arg;
-    fccl_store_t *s = open_store(d->addr, FCCL_DIALECT_MODERN, 0, 10000);
-    th_sleep_ms(d->delay_ms);
-    if (d->queue)
-        fccl_store_queue_push(s, d->key, d->val, strlen(d->val));
-    else
-        fccl_store_set(s, d->key, d->val, strlen(d->val));
-    fccl_store_close(s);
-    return NULL;
-}
-
-Test(client, queues_fifo_and_blocking_pop)
-{
-    fccl_store_t *s = modern();
-    for (int i = 0; i < 3; i++) {
-        char v[16];
-        snprintf(v, sizeof(v), "v%d", i);
-        cr_assert_eq(fccl_store_queue_push(s, "q", v, strlen(v)), FCCL_OK);
-    }
-    int64_t n = -1;
-    cr_assert_eq(fccl_store_queue_len(s, "q", &n), FCCL_OK);
-    cr_assert_eq(n, 3);
-    for (int i = 0; i < 3; i++) {
-        void *v;
-        size_t len;
-        cr_assert_eq(fccl_store_queue_pop(s, "q", 0, &v, &len, -1), FCCL_OK);
-        char want[16];
-        snprintf(want, sizeof(want), "v%d", i);
-        cr_assert(len == 2 && memcmp(v, want, 2) == 0, "FIFO order");
-        free(v);
-    }
-    void *v = NULL;
-    size_t len;
-    cr_assert_eq(fccl_store_queue_pop(s, "q", 0, &v, &len, -1),
-                 FCCL_ERR_NOTFOUND);
-    double t0 = th_now();
-    cr_assert_eq(fccl_store_queue_pop(s, "q", 1, &v, &len, 150),
-                 FCCL_ERR_TIMEOUT);
-    cr_assert(th_now() - t0 >= 0.14);
-    pthread_t th;
-    struct delayed d = {srv.addr, "q", "late", 150, 1};
-    pthread_create(&th, NULL, delayed_set, &d);
-    cr_assert_eq(fccl_store_queue_pop(s, "q", 1, &v, &len, 5000), FCCL_OK,
-                 "%s", fccl_last_error());
-    cr_assert(len == 4 && memcmp(v, "late", 4) == 0);
-    free(v);
-    pthread_join(th, NULL);
-    cr_assert_eq(fccl_store_queue_len(s, "q", &n), FCCL_OK);
-    cr_assert_eq(n, 0);
-    fccl_store_close(s);
-}
+SS_TEST_WITH(client, queues_fifo_and_blocking_pop, modern, modern)
 
 struct consumer {
     const char *addr;
@@ -226,26 +116,7 @@ Test(client, competing_consumers_and_key_named_like_a_queue)
     fccl_store_close(s);
 }
 
-Test(client, wait_and_get_block_until_set)
-{
-    fccl_store_t *s = modern();
-    pthread_t th;
-    struct delayed d = {srv.addr, "w", "done", 200, 0};
-    pthread_create(&th, NULL, delayed_set, &d);
-    double t0 = th_now();
-    const char *keys[1] = {"w"};
-    cr_assert_eq(fccl_store_wait(s, keys, 1, 5000), FCCL_OK, "%s",
-                 fccl_last_error());
-    cr_assert(th_now() - t0 >= 0.15, "wait returned before the set");
-    pthread_join(th, NULL);
-    struct delayed d2 = {srv.addr, "g", "value", 200, 0};
-    pthread_create(&th, NULL, delayed_set, &d2);
-    t0 = th_now();
-    srv_expect_value(s, "g", "value", 5);
-    cr_assert(th_now() - t0 >= 0.15, "get returned before the set");
-    pthread_join(th, NULL);
-    fccl_store_close(s);
-}
+SS_TEST_WITH(client, wait_and_get_block_until_set, modern, modern)
 
 Test(client, get_timeout_is_cancelled_and_handle_stays_usable)
 {
@@ -365,53 +236,7 @@ Test(client, raw_keys_are_sent_as_given)
     fccl_store_close(s);
 }
 
-struct worker {
-    fccl_store_t *s;
-    int id, iters, errors;
-};
-
-static void *hammer(void *arg)
-{
-    struct worker *w = arg;
-    for (int i = 0; i < w->iters; i++) {
-        char key[32], val[64];
-        snprintf(key, sizeof(key), "t%d", w->id);
-        int vl = snprintf(val, sizeof(val), "thread %d iter %d", w->id, i);
-        void *got = NULL;
-        size_t len = 0;
-        if (fccl_store_add(w->s, "shared", 1, NULL) != FCCL_OK ||
-            fccl_store_set(w->s, key, val, (size_t)vl) != FCCL_OK ||
-            fccl_store_get(w->s, key, &got, &len, 5000) != FCCL_OK ||
-            len != (size_t)vl || memcmp(got, val, len) != 0)
-            w->errors++;
-        free(got);
-    }
-    return NULL;
-}
-
-Test(client, threads_share_one_handle)
-{
-    fccl_store_t *s = modern(), *view;
-    cr_assert_eq(fccl_store_prefixed(s, "v/", &view), FCCL_OK);
-    enum { T = 4, ITERS = 300 };
-    pthread_t th[T];
-    struct worker w[T];
-    for (int i = 0; i < T; i++) {
-        w[i] = (struct worker){i % 2 ? view : s, i, ITERS, 0};
-        pthread_create(&th[i], NULL, hammer, &w[i]);
-    }
-    for (int i = 0; i < T; i++) {
-        pthread_join(th[i], NULL);
-        cr_assert_eq(w[i].errors, 0, "thread %d: %d errors", i, w[i].errors);
-    }
-    int64_t a, b;
-    cr_assert_eq(fccl_store_add(s, "shared", 0, &a), FCCL_OK);
-    cr_assert_eq(fccl_store_add(view, "shared", 0, &b), FCCL_OK);
-    cr_assert_eq(a + b, T * ITERS, "%lld + %lld", (long long)a, (long long)b);
-    cr_assert_eq(a, T / 2 * ITERS);
-    fccl_store_close(view);
-    fccl_store_close(s);
-}
+SS_TEST_WITH(client, threads_share_one_handle, modern, 300)
 
 Test(client, broken_connection_fails_fast_with_first_error)
 {
@@ -579,16 +404,10 @@ Test(client_conn, connect_before_the_server_starts)
 
 Test(client_conn, connect_gives_up_at_the_timeout)
 {
-    int port = th_free_port();
     char addr[TH_ADDR_LEN];
-    fccl_store_opts_t o;
-    srv_client_opts(&o, addr, port, 300);
-    fccl_store_t *s = (fccl_store_t *)1;
-    double t0 = th_now();
-    int rc = fccl_store_connect(&o, &s);
-    double dt = th_now() - t0;
+    double dt;
+    int rc = srv_connect_nowhere("", 300, addr, sizeof(addr), &dt);
     cr_assert_eq(rc, FCCL_ERR_CONNECT, "rc %d", rc);
-    cr_assert(s == NULL);
     cr_assert(dt >= 0.29 && dt < 2, "gave up after %.3f s", dt);
     cr_assert(strstr(fccl_last_error(), addr), "%s", fccl_last_error());
     cr_assert(strstr(fccl_last_error(), "attempts"), "%s", fccl_last_error());
@@ -704,14 +523,10 @@ Test(client_conn, server_without_sync_is_fenced_with_ping)
 /* A failure before any reply says the likely cause. */
 Test(client_conn, first_reply_hints_name_the_cause)
 {
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", th_free_port());
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.timeout_ms = 300;
-    fccl_store_t *s = NULL;
-    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_ERR_CONNECT);
+    char addr[TH_ADDR_LEN];
+    double dt;
+    cr_assert_eq(srv_connect_nowhere("", 300, addr, sizeof(addr), &dt),
+                 FCCL_ERR_CONNECT);
     cr_assert(strstr(fccl_last_error(), "no server is listening"), "%s",
               fccl_last_error());
     cr_assert(!strstr(fccl_last_error(), "PyTorch"), "%s",

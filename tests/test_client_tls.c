@@ -321,21 +321,17 @@ Test(ctls, fccl_init_over_tls, .timeout = 120)
 {
     struct srv s;
     start(&s, "server.crt", "--tls-required", NULL);
-    char cmd[1024], *out = NULL;
-    snprintf(cmd, sizeof(cmd),
-             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 FCCL_STORE_TLS_CA=%s/ca.crt "
-             "FCCL_STORE_TLS_SERVER_NAME=store.test %s/fccl-run -n 2 --store "
-             "127.0.0.1:%d %s/boot_check host",
-             dir, th_bin_dir(), s.port, th_testbin_dir());
-    int ex = th_sh(cmd, 100, &out);
-    cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
-    free(out);
+    char env[256];
+    snprintf(env, sizeof(env),
+             "FCCL_STORE_TLS_CA=%s/ca.crt FCCL_STORE_TLS_SERVER_NAME=store.test",
+             dir);
+    srv_boot_check_job(s.port, env);
     char *log = srv_log(&s);
     cr_assert_eq(th_count(log, "plaintext connection refused"), 0, "%s", log);
     free(log);
     char *o2 = NULL;
-    ex = run_cli(s.port, "TCPSTORE_TLS_CA=ca.crt", "--raw-keys get init/",
-                 &o2);
+    int ex = run_cli(s.port, "TCPSTORE_TLS_CA=ca.crt", "--raw-keys get init/",
+                     &o2);
     cr_assert_eq(ex, 0, "%s", o2);
     cr_assert_str_eq(o2, "2");
     free(o2);

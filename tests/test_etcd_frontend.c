@@ -21,6 +21,7 @@
 #include "lib/etcd.h"
 #include "lib/proc.h"
 #include "lib/srv.h"
+#include "lib/store_suite.h"
 
 #define PYTHON "/usr/bin/python3"
 
@@ -53,15 +54,7 @@ TestSuite(frontend, .init = up, .fini = down, .timeout = 90);
 
 static fccl_store_t *client(const struct srv *s, fccl_dialect_t d)
 {
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = s->addr;
-    o.dialect = d;
-    o.timeout_ms = 10000;
-    fccl_store_t *st = NULL;
-    cr_assert_eq(fccl_store_connect(&o, &st), FCCL_OK, "%s",
-                 fccl_last_error());
-    return st;
+    return srv_store_open_as(s->port, 0, d, 10000);
 }
 
 static int present(fccl_store_t *s, const char *key)
@@ -107,22 +100,7 @@ Test(frontend, every_call_on_the_modern_dialect)
     cas(s, "c", "nope", "third", "second");
     cas(s, "m", "exp", "des", "exp");
     cr_assert_eq(present(s, "m"), 0);
-    cr_assert_eq(fccl_store_append(s, "ap", "ab", 2), FCCL_OK);
-    cr_assert_eq(fccl_store_append(s, "ap", "cd", 2), FCCL_OK);
-    srv_expect_value(s, "ap", "abcd", 4);
-    const char *keys[3] = {"k0", "k1", "k2"};
-    const void *vals[3] = {"zero", "", "two"};
-    size_t lens[3] = {4, 0, 3};
-    cr_assert_eq(fccl_store_multi_set(s, keys, vals, lens, 3), FCCL_OK, "%s",
-                 fccl_last_error());
-    void *got[3];
-    size_t gl[3];
-    cr_assert_eq(fccl_store_multi_get(s, keys, 3, got, gl, 5000), FCCL_OK,
-                 "%s", fccl_last_error());
-    cr_assert(gl[0] == 4 && gl[1] == 0 && gl[2] == 3 &&
-              memcmp(got[2], "two", 3) == 0);
-    for (int i = 0; i < 3; i++)
-        free(got[i]);
+    ss_append_multi(s);
     cr_assert_eq(fccl_store_queue_push(s, "q", "i0", 2), FCCL_OK, "%s",
                  fccl_last_error());
     cr_assert_eq(fccl_store_queue_push(s, "q", "i1", 2), FCCL_OK);

@@ -26,14 +26,7 @@ static void line_of(const char *out, int r, const char *key, char *buf,
 {
     char want[96];
     snprintf(want, sizeof(want), "] R%d %s", r, key);
-    const char *p = strstr(out, want);
-    buf[0] = '\0';
-    if (!p)
-        return;
-    p += 2;
-    const char *e = strchr(p, '\n');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), p);
+    th_line_at(out, want, 2, buf, len);
 }
 
 static long long num_after(const char *line, const char *key)

@@ -43,13 +43,7 @@ static void line_of(const char *out, int r, const char *key, char *buf,
 {
     char want[96];
     snprintf(want, sizeof(want), "R%d %s", r, key);
-    const char *p = strstr(out, want);
-    buf[0] = '\0';
-    if (!p)
-        return;
-    const char *e = strchr(p, '\n');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), p);
+    th_line_at(out, want, 0, buf, len);
 }
 
 static char *job(const char *env, int n, const char *args, int limit_s)

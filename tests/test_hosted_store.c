@@ -38,10 +38,8 @@ static void setup(void)
 {
     srv_need_openssl();
     cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-hosted"), 0);
-    snprintf(cert, sizeof(cert), "%s/srv.crt", dir);
-    snprintf(key, sizeof(key), "%s/srv.key", dir);
+    srv_make_cert_in(dir, "srv", cert, key, sizeof(cert), "store");
     snprintf(tok, sizeof(tok), "%s/token", dir);
-    srv_make_cert(cert, key, "store");
     write_file(tok, "hosted-store-token-0123456789\n", 0600);
 }
 

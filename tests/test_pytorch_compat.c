@@ -229,17 +229,7 @@ static fccl_store_t *fake_connect(struct fake *f, pthread_t *th,
                                   fccl_dialect_t d)
 {
     pthread_create(th, NULL, fake_run, f);
-    char addr[64];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->port);
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = addr;
-    o.dialect = d;
-    o.timeout_ms = 5000;
-    fccl_store_t *s = NULL;
-    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK, "%s",
-                 fccl_last_error());
-    return s;
+    return srv_store_open_as(f->port, 0, d, 5000);
 }
 
 static void fake_finish(struct fake *f, pthread_t th, fccl_store_t *s)

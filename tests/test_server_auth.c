@@ -230,14 +230,9 @@ Test(auth, fccl_init_with_a_token, .timeout = 120)
 {
     struct srv s;
     start(&s, 1, 0);
-    char cmd[1024], *out = NULL;
-    snprintf(cmd, sizeof(cmd),
-             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 FCCL_STORE_TOKEN_FILE=%s/rw "
-             "%s/fccl-run -n 2 --store 127.0.0.1:%d %s/boot_check host",
-             dir, th_bin_dir(), s.port, th_testbin_dir());
-    int ex = th_sh(cmd, 100, &out);
-    cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
-    free(out);
+    char env[256];
+    snprintf(env, sizeof(env), "FCCL_STORE_TOKEN_FILE=%s/rw", dir);
+    srv_boot_check_job(s.port, env);
     cr_assert_eq(srv_log_count(&s, "before authentication"), 0);
     /* Both ranks joined "init/" (raw key). */
     expect_cli(s.port, "TCPSTORE_TOKEN_FILE=rw", "--raw-keys get init/", 0,
@@ -284,6 +279,13 @@ Test(auth, pytorch_list_keys_17)
     srv_finish(&s);
 }
 
+/* A modern BARRIER(key, world_size) request into b. */
+static void put_barrier(struct codec_buf *b, const char *key, int64_t n)
+{
+    f_key(b, DIALECT_MODERN, OP_BARRIER, key);
+    codec_put_i64(b, n);
+}
+
 /* PyTorch's BARRIER (18) through `tcpstore barrier`: three arrivals of
  * N = 3 released together; a short one times out (exit 3) and its
  * increment stays; a raw client's BARRIER then CANCEL_WAIT. */
@@ -308,9 +310,7 @@ Test(auth, pytorch_barrier_18)
     int fd = cli_modern(s.port);
     struct codec_buf b;
     codec_buf_init(&b);
-    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
-    codec_put_str(&b, "/raw", 4);
-    codec_put_i64(&b, 5);
+    put_barrier(&b, "/raw", 5);
     cli_send(fd, &b);
     cli_expect_silence(fd, 200);
     codec_put_type(&b, DIALECT_MODERN, OP_CANCEL_WAIT);
@@ -318,9 +318,7 @@ Test(auth, pytorch_barrier_18)
     cli_expect_u8(fd, REPLY_WAIT_CANCELED);
     cr_assert_eq(cli_numkeys(fd, DIALECT_MODERN), 3);
     /* A parked barrier on a connection that goes away is dropped. */
-    codec_put_type(&b, DIALECT_MODERN, OP_BARRIER);
-    codec_put_str(&b, "/raw", 4);
-    codec_put_i64(&b, 5);
+    put_barrier(&b, "/raw", 5);
     cli_send(fd, &b);
     codec_buf_free(&b);
     close(fd);
@@ -339,11 +337,9 @@ Test(auth, add_reaching_target_releases_barrier)
     int b3 = cli_modern(s.port), b5 = cli_modern(s.port);
     struct codec_buf b;
     codec_buf_init(&b);
-    f_key(&b, DIALECT_MODERN, OP_BARRIER, "/ab");
-    codec_put_i64(&b, 3);
+    put_barrier(&b, "/ab", 3);
     cli_send(b3, &b); /* counter 1, parked for 3 */
-    f_key(&b, DIALECT_MODERN, OP_BARRIER, "/ab");
-    codec_put_i64(&b, 5);
+    put_barrier(&b, "/ab", 5);
     cli_send(b5, &b); /* counter 2, parked for 5 */
     cli_expect_silence(b3, 200);
     int fd = cli_modern(s.port);

@@ -38,12 +38,10 @@ static void setup(void)
 {
     srv_need_openssl();
     cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-tls"), 0);
-    snprintf(srv_cert, sizeof(srv_cert), "%s/server.crt", dir);
-    snprintf(srv_key, sizeof(srv_key), "%s/server.key", dir);
-    snprintf(cli_cert, sizeof(cli_cert), "%s/client.crt", dir);
-    snprintf(cli_key, sizeof(cli_key), "%s/client.key", dir);
-    srv_make_cert(srv_cert, srv_key, "store");
-    srv_make_cert(cli_cert, cli_key, "rank");
+    srv_make_cert_in(dir, "server", srv_cert, srv_key, sizeof(srv_cert),
+                     "store");
+    srv_make_cert_in(dir, "client", cli_cert, cli_key, sizeof(cli_cert),
+                     "rank");
 }
 
 static void teardown(void)

@@ -22,9 +22,6 @@ static int cancel(struct sc_call *k, int64_t world_size)
 int tcp_store_barrier(fccl_store_t *s, const char *key, int64_t world_size,
                       int64_t timeout_ms)
 {
-    if (!key || world_size < 1)
-        return fccl_err(FCCL_ERR_INVALID, "store BARRIER: %s",
-                        !key ? "NULL key" : "world_size must be >= 1");
     struct sc_call k;
     int rc = sc_begin(&k, s, "BARRIER", key);
     if (rc < 0)

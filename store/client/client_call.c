@@ -412,18 +412,27 @@ static int read_discard(struct sc_call *k, uint64_t len, uint64_t deadline)
     return FCCL_OK;
 }
 
+int sc_read_count(struct sc_call *k, uint64_t *n, uint64_t max,
+                  const char *what, uint64_t deadline)
+{
+    int rc = sc_read_u64(k, n, deadline);
+    if (rc < 0)
+        return rc;
+    if (*n > max) {
+        fccl_err(FCCL_ERR_PROTOCOL, "%s %llu is beyond any limit", what,
+                 (unsigned long long)*n);
+        return sc_fail(k, FCCL_ERR_PROTOCOL);
+    }
+    return FCCL_OK;
+}
+
 int sc_read_bytes(struct sc_call *k, void **val, size_t *len,
                   uint64_t deadline)
 {
     uint64_t n = 0;
-    int rc = sc_read_u64(k, &n, deadline);
+    int rc = sc_read_count(k, &n, SC_MAX_REPLY_LEN, "reply length", deadline);
     if (rc < 0)
         return rc;
-    if (n > SC_MAX_REPLY_LEN) {
-        fccl_err(FCCL_ERR_PROTOCOL, "reply length %llu is beyond any limit",
-                 (unsigned long long)n);
-        return sc_fail(k, FCCL_ERR_PROTOCOL);
-    }
     if (!val)
         return read_discard(k, n, deadline);
     char *p = malloc((size_t)n + 1);

@@ -163,6 +163,10 @@ int sc_read_u8(struct sc_call *k, uint8_t *v, uint64_t deadline);
 int sc_try_read(struct sc_call *k, void *p, size_t n, uint64_t deadline);
 int sc_read_u64(struct sc_call *k, uint64_t *v, uint64_t deadline);
 int sc_read_i64(struct sc_call *k, int64_t *v, uint64_t deadline);
+/* Read a u64 count into *n; above max it is FCCL_ERR_PROTOCOL ("WHAT N is
+ * beyond any limit") and the connection is failed. */
+int sc_read_count(struct sc_call *k, uint64_t *n, uint64_t max,
+                  const char *what, uint64_t deadline);
 /* Read a CHECK reply: *ready = 1 for READY, 0 for NOT_READY. */
 int sc_read_ready(struct sc_call *k, int *ready);
 /* Read a u64-length-prefixed buffer into malloc'd *val (NUL-terminated);

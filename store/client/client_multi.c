@@ -188,14 +188,10 @@ static int cmp_key(const void *a, const void *b)
 static int read_key_list(struct sc_call *k, char ***out, size_t *nout)
 {
     uint64_t n;
-    int rc = sc_read_u64(k, &n, k->io_deadline);
+    int rc = sc_read_count(k, &n, LIST_MAX_KEYS, "key count of a listing",
+                           k->io_deadline);
     if (rc < 0)
         return rc;
-    if (n > LIST_MAX_KEYS) {
-        fccl_err(FCCL_ERR_PROTOCOL, "listing of %llu keys",
-                 (unsigned long long)n);
-        return sc_fail(k, FCCL_ERR_PROTOCOL);
-    }
     char **keys = calloc(n ? (size_t)n : 1, sizeof(*keys));
     if (!keys)
         return sc_fail(k, fccl_err(FCCL_ERR_NOMEM, "out of memory"));

@@ -250,9 +250,6 @@ static int counter_of(const struct ej_kv *kv, int64_t *v)
 int etcd_barrier(fccl_store_t *s, const char *key, int64_t world_size,
                  int64_t timeout_ms)
 {
-    if (!key || world_size < 1)
-        return fccl_err(FCCL_ERR_INVALID, "store BARRIER: %s",
-                        !key ? "NULL key" : "world_size must be >= 1");
     struct ecall k;
     int rc = ec_begin(&k, s, "BARRIER", key, timeout_ms);
     if (rc < 0)

@@ -146,6 +146,10 @@ int fccl_store_barrier(fccl_store_t *s, const char *key, int64_t world_size,
                        int64_t timeout_ms)
 {
     ENTRY(s, "BARRIER", barrier);
+    /* Checked here for every store (and view) alike. */
+    if (!key || world_size < 1)
+        return fccl_err(FCCL_ERR_INVALID, "store BARRIER: %s",
+                        !key ? "NULL key" : "world_size must be >= 1");
     return s->vt->barrier(s, key, world_size, timeout_ms);
 }
 

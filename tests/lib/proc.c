@@ -153,6 +153,19 @@ int th_count(const char *hay, const char *needle)
     return n;
 }
 
+void th_line_at(const char *out, const char *want, size_t skip, char *buf,
+                size_t len)
+{
+    const char *p = out ? strstr(out, want) : NULL;
+    buf[0] = '\0';
+    if (!p)
+        return;
+    p += skip;
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), p);
+}
+
 int th_reap(pid_t pid, int ms)
 {
     double end = th_now() + ms / 1000.0;

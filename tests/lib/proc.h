@@ -138,4 +138,10 @@ int th_reap(pid_t pid, int ms);
 /* How many times needle occurs in hay (non-overlapping). */
 int th_count(const char *hay, const char *needle);
 
+/* Into buf (len bytes, always terminated): the line of out from the first
+ * `want` on, less its first skip bytes, without the newline; "" when want
+ * is not in out. */
+void th_line_at(const char *out, const char *want, size_t skip, char *buf,
+                size_t len);
+
 #endif

@@ -252,10 +252,17 @@ void srv_client_opts(fccl_store_opts_t *o, char *addr, int port,
 
 fccl_store_t *srv_store_open(int port, int reconnect)
 {
+    return srv_store_open_as(port, reconnect, FCCL_DIALECT_MODERN, 10000);
+}
+
+fccl_store_t *srv_store_open_as(int port, int reconnect, fccl_dialect_t d,
+                                int64_t timeout_ms)
+{
     char addr[TH_ADDR_LEN];
     fccl_store_opts_t o;
-    srv_client_opts(&o, addr, port, 10000);
+    srv_client_opts(&o, addr, port, timeout_ms);
     o.reconnect = reconnect;
+    o.dialect = d;
     fccl_store_t *st = NULL;
     cr_assert_eq(fccl_store_connect(&o, &st), FCCL_OK, "connect to %s: %s",
                  addr, fccl_last_error());
@@ -307,4 +314,55 @@ void srv_make_cert(const char *cert, const char *key, const char *cn)
              ">/dev/null 2>&1", key, cert, cn);
     cr_assert_eq(system(cmd), 0, "openssl req failed: %s", cmd);
     cr_assert_eq(chmod(key, 0600), 0, "chmod %s: %s", key, strerror(errno));
+}
+
+void srv_make_cert_in(const char *dir, const char *name, char *cert,
+                      char *key, size_t len, const char *cn)
+{
+    snprintf(cert, len, "%s/%s.crt", dir, name);
+    snprintf(key, len, "%s/%s.key", dir, name);
+    srv_make_cert(cert, key, cn);
+}
+
+void srv_boot_check_job(int port, const char *env)
+{
+    char cmd[1024], *out = NULL;
+    snprintf(cmd, sizeof(cmd),
+             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 %s %s/fccl-run -n 2 --store "
+             "127.0.0.1:%d %s/boot_check host",
+             env, th_bin_dir(), port, th_testbin_dir());
+    int ex = th_sh(cmd, 100, &out);
+    cr_assert_eq(ex, 0, "exit %d: %s", ex, out);
+    free(out);
+}
+
+int srv_connect_nowhere(const char *scheme, int64_t timeout_ms, char *addr,
+                        size_t len, double *took)
+{
+    snprintf(addr, len, "%s127.0.0.1:%d", scheme, th_free_port());
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.timeout_ms = timeout_ms;
+    fccl_store_t *s = (fccl_store_t *)1;
+    double t0 = th_now();
+    int rc = fccl_store_connect(&o, &s);
+    *took = th_now() - t0;
+    cr_assert_null(s, "no handle on failure");
+    return rc;
+}
+
+fccl_store_t *srv_connect_to(const char *addr, fccl_dialect_t d, int raw,
+                             int64_t timeout_ms)
+{
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = addr;
+    o.dialect = d;
+    o.raw_keys = raw;
+    o.timeout_ms = timeout_ms;
+    fccl_store_t *s = NULL;
+    int rc = fccl_store_connect(&o, &s);
+    cr_assert_eq(rc, FCCL_OK, "connect %s: %s", addr, fccl_last_error());
+    return s;
 }

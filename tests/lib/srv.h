@@ -113,6 +113,10 @@ void srv_client_opts(fccl_store_opts_t *o, char *addr, int port,
  * asked); fails the test if it cannot connect. */
 fccl_store_t *srv_store_open(int port, int reconnect);
 
+/* Likewise in dialect d with timeout_ms (srv_store_open: modern, 10 s). */
+fccl_store_t *srv_store_open_as(int port, int reconnect, fccl_dialect_t d,
+                                int64_t timeout_ms);
+
 /* GET key (5 s timeout) returns exactly want[0..len), NUL-terminated as
  * the API promises; fails the test otherwise.  srv_expect_cstr: want is
  * a string. */
@@ -135,4 +139,23 @@ void srv_need_openssl(void);
  * srv_need_openssl does; fails it when openssl fails. */
 void srv_make_cert(const char *cert, const char *key, const char *cn);
 
+/* srv_make_cert of dir/name.crt and dir/name.key, their paths left in
+ * cert and key (len bytes each). */
+void srv_make_cert_in(const char *dir, const char *name, char *cert,
+                      char *key, size_t len, const char *cn);
+
+/* `ENV fccl-run -n 2 --store 127.0.0.1:port boot_check host` on shm (env:
+ * shell words), asserting that the job exits 0 within 100 s. */
+void srv_boot_check_job(int port, const char *env);
+
+/* fccl_store_connect to SCHEME127.0.0.1:PORT (scheme "" or "etcd://"), a
+ * port nobody listens on, with timeout_ms: its return code, the address
+ * in addr (len bytes) and the seconds it took in *took.  Asserts that no
+ * handle was left. */
+int srv_connect_nowhere(const char *scheme, int64_t timeout_ms, char *addr,
+                        size_t len, double *took);
+/* A connected client of addr (any address fccl_store_connect takes) in
+ * dialect d, raw keys if raw; fails the test if it cannot connect. */
+fccl_store_t *srv_connect_to(const char *addr, fccl_dialect_t d, int raw,
+                             int64_t timeout_ms);
 #endif

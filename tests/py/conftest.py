@@ -101,6 +101,27 @@ def survivors_report(procs):
     return outs
 
 
+def killed_rank_job(n, argv, **env):
+    """n ranks of argv (rank n - 1 is the one the program kills) over a
+    tcpstore-server of their own, env added to each rank's: the survivors'
+    lines, once the killed rank was seen to die of SIGKILL."""
+    srv = tcpstore_server()
+    procs = []
+    try:
+        for r in range(n):
+            renv = dict(os.environ, MASTER_ADDR=srv.host,
+                        MASTER_PORT=str(srv.port), RANK=str(r),
+                        WORLD_SIZE=str(n), **env)
+            procs.append(subprocess.Popen(
+                argv, env=renv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, text=True))
+        outs = survivors_report(procs)
+    finally:
+        end_job(procs, srv)
+    assert procs[-1].returncode == -9
+    return outs
+
+
 def end_job(procs, srv):
     """Kill what still runs of the ranks, stop the store, and remove what
     the ranks' shm endpoints left in /dev/shm: the killed rank's, and the

@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from conftest import BIN, end_job, survivors_report, tcpstore_server
+from conftest import BIN, killed_rank_job
 
 pytest.importorskip("torch")
 from tstore import has_libuv, TORCH_2  # noqa: E402
@@ -83,22 +83,9 @@ def test_job_on_file_store():
         not TORCH_2, reason="torch 2.x"))])
 def test_killed_rank_raises_on_survivors(provider, wait):
     n = 3
-    srv = tcpstore_server()
-    procs = []
-    try:
-        for r in range(n):
-            env = dict(os.environ, MASTER_ADDR=srv.host,
-                       MASTER_PORT=str(srv.port), RANK=str(r),
-                       WORLD_SIZE=str(n), FCCL_PROVIDER=provider,
-                       FCCL_PEER_TIMEOUT="5", FCCL_JOB_ID=f"ptfault{os.getpid()}")
-            procs.append(subprocess.Popen(
-                [sys.executable, RANK, "kill", wait], env=env,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, text=True))
-        outs = survivors_report(procs)
-    finally:
-        end_job(procs, srv)
-    assert procs[-1].returncode == -9
+    outs = killed_rank_job(
+        n, [sys.executable, RANK, "kill", wait], FCCL_PROVIDER=provider,
+        FCCL_PEER_TIMEOUT="5", FCCL_JOB_ID=f"ptfault{os.getpid()}")
     for r in range(n - 1):
         words = outs[r].split()
         assert words and words[0] == "raised", (r, outs[r])
