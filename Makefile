@@ -223,7 +223,7 @@ MAN_SED = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DATE@|$(MAN_DATE)|g' \
 .PHONY: check-embed all lib progs benches tests test check check-san install uninstall clean demo bench \
   test-multihost man check-lines
 
-all: lib progs benches man
+all: torch-first lib progs benches man
 man: $(MANPAGES)
 
 $(BUILD)/man/%: man/%.in Makefile

@@ -55,7 +55,14 @@ $(PY_DIR)/torch/%.py: python/fccl/torch/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 
-.PHONY: python test-python install-python
+.PHONY: python test-python install-python torch-first
+
+# `all` names this first (Makefile): the C++ compile, the longest single
+# step, then runs beside the C objects instead of after them.
+torch-first:
+ifeq ($(SAN)$(PY_HAVE)$(TORCH_HAVE),011)
+torch-first: $(PYT_SO)
+endif
 
 ifeq ($(SAN)$(PY_HAVE),01)
 all: python
