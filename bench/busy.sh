@@ -43,20 +43,29 @@ one() { # system op n size -> time in us
     new|old|spin*)
         [ "$1" != new ] && dir=$OLD
         case $1 in spin*) spin=${1#spin} ;; esac
-        env ${spin:+FCCL_SPIN_US=$spin} timeout 180 "$dir/fccl-run" -n "$3" \
+        setsid -w env ${spin:+FCCL_SPIN_US=$spin} timeout 180 "$dir/fccl-run" -n "$3" \
             --provider shm --no-prefix "$dir/fccl-bench" -d float32 -r sum \
             $args --csv 2>/dev/null | awk -F, '/^[a-z_]+,[0-9]/ {print $8; exit}' ;;
-    ompi) timeout 180 mpirun.openmpi $ROOTFLAG --oversubscribe -n "$3" \
+    ompi) setsid -w timeout 180 mpirun.openmpi $ROOTFLAG --oversubscribe -n "$3" \
               --mca btl self,vader "$OUT/mpi_coll.openmpi" $args 2>/dev/null |
               awk '!/^#/ && NF >= 6 {print $5; exit}' ;;
-    mpich) timeout 180 mpirun.mpich -n "$3" "$OUT/mpi_coll.mpich" $args \
+    mpich) setsid -w timeout 180 mpirun.mpich -n "$3" "$OUT/mpi_coll.mpich" $args \
                2>/dev/null | awk '!/^#/ && NF >= 6 {print $5; exit}' ;;
     esac
 }
 
+# Sessions.  With the kernel's autogroup scheduling (on by default,
+# /proc/sys/kernel/sched_autogroup_enabled) CPU is shared fairly between
+# sessions first, then between the tasks of a session.  mpirun.mpich's
+# hydra puts its ranks in a session of their own, fccl-run and Open MPI's
+# mpirun leave them in the caller's: with the busy loops in this script's
+# session MPICH's ranks got a session's share each while fccl's split one
+# with the loops.  So every busy loop runs in a session of its own, as
+# other users' work does, and so does every system measured (one()).
 LOADPIDS=""
 load_on() { for _ in $(seq "$LOAD_JOBS"); do
-                (while :; do :; done) & LOADPIDS="$LOADPIDS $!"; done; }
+                setsid sh -c 'while :; do :; done' &
+                LOADPIDS="$LOADPIDS $!"; done; }
 load_off() { for p in $LOADPIDS; do kill "$p" 2>/dev/null; done
              wait 2>/dev/null; LOADPIDS=""; }
 trap 'load_off' EXIT INT TERM
