@@ -33,7 +33,8 @@ trap 'stop_busy; rm -f "$tmp"' EXIT
 for load in $LOADS; do
     if [ "$load" = busy ]; then
         for _ in 1 2; do
-            sh -c 'while :; do :; done' &
+            # a session of its own, as other users' work (bench/busy.sh)
+            setsid sh -c 'while :; do :; done' &
             busy+=($!)
         done
     fi
