@@ -62,7 +62,8 @@ one() {
     gloo) job=("$RUN" --no-kill -n "$N" /usr/bin/python3 "$ROOT/bench/ft_gloo.py"
                "$(free_port)" "$(free_port)") ;;
     esac
-    timeout -k 5 300 "${job[@]}" >"$tmp" 2>&1 &
+    : >"$tmp" # now, not in the background child (see ft_soak.sh)
+    timeout -k 5 300 "${job[@]}" >>"$tmp" 2>&1 &
     local jpid=$!
     for _ in $(seq 3600); do
         [ "$(grep -c ' looping' "$tmp")" -ge "$N" ] && break
@@ -122,12 +123,14 @@ ns_one() {
     *) env="FCCL_PROVIDER=$prov" ;;
     esac
     ns_port=$((ns_port + 1))
+    : >"$tmp.n0"
+    : >"$tmp.n1"
     for k in 0 1; do
         hs=
         [ "$k" -eq 0 ] && hs=--host-store
         mh_exec $((k + 1)) env FCCL_PEER_TIMEOUT="$NS_PEER" "$env" timeout -k 5 120 \
             "$RUN" --no-kill -n "$NS_PER" --nnodes 2 --node-rank "$k" \
-            --store "node1:$ns_port" $hs "$HELPER" shrink >"$tmp.n$k" 2>&1 &
+            --store "node1:$ns_port" $hs "$HELPER" shrink >>"$tmp.n$k" 2>&1 &
         jobs+=($!)
     done
     for _ in $(seq 1200); do
