@@ -4,7 +4,8 @@
  * A rank SIGKILLed after a barrier: the survivors agree on it, shrink,
  * and the new group's all_reduce and broadcast are right; a live rank
  * excluded by the others exits without a call; a revoke releases a
- * receive nobody sends and a barrier; the revoked group shrinks; the
+ * receive nobody sends and a barrier; the revoked group shrinks; a
+ * second rank killed inside the shrink (shrunk again until right); the
  * kill and shrink again with the store outside fccl-run, a
  * tcpstore-server and an etcd member the test starts.  The
  * expected names (sha1sum of the member list), sums and member sets are
@@ -181,6 +182,50 @@ Test(ft, kill_two_shrink_tcp, .timeout = 180)
 {
     TH_LONG_CASE("a second provider, 5 s of waiting");
     kill_two_job(TCP);
+}
+
+/* A second rank dies inside the shrink, FT_IN_SHRINK_MS after its call
+ * (before or after it posted): the survivors shrink again while the new
+ * group fails, and end in the group of the other four, the same on each. */
+static void kill_in_shrink_job(const char *prov, int v1, int v2, int ms)
+{
+    char *out = NULL, cmd[1024], line[600], want[160], name[96];
+    snprintf(cmd, sizeof(cmd), "FT_IN_SHRINK_MS=%d FCCL_TIMEOUT=30 "
+             "FCCL_PEER_TIMEOUT=2 FCCL_PROVIDER='%s' %s/fccl-run --no-kill "
+             "-n %d %s/ft_check kill %d %d", ms, prov, th_bin_dir(), N,
+             th_testbin_dir(), v1, v2);
+    int st = th_sh(cmd, 120, &out);
+    cr_expect_eq(st, 137, "exit %d:\n%s", st, out);
+    expected_name(v1, v2, name, sizeof(name));
+    for (int r = 0; r < N; r++) {
+        if (r == v1 || r == v2)
+            continue;
+        line_of(out, r, "FINAL ", line, sizeof(line));
+        snprintf(want, sizeof(want), "FINAL size %d name %s rank %d", N - 2,
+                 name, r - (r > v1) - (r > v2));
+        cr_expect(strstr(line, want), "rank %d: want \"%s\", got \"%s\":\n%s",
+                  r, want, line, out);
+        line_of(out, r, "GONE ", line, sizeof(line));
+        snprintf(want, sizeof(want), "GONE [%d,%d]", v1 < v2 ? v1 : v2,
+                 v1 < v2 ? v2 : v1);
+        cr_expect(strstr(line, want), "rank %d: want \"%s\", got \"%s\"", r,
+                  want, line);
+        line_of(out, r, "FINALIZE ", line, sizeof(line));
+        cr_expect(line[0], "rank %d did not return from finalize:\n%s", r,
+                  out);
+    }
+    expect_shm_clean(out);
+    free(out);
+}
+
+Test(ft, kill_in_shrink_shm, .timeout = 180)
+{
+    kill_in_shrink_job("shm", 2, 5, 3);
+}
+Test(ft, kill_in_shrink_tcp, .timeout = 180)
+{
+    TH_LONG_CASE("a second provider");
+    kill_in_shrink_job(TCP, 1, 4, 3);
 }
 
 static void exclude_job(const char *prov, int out_rank)
