@@ -113,16 +113,14 @@ one_host_table() {
 # cross-host detection bound).
 NS_PER=${NS_PER:-4} NS_PEER=${NS_PEER:-1} NS_VICTIM=${NS_VICTIM:-6}
 NS_PROVIDERS=${NS_PROVIDERS:-"mixed tcp;ofi_rxm"} NS_FAULTS=${NS_FAULTS:-"rank host"}
-ns_port=29700
-
-# ns_one PROVIDER FAULT: one run on the two hosts; prints as one() does.
+# ns_one PROVIDER FAULT PORT: one run on the two hosts (the store on
+# node1:PORT); prints as one() does.
 ns_one() {
-    local prov=$1 fault=$2 env k hs jobs=() victims=() r t_kill n=$((2 * NS_PER))
+    local prov=$1 fault=$2 port=$3 env k hs jobs=() victims=() r t_kill n=$((2 * NS_PER))
     case $prov in
     mixed) env="FCCL_NET_PROVIDER=tcp;ofi_rxm" ;;
     *) env="FCCL_PROVIDER=$prov" ;;
     esac
-    ns_port=$((ns_port + 1))
     : >"$tmp.n0"
     : >"$tmp.n1"
     for k in 0 1; do
@@ -130,7 +128,7 @@ ns_one() {
         [ "$k" -eq 0 ] && hs=--host-store
         mh_exec $((k + 1)) env FCCL_PEER_TIMEOUT="$NS_PEER" "$env" timeout -k 5 120 \
             "$RUN" --no-kill -n "$NS_PER" --nnodes 2 --node-rank "$k" \
-            --store "node1:$ns_port" $hs "$HELPER" shrink >>"$tmp.n$k" 2>&1 &
+            --store "node1:$port" $hs "$HELPER" shrink >>"$tmp.n$k" 2>&1 &
         jobs+=($!)
     done
     for _ in $(seq 1200); do
@@ -168,12 +166,13 @@ netns_table() {
     mh_add_host 1 v4 && mh_add_host 2 v4 || { echo "cannot make the hosts"; return 1; }
     echo "| fault | provider | error, first (ms) | error, last (ms) | shrink (ms) | first correct all_reduce (ms) |"
     echo "|---|---|---|---|---|---|"
-    local fault prov label
+    local fault prov label port=29700
     for fault in $NS_FAULTS; do
         for prov in $NS_PROVIDERS; do
             rows=()
             for _ in $(seq "$ROUNDS"); do
-                rows+=("$(ns_one "$prov" "$fault")")
+                port=$((port + 1)) # a fresh store port each run
+                rows+=("$(ns_one "$prov" "$fault" "$port")")
             done
             bad=$(printf '%s\n' "${rows[@]}" | grep -c incomplete)
             label="rank $NS_VICTIM killed"
