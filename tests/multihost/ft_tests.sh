@@ -3,7 +3,8 @@
 #
 # 2 hosts x 3 ranks of tests/ft_check under `fccl-run --no-kill --nnodes
 # 2`: a rank SIGKILLed after a barrier, the survivors' agreement and
-# shrink, and a checked all_reduce and broadcast on the new group; a
+# shrink, and a checked all_reduce and broadcast on the new group; two
+# ranks on different hosts killed, the second as the shrink begins; a
 # revoke with heartbeats off reaching the ranks of both hosts.  Two
 # transports: "tcp;ofi_rxm" for every peer (FCCL_PROVIDER), and the mixed
 # group (shm inside a host, tcp;ofi_rxm between the hosts:
