@@ -10,17 +10,22 @@
 #   reinit    fccl_finalize + fccl_init of the survivors (--no-kill)
 #   restart   fccl-run --max-restarts 1: the whole job again
 #   gloo      torch Gloo: destroy_process_group + init_process_group
-# (cli/bench/ft_recover.c, bench/ft_gloo.py).  Prints a markdown table.
+# (cli/bench/ft_recover.c, bench/ft_gloo.py).  Prints a markdown table;
+# then, as root, a second one for 2 network-namespace hosts x 4 ranks
+# (netns_table below).
 #
 #   bench/ft.sh [BUILD]
 #   N=8 VICTIM=7 ROUNDS=3 PEER=3 PROVIDERS="shm tcp;ofi_rxm"
-#   SYSTEMS="shrink reinit restart gloo"
+#   SYSTEMS="shrink reinit restart gloo" ONEHOST=1 NETNS=1
+#   NS_PER=4 NS_PEER=1 NS_VICTIM=6 NS_PROVIDERS="mixed tcp;ofi_rxm"
+#   NS_FAULTS="rank host"
 set -u
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${N:-8} VICTIM=${VICTIM:-7} ROUNDS=${ROUNDS:-3} PEER=${PEER:-3}
 PROVIDERS=${PROVIDERS:-"shm tcp;ofi_rxm"}
 SYSTEMS=${SYSTEMS:-"shrink reinit restart gloo"}
+ONEHOST=${ONEHOST:-1} NETNS=${NETNS:-1}
 RUN="$ROOT/$BUILD/bin/fccl-run"
 HELPER="$ROOT/$BUILD/bench/ft_recover"
 export PYTHONPATH="$ROOT/$BUILD/python" FCCL_TIMEOUT=60
@@ -30,6 +35,21 @@ trap 'rm -f "$tmp"' EXIT
 
 free_port() {
     /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# summary T_KILL SURVIVORS FILE: "errfirst errlast ok shrink" in ms from
+# T_KILL (epoch us) out of the ranks' lines in FILE, or "incomplete" when
+# fewer than SURVIVORS ranks reported a correct all_reduce.
+summary() {
+    awk -v t0="$1" -v n="$2" '
+        / ERR / { e = ($NF - t0) / 1000; ne++
+                  if (ne == 1 || e < ef) ef = e; if (e > el) el = e }
+        / OK /  { o = ($NF - t0) / 1000; no++; if (o > ol) ol = o }
+        / SHRINK / { if ($(NF-1) > sc) sc = $(NF-1); if ($NF > sr) sr = $NF }
+        END { if (no < n) { print "incomplete"; exit }
+              printf "%s %s %.1f %s\n", ne ? sprintf("%.1f", ef) : "-",
+                     ne ? sprintf("%.1f", el) : "-", ol,
+                     sc ? sprintf("%.1f", (sr - sc) / 1000) : "-" }' "$3"
 }
 
 # One run: start the job, kill the victim once all loop, print
@@ -42,7 +62,8 @@ one() {
     gloo) job=("$RUN" --no-kill -n "$N" /usr/bin/python3 "$ROOT/bench/ft_gloo.py"
                "$(free_port)" "$(free_port)") ;;
     esac
-    timeout -k 5 300 "${job[@]}" >"$tmp" 2>&1 &
+    : >"$tmp" # now, not in the background child (see ft_soak.sh)
+    timeout -k 5 300 "${job[@]}" >>"$tmp" 2>&1 &
     local jpid=$!
     for _ in $(seq 3600); do
         [ "$(grep -c ' looping' "$tmp")" -ge "$N" ] && break
@@ -53,36 +74,118 @@ one() {
     t_kill=$(date +%s%6N)
     kill -9 "$pid"
     wait "$jpid"
-    awk -v t0="$t_kill" -v n="$N" '
-        / ERR / { e = ($NF - t0) / 1000; ne++
-                  if (ne == 1 || e < ef) ef = e; if (e > el) el = e }
-        / OK /  { o = ($NF - t0) / 1000; no++; if (o > ol) ol = o }
-        / SHRINK / { if ($(NF-1) > sc) sc = $(NF-1); if ($NF > sr) sr = $NF }
-        END { if (no < n - 1) { print "incomplete"; exit }
-              printf "%s %s %.1f %s\n", ne ? sprintf("%.1f", ef) : "-",
-                     ne ? sprintf("%.1f", el) : "-", ol,
-                     sc ? sprintf("%.1f", (sr - sc) / 1000) : "-" }' "$tmp"
+    summary "$t_kill" $((N - 1)) "$tmp"
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : "-"}'; }
 # restart: the attempt's ranks are stopped by fccl-run before they report
 # an error of their own, so its error columns stay "-"
 
-echo "| system | provider | error, first (ms) | error, last (ms) | shrink (ms) | first correct all_reduce (ms) |"
-echo "|---|---|---|---|---|---|"
-for sys in $SYSTEMS; do
-    for prov in $PROVIDERS; do
-        [ "$sys" = gloo ] && [ "$prov" != "${PROVIDERS%% *}" ] && continue
-        rows=()
-        for _ in $(seq "$ROUNDS"); do
-            rows+=("$(one "$sys" "$prov")")
+one_host_table() {
+    echo "| system | provider | error, first (ms) | error, last (ms) | shrink (ms) | first correct all_reduce (ms) |"
+    echo "|---|---|---|---|---|---|"
+    for sys in $SYSTEMS; do
+        for prov in $PROVIDERS; do
+            [ "$sys" = gloo ] && [ "$prov" != "${PROVIDERS%% *}" ] && continue
+            rows=()
+            for _ in $(seq "$ROUNDS"); do
+                rows+=("$(one "$sys" "$prov")")
+            done
+            bad=$(printf '%s\n' "${rows[@]}" | grep -c incomplete)
+            label=$prov
+            [ "$sys" = gloo ] && label="gloo (tcp)"
+            echo "| $sys | $label | $(col 1) | $(col 2) | $(col 4) | $(col 3) |$([ "$bad" -gt 0 ] && echo " $bad of $ROUNDS runs incomplete")"
         done
-        col() { printf '%s\n' "${rows[@]}" | grep -v incomplete | awk -v c="$1" '$c != "-" {print $c}' | median; }
-        bad=$(printf '%s\n' "${rows[@]}" | grep -c incomplete)
-        label=$prov
-        [ "$sys" = gloo ] && label="gloo (tcp)"
-        echo "| $sys | $label | $(col 1) | $(col 2) | $(col 4) | $(col 3) |$([ "$bad" -gt 0 ] && echo " $bad of $ROUNDS runs incomplete")"
     done
-done
-echo
-echo "N=$N ranks on one host ($(nproc) CPUs), rank $VICTIM SIGKILLed, FCCL_PEER_TIMEOUT=$PEER, median of $ROUNDS runs; ms from the kill"
+    echo
+    echo "N=$N ranks on one host ($(nproc) CPUs), rank $VICTIM SIGKILLed, FCCL_PEER_TIMEOUT=$PEER, median of $ROUNDS runs; ms from the kill"
+}
+
+# ---- 2 network-namespace hosts x NS_PER ranks (root; issue 36 item 5) ----
+# Hosts from tests/multihost/netns.sh (prefix fcclft, 10.231.0.1-2 on a
+# bridge of their own; removed on exit, also on failure or ^C): fccl-run
+# --no-kill --nnodes 2 on each, the store hosted by node 1's, ft_recover
+# shrink, FCCL_PEER_TIMEOUT=NS_PEER.  Two transports: "mixed" (shm inside
+# a host, tcp;ofi_rxm across: FCCL_NET_PROVIDER) and tcp;ofi_rxm for every
+# peer (FCCL_PROVIDER).  Two faults: one rank (NS_VICTIM) SIGKILLed, its
+# host's peers seeing its process end; every rank of host 2 SIGKILLed at
+# once, host 1's ranks learning it from the heartbeats alone (the
+# cross-host detection bound).
+NS_PER=${NS_PER:-4} NS_PEER=${NS_PEER:-1} NS_VICTIM=${NS_VICTIM:-6}
+NS_PROVIDERS=${NS_PROVIDERS:-"mixed tcp;ofi_rxm"} NS_FAULTS=${NS_FAULTS:-"rank host"}
+# ns_one PROVIDER FAULT PORT: one run on the two hosts (the store on
+# node1:PORT); prints as one() does.
+ns_one() {
+    local prov=$1 fault=$2 port=$3 env k hs jobs=() victims=() r t_kill n=$((2 * NS_PER))
+    case $prov in
+    mixed) env="FCCL_NET_PROVIDER=tcp;ofi_rxm" ;;
+    *) env="FCCL_PROVIDER=$prov" ;;
+    esac
+    : >"$tmp.n0"
+    : >"$tmp.n1"
+    for k in 0 1; do
+        hs=
+        [ "$k" -eq 0 ] && hs=--host-store
+        mh_exec $((k + 1)) env FCCL_PEER_TIMEOUT="$NS_PEER" "$env" timeout -k 5 120 \
+            "$RUN" --no-kill -n "$NS_PER" --nnodes 2 --node-rank "$k" \
+            --store "node1:$port" $hs "$HELPER" shrink >>"$tmp.n$k" 2>&1 &
+        jobs+=($!)
+    done
+    for _ in $(seq 1200); do
+        [ "$(cat "$tmp".n[01] | grep -c ' looping')" -ge "$n" ] && break
+        sleep 0.05
+    done
+    sleep 0.3
+    if [ "$fault" = host ]; then
+        victims=($(seq "$NS_PER" $((n - 1))))
+    else
+        victims=("$NS_VICTIM")
+    fi
+    local pids=()
+    for r in "${victims[@]}"; do
+        pids+=($(cat "$tmp".n[01] | sed -n "s/^\[$r\] R$r pid \([0-9]*\) looping.*/\1/p" | head -n1))
+    done
+    t_kill=$(date +%s%6N)
+    kill -9 "${pids[@]}"
+    wait "${jobs[@]}"
+    cat "$tmp".n[01] >"$tmp"
+    summary "$t_kill" $((n - ${#victims[@]})) "$tmp"
+}
+
+netns_table() {
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "(2 namespace hosts: skipped, needs root)"
+        return 0
+    fi
+    MH_PREFIX=fcclft
+    . "$ROOT/tests/multihost/netns.sh"
+    mh_reap_stale
+    trap 'mh_cleanup; rm -f "$tmp" "$tmp".n[01]' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    mh_add_host 1 v4 && mh_add_host 2 v4 || { echo "cannot make the hosts"; return 1; }
+    echo "| fault | provider | error, first (ms) | error, last (ms) | shrink (ms) | first correct all_reduce (ms) |"
+    echo "|---|---|---|---|---|---|"
+    local fault prov label port=29700
+    for fault in $NS_FAULTS; do
+        for prov in $NS_PROVIDERS; do
+            rows=()
+            for _ in $(seq "$ROUNDS"); do
+                port=$((port + 1)) # a fresh store port each run
+                rows+=("$(ns_one "$prov" "$fault" "$port")")
+            done
+            bad=$(printf '%s\n' "${rows[@]}" | grep -c incomplete)
+            label="rank $NS_VICTIM killed"
+            [ "$fault" = host ] && label="host 2's $NS_PER ranks killed"
+            [ "$prov" = mixed ] && prov="mixed (shm + tcp;ofi_rxm)"
+            echo "| $label | $prov | $(col 1) | $(col 2) | $(col 4) | $(col 3) |$([ "$bad" -gt 0 ] && echo " $bad of $ROUNDS runs incomplete")"
+        done
+    done
+    echo
+    echo "2 namespace hosts x $NS_PER ranks ($(nproc) CPUs in all), FCCL_PEER_TIMEOUT=$NS_PEER, median of $ROUNDS runs; ms from the kill"
+}
+
+col() { printf '%s\n' "${rows[@]}" | grep -v incomplete | awk -v c="$1" '$c != "-" {print $c}' | median; }
+
+[ "$ONEHOST" = 1 ] && one_host_table
+[ "$NETNS" = 1 ] && { [ "$ONEHOST" = 1 ] && echo; netns_table; }

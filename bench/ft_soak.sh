@@ -27,8 +27,12 @@ for i in $(seq "$ROUNDS"); do
     if [ $((RANDOM % 100)) -lt "$TWO" ]; then
         v2=$(((v1 + 1 + RANDOM % (N - 1)) % N))
     fi
+    # emptied here, not by the job's own redirection: that one runs in the
+    # background child, and the wait below could read the previous round's
+    # lines first (the "never looped" rounds: old pids, gone by then)
+    : >"$tmp"
     timeout -k 5 90 "$ROOT/$BUILD/bin/fccl-run" --no-kill -n "$N" \
-        --provider "$prov" "$ROOT/$BUILD/bench/ft_recover" shrink >"$tmp" 2>&1 &
+        --provider "$prov" "$ROOT/$BUILD/bench/ft_recover" shrink >>"$tmp" 2>&1 &
     job=$!
     for _ in $(seq 1200); do
         [ "$(grep -c ' looping' "$tmp")" -ge "$N" ] && break

@@ -11,6 +11,12 @@
  *               the survivors wait that long on the new group (the
  *               heartbeat ring must have closed over the dead) and run
  *               one more checked all_reduce.
+ *               FT_IN_SHRINK_MS: rank K2 instead calls the shrink with the
+ *               others and SIGKILLs itself (a timer thread) that many ms
+ *               after the call, in the middle of the agreement or just
+ *               after it; the survivors shrink again while the new group
+ *               fails (at most 3 rounds), then print "FINAL size <n> name
+ *               <name> rank <r>" and "GONE [<world ranks left out>]".
  *   exclude K   rank K exits after the first barrier, calling nothing
  *               more; the others shrink the world with K in the exclude
  *               list and check the new group the same way.
@@ -24,6 +30,7 @@
  * harness compares them between processes).  Results are checked against
  * values every rank computes alone; a wrong one exits 4.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +137,61 @@ static int shrink_and_go_on(fccl_group_t *w, const int *exclude, int nex)
     return 0;
 }
 
+static void *die_later(void *arg)
+{
+    th_sleep_ms(*(const int *)arg);
+    printf("R%d dying in the shrink\n", me);
+    fflush(stdout);
+    raise(SIGKILL);
+    return NULL;
+}
+
+/* The world ranks not in g, as "[a,b]". */
+static void print_gone(fccl_group_t *w, fccl_group_t *g)
+{
+    char list[400] = "";
+    size_t off = 0;
+    for (int r = 0; r < fccl_group_size(w) && off < sizeof(list) - 12; r++) {
+        int gr;
+        if (fccl_group_from_world(g, r, &gr) == 0 && gr >= 0)
+            continue;
+        off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%d",
+                                off ? "," : "", r);
+    }
+    printf("R%d GONE [%s]\n", me, list);
+}
+
+/* Shrink until the new group's checked collectives pass (a member that
+ * died after an agreement fails them): at most 3 rounds; 0 or 1. */
+static int shrink_until_right(fccl_group_t *w)
+{
+    fccl_group_t *g = w;
+    int rc = -1;
+    for (int round = 0; round < 3 && rc < 0; round++) {
+        fccl_group_t *next = NULL;
+        if ((rc = fccl_group_shrink(g, NULL, 0, &next)) < 0) {
+            printf("R%d SHRINKFAIL %s\n", me, fccl_last_error());
+            return 1;
+        }
+        g = next;
+        if ((rc = checked_all_reduce(g, 3 + round)) >= 0)
+            rc = checked_broadcast(g);
+        if (rc >= 0)
+            rc = fccl_barrier(g, NULL);
+        printf("R%d ROUND %d size %d: %s\n", me, round, fccl_group_size(g),
+               rc < 0 ? fccl_last_error() : "ok");
+    }
+    if (rc < 0)
+        return 1;
+    printf("R%d FINAL size %d name %s rank %d\n", me, fccl_group_size(g),
+           fccl_group_name(g), fccl_group_rank(g));
+    print_gone(w, g);
+    long long f0 = epoch_us();
+    fccl_finalize();
+    printf("R%d FINALIZE %lld us\n", me, epoch_us() - f0);
+    return 0;
+}
+
 static int kill_mode(fccl_group_t *w, int victim, int second)
 {
     if (fccl_barrier(w, NULL) < 0)
@@ -144,6 +206,15 @@ static int kill_mode(fccl_group_t *w, int victim, int second)
         rc = checked_all_reduce(w, i);
     printf("R%d FAILED %s at %lld: %s\n", me, fccl_strerror(rc), epoch_us(),
            fccl_last_error());
+    const char *in_shrink = getenv("FT_IN_SHRINK_MS");
+    if (in_shrink) {
+        static int ms;
+        pthread_t t;
+        ms = atoi(in_shrink);
+        if (me == second && pthread_create(&t, NULL, die_later, &ms) != 0)
+            raise(SIGKILL);
+        return shrink_until_right(w);
+    }
     if (me == second) {
         printf("R%d dying too\n", me);
         fflush(stdout);

@@ -4,7 +4,10 @@
  * A rank SIGKILLed after a barrier: the survivors agree on it, shrink,
  * and the new group's all_reduce and broadcast are right; a live rank
  * excluded by the others exits without a call; a revoke releases a
- * receive nobody sends and a barrier; the revoked group shrinks.  The
+ * receive nobody sends and a barrier; the revoked group shrinks; a
+ * second rank killed inside the shrink (shrunk again until right); the
+ * kill and shrink again with the store outside fccl-run, a
+ * tcpstore-server and an etcd member the test starts.  The
  * expected names (sha1sum of the member list), sums and member sets are
  * computed here or by each rank alone, not asked of the library.  Times
  * are printed, not asserted (bench/ft.sh measures them), except the 1 s
@@ -15,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/etcd.h"
 #include "lib/proc.h"
+#include "lib/srv.h"
 
 #define TCP "tcp;ofi_rxm"
 #define N 6
@@ -35,15 +40,24 @@ static long long num_after(const char *line, const char *key)
     return p ? atoll(p + strlen(key)) : -1;
 }
 
-/* Run the job; returns fccl-run's exit status, *out its output. */
+/* Run the job on the store at `store` (NULL: one fccl-run starts);
+ * returns fccl-run's exit status, *out its output. */
+static int job_on(const char *store, const char *prov, const char *peer_s,
+                  const char *args, char **out)
+{
+    char cmd[1536];
+    snprintf(cmd, sizeof(cmd), "FCCL_TIMEOUT=30 FCCL_PEER_TIMEOUT=%s "
+             "FCCL_PROVIDER='%s' %s/fccl-run --no-kill -n %d %s%s%s "
+             "%s/ft_check %s", peer_s, prov, th_bin_dir(), N,
+             store ? "--store '" : "", store ? store : "", store ? "'" : "",
+             th_testbin_dir(), args);
+    return th_sh(cmd, 120, out);
+}
+
 static int job(const char *prov, const char *peer_s, const char *args,
                char **out)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd), "FCCL_TIMEOUT=30 FCCL_PEER_TIMEOUT=%s "
-             "FCCL_PROVIDER='%s' %s/fccl-run --no-kill -n %d %s/ft_check %s",
-             peer_s, prov, th_bin_dir(), N, th_testbin_dir(), args);
-    return th_sh(cmd, 120, out);
+    return job_on(NULL, prov, peer_s, args, out);
 }
 
 /* fccl_<n>_<sha1 of "a_b_c">, computed by sha1sum, of 0..N-1 without
@@ -120,19 +134,26 @@ static void expect_shrunk(const char *out, int gone, int gone2,
             "to the last return\n", what, (last_ret - last_call) / 1e3);
 }
 
-static void kill_job(const char *prov, int victim)
+static void kill_job_on(const char *store, const char *store_what,
+                        const char *prov, int victim)
 {
     char *out = NULL, args[32];
     snprintf(args, sizeof(args), "kill %d", victim);
-    int st = job(prov, "3", args, &out);
+    int st = job_on(store, prov, "3", args, &out);
     cr_expect_eq(st, 137, "fccl-run must exit with the killed rank's status "
                  "(137), got %d:\n%s", st, out);
-    char failed[16], what[64];
+    char failed[16], what[128];
     snprintf(failed, sizeof(failed), "[%d]", victim);
-    snprintf(what, sizeof(what), "kill %d on %s", victim, prov);
+    snprintf(what, sizeof(what), "kill %d on %s, %s", victim, prov,
+             store_what);
     expect_shrunk(out, victim, -1, failed, what);
     expect_shm_clean(out);
     free(out);
+}
+
+static void kill_job(const char *prov, int victim)
+{
+    kill_job_on(NULL, "fccl-run's store", prov, victim);
 }
 
 Test(ft, kill_shrink_shm, .timeout = 180) { kill_job("shm", 3); }
@@ -161,6 +182,50 @@ Test(ft, kill_two_shrink_tcp, .timeout = 180)
 {
     TH_LONG_CASE("a second provider, 5 s of waiting");
     kill_two_job(TCP);
+}
+
+/* A second rank dies inside the shrink, FT_IN_SHRINK_MS after its call
+ * (before or after it posted): the survivors shrink again while the new
+ * group fails, and end in the group of the other four, the same on each. */
+static void kill_in_shrink_job(const char *prov, int v1, int v2, int ms)
+{
+    char *out = NULL, cmd[1024], line[600], want[160], name[96];
+    snprintf(cmd, sizeof(cmd), "FT_IN_SHRINK_MS=%d FCCL_TIMEOUT=30 "
+             "FCCL_PEER_TIMEOUT=2 FCCL_PROVIDER='%s' %s/fccl-run --no-kill "
+             "-n %d %s/ft_check kill %d %d", ms, prov, th_bin_dir(), N,
+             th_testbin_dir(), v1, v2);
+    int st = th_sh(cmd, 120, &out);
+    cr_expect_eq(st, 137, "exit %d:\n%s", st, out);
+    expected_name(v1, v2, name, sizeof(name));
+    for (int r = 0; r < N; r++) {
+        if (r == v1 || r == v2)
+            continue;
+        line_of(out, r, "FINAL ", line, sizeof(line));
+        snprintf(want, sizeof(want), "FINAL size %d name %s rank %d", N - 2,
+                 name, r - (r > v1) - (r > v2));
+        cr_expect(strstr(line, want), "rank %d: want \"%s\", got \"%s\":\n%s",
+                  r, want, line, out);
+        line_of(out, r, "GONE ", line, sizeof(line));
+        snprintf(want, sizeof(want), "GONE [%d,%d]", v1 < v2 ? v1 : v2,
+                 v1 < v2 ? v2 : v1);
+        cr_expect(strstr(line, want), "rank %d: want \"%s\", got \"%s\"", r,
+                  want, line);
+        line_of(out, r, "FINALIZE ", line, sizeof(line));
+        cr_expect(line[0], "rank %d did not return from finalize:\n%s", r,
+                  out);
+    }
+    expect_shm_clean(out);
+    free(out);
+}
+
+Test(ft, kill_in_shrink_shm, .timeout = 180)
+{
+    kill_in_shrink_job("shm", 2, 5, 3);
+}
+Test(ft, kill_in_shrink_tcp, .timeout = 180)
+{
+    TH_LONG_CASE("a second provider");
+    kill_in_shrink_job(TCP, 1, 4, 3);
 }
 
 static void exclude_job(const char *prov, int out_rank)
@@ -222,4 +287,73 @@ Test(ft, revoke_recv_barrier_tcp, .timeout = 180)
 {
     TH_LONG_CASE("a second provider");
     revoke_job(TCP);
+}
+
+/* The store outside fccl-run: a tcpstore-server this test started, which
+ * must still serve (and stop cleanly) after the job; the agreement's keys
+ * are on it. */
+static void server_store_job(const char *prov, int victim)
+{
+    struct srv s = {0};
+    srv_start_local(&s, NULL);
+    kill_job_on(s.addr, "tcpstore-server store", prov, victim);
+    char *keys = NULL, cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s/tcpstore --timeout 5 --addr %s keys \"\"",
+             th_bin_dir(), s.addr);
+    cr_expect_eq(th_sh(cmd, 30, &keys), 0, "%s", keys);
+    cr_expect(strstr(keys, "ft/") && strstr(keys, "/dec"),
+              "no decision key on the server: %s",
+              keys);
+    free(keys);
+    srv_finish(&s);
+}
+
+Test(ft, kill_shrink_server_store_shm, .timeout = 180)
+{
+    server_store_job("shm", 1);
+}
+Test(ft, kill_shrink_server_store_tcp, .timeout = 180)
+{
+    TH_LONG_CASE("a second provider");
+    server_store_job(TCP, 4);
+}
+
+/* etcd's revision: one more per write it committed (-1: no answer). */
+static long long etcd_revision(const struct etcd_cluster *cl)
+{
+    char *out = NULL;
+    long long rev = -1;
+    if (etcd_cluster_ctl(cl, "endpoint status -w json", &out) == 0)
+        rev = num_after(out, "\"revision\":");
+    free(out);
+    return rev;
+}
+
+/* An etcd store (each write a raft commit): the same job and checks.
+ * fccl-run ties the job's keys to its lease, so they are gone after it;
+ * the revision shows the job wrote there.  etcd_cluster_stop removes its
+ * data. */
+static void etcd_store_job(const char *prov, int victim)
+{
+    struct etcd_cluster cl;
+    cr_assert_eq(etcd_cluster_start(&cl, 1, NULL), 0, "etcd did not start");
+    char addr[400];
+    snprintf(addr, sizeof(addr), "%s/ft", cl.addr);
+    long long rev0 = etcd_revision(&cl);
+    kill_job_on(addr, "etcd store", prov, victim);
+    long long rev1 = etcd_revision(&cl);
+    /* at least the init keys and one shrink entry per survivor */
+    cr_expect(rev0 >= 0 && rev1 >= rev0 + 2 * N, "etcd revision %lld before "
+              "the job, %lld after", rev0, rev1);
+    etcd_cluster_stop(&cl);
+}
+
+Test(ft, kill_shrink_etcd_store_shm, .timeout = 180)
+{
+    etcd_store_job("shm", 2);
+}
+Test(ft, kill_shrink_etcd_store_tcp, .timeout = 180)
+{
+    TH_LONG_CASE("a second provider");
+    etcd_store_job(TCP, 5);
 }

@@ -446,10 +446,18 @@ int seg_wait(struct coll_run *run, const struct coll_seg *s,
             return fccl_err(FCCL_ERR_TIMEOUT, "%s: timed out in a "
                             "shared-memory %s waiting for %s", g->name, what,
                             seg_laggards(s, g, late, target));
+        /* once idle, a death announced meanwhile counts at once (one
+         * atomic load), as in the transport's waits: the survivors fail
+         * within ms of one another, not up to a check period apart */
+        if (now - t0 >= SEG_CHECK_NS && (dead = tp_dead_rank(g->tp)) >= 0)
+            return seg_dead(g, dead, what);
         if (now - checked >= SEG_CHECK_NS) {
             checked = now;
-            if ((dead = tp_dead_peer(g->tp, g->world, (size_t)g->size)) >= 0)
+            dead = tp_dead_peer(g->tp, g->world, (size_t)g->size);
+            if (dead >= 0) { /* the other hosts' ranks learn it now too */
+                tp_report_dead(g->tp, dead);
                 return seg_dead(g, dead, what);
+            }
         }
         if (shared)
             sched_yield();

@@ -258,6 +258,11 @@ int tp_waitall_watch(struct fccl_tp *tp, struct tp_req *reqs, size_t n,
  * first of ranks[0..n) on this host whose process has exited (-1 if
  * none). */
 void tp_idle(const struct fccl_tp *tp, uint64_t idle_ns);
+/* Such a wait found `rank` (from tp_dead_peer) dead: unless the heartbeats
+ * already named it, declare it and tell every rank of the job at once, as
+ * the transport's own waits do; else the ranks of other hosts learn it
+ * only when its heartbeats stop (FCCL_PEER_TIMEOUT). */
+void tp_report_dead(struct fccl_tp *tp, int rank);
 /* Such a wait, begun at t0 (fccl_now_ns), got what it waited for: the
  * spin budget learns from its length (wait.c).  Call it only for waits
  * that did wait (the condition was false at the first look). */

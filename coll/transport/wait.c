@@ -399,6 +399,17 @@ int tp_dead_peer(const struct fccl_tp *tp, const int *ranks, size_t n)
     return dead >= 0 ? dead : tp_live_dead(tp, ranks, n, 1);
 }
 
+void tp_report_dead(struct fccl_tp *tp, int rank)
+{
+    if (!tp || !tp->peers || rank < 0 || rank >= tp->nranks ||
+        tp_hb_dead(tp) == rank)
+        return;
+    char why[96];
+    snprintf(why, sizeof(why), "rank %d (pid %d on this host) has exited",
+             rank, tp->peers[rank].live_pid);
+    tp_hb_suspect(tp, rank, why);
+}
+
 const char *tp_dead_why(const struct fccl_tp *tp, int rank)
 {
     if (tp && tp_hb_dead(tp) == rank)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The multi-host suite: jobs across network-namespace "hosts" (netns.sh),
+# tests in tests.sh and ft_tests.sh,
 # started by fccl-run --nnodes, by Slurm-, Open MPI- and MPICH-like
 # environments set by hand, over IPv4 and IPv6.
 #
@@ -58,6 +59,7 @@ else
 fi
 
 . "$HERE/tests.sh"
+. "$HERE/ft_tests.sh"
 
 # ---- runner ----
 pass=0 fail=0 failed=()
@@ -106,8 +108,9 @@ mh_setup_hosts
 if [ $# -gt 0 ]; then
     names=("$@")
 else
-    # every t_ function, in the file's order
-    names=($(grep -o '^t_[a-z0-9_]*()' "$HERE/tests.sh" | tr -d '()'))
+    # every t_ function, in the files' order
+    names=($(cat "$HERE/tests.sh" "$HERE/ft_tests.sh" |
+        grep -o '^t_[a-z0-9_]*()' | tr -d '()'))
 fi
 for n in "${names[@]}"; do
     run_test "$n"
