@@ -7,7 +7,8 @@
  *
  * Everything meets through the store, which outlives any rank, under
  * "join/" (the job's newcomers are numbered 1, 2, ... by one counter, and
- * every member counts the newcomers its grows took, boot.joined):
+ * every member counts the entries its grows read, boot.joined, a failed
+ * grow's too: a newcomer that came late for one is the next one's):
  *
  * 1. A newcomer (fccl_init with FCCL_REJOIN: boot_rejoin) takes number i
  *    by ADD on "join/n" and posts "join/e<i>": its world rank and its
@@ -235,6 +236,7 @@ struct grow {
     int32_t *world;       /* g's members, then the newcomers */
     uint8_t **rec;        /* the newcomers' records (entries), owned */
     uint32_t *rec_len;
+    int nread;            /* entries read so far */
     int readmitted;       /* newcomers taken back in so far */
 };
 
@@ -428,7 +430,8 @@ static int grow(struct grow *s, fccl_group_t **out)
     struct admission a = {0};
     int rc = FCCL_OK;
     for (int k = 0; rc >= 0 && k < s->nnew; k++)
-        rc = read_entry(s, k, deadline);
+        if ((rc = read_entry(s, k, deadline)) >= 0)
+            s->nread++;
     if (rc >= 0)
         rc = agree(s, &val, &vlen);
     if (rc >= 0)
@@ -471,17 +474,13 @@ int fccl_group_grow(fccl_group_t *g, int nnew, fccl_group_t **out)
         s.world[i] = g->world[i];
     if (rc >= 0)
         rc = grow(&s, out);
-    if (rc < 0 && s.readmitted) { /* g goes on without them, as before */
-        int gone[64];
-        for (int k = 0; k < s.readmitted && k < 64; k++)
-            gone[k] = s.world[g->size + k];
-        tp_exclude(boot.tp, gone, (size_t)(s.readmitted < 64 ? s.readmitted
-                                                              : 64));
-    }
-    if (rc >= 0) {
-        boot.joined = s.first + (uint32_t)nnew - 1;
-        boot.regrown = 1;
-    }
+    /* g goes on without the newcomers, as before */
+    for (int k = 0; rc < 0 && k < s.readmitted; k++)
+        tp_exclude(boot.tp, &s.world[g->size + k], 1);
+    /* An entry read is used up, also by a failed grow (its newcomer's
+     * fccl_init fails with it): the next grow reads the ones after. */
+    boot.joined += (uint32_t)s.nread;
+    boot.regrown |= rc >= 0;
     for (int k = 0; s.rec && k < nnew; k++)
         free(s.rec[k]);
     free(s.rec);
