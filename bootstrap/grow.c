@@ -76,7 +76,10 @@ static int parse_admission(const uint8_t *v, size_t len, struct admission *a)
 {
     uint32_t h[5];
     memset(a, 0, sizeof(*a));
-    if (len < 28 || (memcpy(h, v, 20), h[0] != GROW_MAGIC))
+    if (len < 28)
+        goto bad;
+    memcpy(h, v, 20);
+    if (h[0] != GROW_MAGIC)
         goto bad;
     a->ctx = h[1], a->n = h[2], a->nold = h[3], a->first = h[4];
     memcpy(&a->timeout_ms, v + 20, 8);
@@ -518,10 +521,11 @@ static int knock(const void *rec, size_t reclen, uint32_t *num,
     free(e);
     snprintf(key, sizeof(key), "join/a%u", *num);
     size_t len = 0;
+    void *got = NULL;
     int left = fccl_ms_left(boot.deadline);
     if (rc >= 0)
-        rc = fccl_store_get(boot.store, key, (void **)val, &len,
-                            left > 0 ? left : 1);
+        rc = fccl_store_get(boot.store, key, &got, &len, left > 0 ? left : 1);
+    *val = got;
     if (rc == FCCL_ERR_TIMEOUT)
         return fccl_err(rc, "rejoin: rank %d (newcomer %u) was not taken in "
                         "within %lld ms: no member called fccl_group_grow "

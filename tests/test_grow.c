@@ -173,7 +173,7 @@ static void grow_kill_job(const char *prov, int victim, int killer)
         cr_expect(strstr(line, dead_k) || strstr(line, dead_v),
                   "rank %d names no dead rank: \"%s\"", r, line);
         line_of(out, r, "RESHRUNK ", line, sizeof(line));
-        char want[200], lst[64] = "";
+        char want[400], lst[64] = "";
         size_t off = 0;
         for (int j = 0; j < n; j++)
             off += (size_t)snprintf(lst + off, sizeof(lst) - off, "%s%d",
