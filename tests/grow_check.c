@@ -9,6 +9,12 @@
  *                  group); everyone checks an all_reduce and a broadcast
  *                  on the grown group, then all_reduces ROUNDS times
  *                  (argv[3], default 1) and finalizes.
+ *   lonely K       as respawn K under --no-kill (no respawn): the grow
+ *                  fails after the group's timeout naming the newcomer
+ *                  that never came; the survivors shrink again and go on.
+ *   nogrow K       as respawn K, but the survivors only shrink and finish:
+ *                  the respawned K's fccl_init fails after its timeout,
+ *                  saying no grow took it in.
  *   growkill K V   as respawn K, but survivor V SIGKILLs itself just
  *                  before the grow (its respawn leaves at once): the
  *                  others' grow and the newcomer's init must fail naming
@@ -131,7 +137,8 @@ static int survive(fccl_group_t *w, fccl_group_t **out)
     return 0;
 }
 
-static int grow_mode(fccl_group_t *w, int victim, int killer, int rounds)
+static int grow_mode(fccl_group_t *w, int victim, int killer, int rounds,
+                     int no_grow)
 {
     if (fccl_barrier(w, NULL) < 0)
         return 1;
@@ -147,6 +154,11 @@ static int grow_mode(fccl_group_t *w, int victim, int killer, int rounds)
         printf("R%d dying during the grow\n", me);
         fflush(stdout);
         raise(SIGKILL);
+    }
+    if (no_grow) {
+        printf("R%d NOGROW done\n", me);
+        fccl_finalize();
+        return 0;
     }
     long long t0 = epoch_us();
     int rc = fccl_group_grow(g, 1, &g2);
@@ -195,9 +207,11 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int growkill = argc > 3 && strcmp(argv[1], "growkill") == 0;
-    if (argc < 3 || (!growkill && strcmp(argv[1], "respawn") != 0)) {
-        fprintf(stderr, "usage: grow_check respawn K [ROUNDS] | "
-                "growkill K V\n");
+    int no_grow = argc > 2 && strcmp(argv[1], "nogrow") == 0;
+    if (argc < 3 || (!growkill && !no_grow && strcmp(argv[1], "respawn") &&
+                     strcmp(argv[1], "lonely"))) {
+        fprintf(stderr, "usage: grow_check respawn K [ROUNDS] | lonely K | "
+                "nogrow K | growkill K V\n");
         return 2;
     }
     int victim = atoi(argv[2]), killer = growkill ? atoi(argv[3]) : -1;
@@ -215,5 +229,5 @@ int main(int argc, char **argv)
     }
     me = fccl_get_rank();
     printf("R%d pid %d\n", me, (int)getpid());
-    return grow_mode(w, victim, killer, rounds);
+    return grow_mode(w, victim, killer, rounds, no_grow);
 }

@@ -188,6 +188,62 @@ static void grow_kill_job(const char *prov, int victim, int killer)
     free(out);
 }
 
+/* The survivors grow but nobody was respawned (--no-kill): their grow
+ * fails after the group's timeout (3 s here) naming the newcomer that
+ * never came, and they shrink again and go on. */
+Test(grow, newcomer_never_comes, .timeout = 180)
+{
+    char *out = NULL, cmd[1024], line[900];
+    snprintf(cmd, sizeof(cmd), "FCCL_TIMEOUT=3 FCCL_PEER_TIMEOUT=3 "
+             "FCCL_PROVIDER=shm %s/fccl-run --no-kill -n 4 %s/grow_check "
+             "lonely 2", th_bin_dir(), th_testbin_dir());
+    int st = th_sh(cmd, 120, &out);
+    cr_expect_eq(st, 137, "exit %d:\n%s", st, out);
+    for (int r = 0; r < 4; r++) {
+        if (r == 2)
+            continue;
+        line_of(out, r, "GROW call ", line, sizeof(line));
+        long long ms = (num_after(line, "ret ") - num_after(line, "call "))
+                       / 1000;
+        cr_expect(strstr(line, "rc timed out") && ms >= 2900 && ms < 20000,
+                  "rank %d: a timeout after ~3 s: \"%s\" (%lld ms)\n%s", r,
+                  line, ms, out);
+        line_of(out, r, "GROWFAIL ", line, sizeof(line));
+        cr_expect(strstr(line, "newcomer 1 of 1 (number 1) did not come"),
+                  "rank %d: \"%s\"", r, line);
+        line_of(out, r, "RESHRUNK ", line, sizeof(line));
+        cr_expect(strstr(line, "size 3"), "rank %d: \"%s\"\n%s", r, line,
+                  out);
+    }
+    free(out);
+}
+
+/* A respawned rank nobody grows for: its fccl_init fails after its
+ * timeout (3 s) saying so, and the job ends. */
+Test(grow, rejoin_without_grow, .timeout = 180)
+{
+    char *out = NULL, cmd[1024], line[900];
+    snprintf(cmd, sizeof(cmd), "FCCL_TIMEOUT=3 FCCL_PEER_TIMEOUT=3 "
+             "FCCL_PROVIDER=shm %s/fccl-run --respawn 1 -n 4 %s/grow_check "
+             "nogrow 1", th_bin_dir(), th_testbin_dir());
+    int st = th_sh(cmd, 120, &out);
+    cr_expect_eq(st, 1, "the respawn's failed init: exit %d:\n%s", st, out);
+    line_of(out, 1, "REJOIN ", line, sizeof(line));
+    long long ms = (num_after(line, "ret ") - num_after(line, "call ")) / 1000;
+    cr_expect(strstr(line, "rc timed out") && ms >= 2900 && ms < 20000,
+              "\"%s\" (%lld ms)\n%s", line, ms, out);
+    line_of(out, 1, "REJOINFAIL ", line, sizeof(line));
+    cr_expect(strstr(line, "was not taken in") &&
+                  strstr(line, "no member called fccl_group_grow"),
+              "\"%s\"", line);
+    for (int r = 0; r < 4; r++) {
+        line_of(out, r, "NOGROW done", line, sizeof(line));
+        cr_expect(r == 1 || line[0], "rank %d:\n%s", r, out);
+    }
+    expect_shm_clean(out);
+    free(out);
+}
+
 Test(grow, kill_during_grow_shm, .timeout = 180) { grow_kill_job("shm", 1, 4); }
 Test(grow, kill_during_grow_tcp, .timeout = 180)
 {
