@@ -15,6 +15,9 @@
  *   nogrow K       as respawn K, but the survivors only shrink and finish:
  *                  the respawned K's fccl_init fails after its timeout,
  *                  saying no grow took it in.
+ *   twice K K2     as respawn K; then rank K2 (K2 may be K: launch with
+ *                  --respawn 2) dies in the grown group, the others
+ *                  shrink it and grow again: "GROWN2 ..." lines.
  *   growkill K V   as respawn K, but survivor V SIGKILLs itself just
  *                  before the grow (its respawn leaves at once): the
  *                  others' grow and the newcomer's init must fail naming
@@ -35,6 +38,7 @@
 #include "lib/proc.h"
 
 static int me;
+static int second = -1; /* twice: the rank that dies in the grown group */
 
 static long long epoch_us(void)
 {
@@ -98,6 +102,36 @@ static void print_members(const char *what, fccl_group_t *g)
            fccl_group_rank(g), n, fccl_group_name(g), list);
 }
 
+static int use_grown(fccl_group_t *g, int rounds);
+
+/* twice: rank `second` dies in the grown group g; the others shrink it
+ * and grow its respawn back in. */
+static int again(fccl_group_t *g, int rounds)
+{
+    if (fccl_barrier(g, NULL) < 0)
+        return 1;
+    if (me == second) {
+        printf("R%d dying again\n", me);
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+    fccl_group_t *s = NULL, *g2 = NULL;
+    int rc = 0;
+    for (int i = 0; i < 100000 && rc == 0; i++)
+        rc = checked_all_reduce(g, 1000 + i);
+    rc = fccl_group_shrink(g, NULL, 0, &s);
+    if (rc >= 0)
+        rc = fccl_group_grow(s, 1, &g2);
+    if (rc < 0) {
+        printf("R%d GROW2FAIL %s: %s\n", me, fccl_strerror(rc),
+               fccl_last_error());
+        return 1;
+    }
+    second = -1;
+    print_members("GROWN2", g2);
+    return use_grown(g2, rounds);
+}
+
 /* The grown group's checks, the rounds, finalize. */
 static int use_grown(fccl_group_t *g, int rounds)
 {
@@ -112,6 +146,8 @@ static int use_grown(fccl_group_t *g, int rounds)
         return 1;
     }
     printf("R%d GROWN ok\n", me);
+    if (second >= 0)
+        return again(g, rounds);
     long long f0 = epoch_us();
     fccl_finalize();
     printf("R%d FINALIZE %lld us\n", me, epoch_us() - f0);
@@ -182,7 +218,7 @@ static int grow_mode(fccl_group_t *w, int victim, int killer, int rounds,
 }
 
 /* A respawned rank: fccl_init takes it in through the others' grow. */
-static int rejoin(int killer, int rounds)
+static int rejoin(int killer, int rounds, int first)
 {
     if (me == killer) { /* the rank killed during the grow: stays out */
         printf("R%d respawned victim leaves\n", me);
@@ -199,7 +235,13 @@ static int rejoin(int killer, int rounds)
         return 1;
     }
     printf("R%d pid %d\n", me, (int)getpid());
-    print_members("GROWN", g);
+    /* twice: the second death's respawn joins the second grow */
+    if (me == second && (first != second || atoi(getenv("FCCL_REJOIN")) > 1)) {
+        second = -1;
+        print_members("GROWN2", g);
+    } else {
+        print_members("GROWN", g);
+    }
     return use_grown(g, rounds);
 }
 
@@ -208,18 +250,21 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     int growkill = argc > 3 && strcmp(argv[1], "growkill") == 0;
     int no_grow = argc > 2 && strcmp(argv[1], "nogrow") == 0;
-    if (argc < 3 || (!growkill && !no_grow && strcmp(argv[1], "respawn") &&
-                     strcmp(argv[1], "lonely"))) {
+    int twice = argc > 3 && strcmp(argv[1], "twice") == 0;
+    if (argc < 3 || (!growkill && !no_grow && !twice &&
+                     strcmp(argv[1], "respawn") && strcmp(argv[1], "lonely"))) {
         fprintf(stderr, "usage: grow_check respawn K [ROUNDS] | lonely K | "
-                "nogrow K | growkill K V\n");
+                "nogrow K | twice K K2 | growkill K V\n");
         return 2;
     }
+    if (twice)
+        second = atoi(argv[3]);
     int victim = atoi(argv[2]), killer = growkill ? atoi(argv[3]) : -1;
-    int rounds = !growkill && argc > 3 ? atoi(argv[3]) : 1;
+    int rounds = !growkill && !twice && argc > 3 ? atoi(argv[3]) : 1;
     const char *rj = getenv("FCCL_REJOIN");
     me = atoi(getenv("RANK") ? getenv("RANK") : "-1");
     if (rj && *rj && strcmp(rj, "0") != 0)
-        return rejoin(killer, rounds);
+        return rejoin(killer, rounds, victim);
     fccl_group_t *w;
     int rc = fccl_init(NULL, &w);
     if (rc < 0) {

@@ -188,6 +188,57 @@ static void grow_kill_job(const char *prov, int victim, int killer)
     free(out);
 }
 
+/* Two deaths, each respawned and grown back in: rank `k1` dies, then
+ * `k2` in the grown group (the same rank again when k1 == k2: its second
+ * respawn).  The second grown group keeps the first's order without k2,
+ * then k2; a process respawned by the first grow is a member of the
+ * second. */
+static void twice_job(const char *prov, int k1, int k2)
+{
+    char *out = NULL, cmd[1024], line[600], want[300], name[96], lst[64];
+    snprintf(cmd, sizeof(cmd), "FCCL_TIMEOUT=30 FCCL_PEER_TIMEOUT=3 "
+             "FCCL_PROVIDER='%s' %s/fccl-run --respawn %d -n %d "
+             "%s/grow_check twice %d %d", prov, th_bin_dir(),
+             k1 == k2 ? 2 : 1, N, th_testbin_dir(), k1, k2);
+    int st = th_sh(cmd, 120, &out);
+    cr_expect_eq(st, 0, "exit %d:\n%s", st, out);
+    int all[N], order[N], n = 0;
+    for (int r = 0; r < N; r++)
+        all[r] = r;
+    expected_name(all, N, name, sizeof(name));
+    for (int r = 0; r < N; r++) /* the first grow's order, without k2 */
+        if (r != k1 && r != k2)
+            order[n++] = r;
+    if (k1 != k2)
+        order[n++] = k1;
+    order[n++] = k2;
+    size_t off = 0;
+    for (int i = 0; i < N; i++)
+        off += (size_t)snprintf(lst + off, sizeof(lst) - off, "%s%d",
+                                i ? "," : "", order[i]);
+    for (int i = 0; i < N; i++) {
+        int r = order[i];
+        line_of(out, r, "GROWN2 ", line, sizeof(line));
+        snprintf(want, sizeof(want), "GROWN2 rank %d size %d name %s "
+                 "members [%s]", i, N, name, lst);
+        cr_expect(strstr(line, want), "rank %d: want \"%s\" in \"%s\"\n%s",
+                  r, want, line, out);
+        line_of(out, r, "FINALIZE ", line, sizeof(line));
+        cr_expect(line[0], "rank %d did not finalize:\n%s", r, out);
+    }
+    cr_expect(!strstr(out, "WRONG"), "%s", out);
+    expect_shm_clean(out);
+    free(out);
+}
+
+Test(grow, twice_shm, .timeout = 180) { twice_job("shm", 1, 3); }
+Test(grow, same_rank_twice_shm, .timeout = 180) { twice_job("shm", 2, 2); }
+Test(grow, twice_tcp, .timeout = 180)
+{
+    TH_LONG_CASE("a second provider");
+    twice_job(TCP, 4, 0);
+}
+
 /* The survivors grow but nobody was respawned (--no-kill): their grow
  * fails after the group's timeout (3 s here) naming the newcomer that
  * never came, and they shrink again and go on. */
