@@ -4,6 +4,7 @@ world and grow the shrunk group by one; the respawned K's
 init_process_group joins through that grow.  Everyone then runs an
 all_reduce and a broadcast checked against values each rank computes
 alone, on the grown group.  Prints "R<rank> <what>" lines."""
+import hashlib
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ world = fccl.GlobalComm.WORLD_COMM_GROUP
 
 if rejoining:
     grown = world
+
 else:
     fccl.barrier()
     if r == victim:
@@ -33,6 +35,12 @@ else:
     shrunk = fccl.shrink_group(world)
     grown = fccl.grow_group(shrunk, 1)
 members = fccl.get_process_group_ranks(grown)
+# the grown group's name, by its member set (sha1 computed here); on the
+# newcomer it names the world group too
+want_name = "fccl_%d_%s" % (len(members), hashlib.sha1("_".join(
+    str(m) for m in sorted(members)).encode()).hexdigest())
+assert rejoining or grown == want_name, (grown, want_name)
+assert fccl.get_process_group_ranks(want_name) == members
 x = np.full(9, r + 1, np.int64)
 fccl.all_reduce(x, group=grown)
 want = sum(m + 1 for m in members)

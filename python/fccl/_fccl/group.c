@@ -375,6 +375,15 @@ static PyObject *py_init(PyObject *self, PyObject *const *args,
     grp->world = 1;
     world = grp;
     Py_DECREF(grp); /* the registry holds it */
+    /* A rejoined process's world is the grown group: also under the name
+     * grow_group gave the others, so the same code finds it everywhere. */
+    if (strcmp(fccl_group_name(wg), FCCL_WORLD_GROUP) != 0) {
+        PyObject *lib = PyUnicode_FromString(fccl_group_name(wg));
+        int bad = !lib || PyDict_SetItem(registry, lib, (PyObject *)grp) < 0;
+        Py_XDECREF(lib);
+        if (bad)
+            return NULL;
+    }
     fpy_sigint_install();
     Py_RETURN_NONE;
 }
