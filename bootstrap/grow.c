@@ -240,7 +240,7 @@ struct grow {
     uint8_t **rec;        /* the newcomers' records (entries), owned */
     uint32_t *rec_len;
     int nread;            /* entries read so far */
-    int readmitted;       /* newcomers taken back in so far */
+    int readmitted;       /* newcomers tried taking back in so far */
 };
 
 static int in_list(const int32_t *l, int n, int x)
@@ -362,9 +362,10 @@ static int post_admission(const struct grow *s, const uint8_t *v,
 static int open_to(struct grow *s, uint64_t deadline)
 {
     int rc = FCCL_OK, old = s->g->size;
-    for (int k = 0; rc >= 0 && k < s->nnew; k++)
-        if ((rc = readmit(s->world[old + k], s->rec[k], s->rec_len[k])) >= 0)
-            s->readmitted++;
+    for (int k = 0; rc >= 0 && k < s->nnew; k++) {
+        rc = readmit(s->world[old + k], s->rec[k], s->rec_len[k]);
+        s->readmitted++; /* even failed: it may be counted in already */
+    }
     char key[64], (*keys)[48] = calloc((size_t)s->nnew, 48);
     const char **kp = calloc((size_t)s->nnew, sizeof(char *));
     int *owners = calloc((size_t)s->nnew, sizeof(int));
