@@ -15,6 +15,9 @@
  *   nogrow K       as respawn K, but the survivors only shrink and finish:
  *                  the respawned K's fccl_init fails after its timeout,
  *                  saying no grow took it in.
+ *   pair K K2      K and K2 both die after the barrier; the survivors
+ *                  shrink without both and grow by two (the newcomers in
+ *                  the order they reached the store).
  *   twice K K2     as respawn K; then rank K2 (K2 may be K: launch with
  *                  --respawn 2) dies in the grown group, the others
  *                  shrink it and grow again: "GROWN2 ..." lines.
@@ -39,6 +42,7 @@
 
 static int me;
 static int second = -1; /* twice: the rank that dies in the grown group */
+static int pair2 = -1;  /* pair: the other rank that dies with the victim */
 
 static long long epoch_us(void)
 {
@@ -178,7 +182,7 @@ static int grow_mode(fccl_group_t *w, int victim, int killer, int rounds,
 {
     if (fccl_barrier(w, NULL) < 0)
         return 1;
-    if (me == victim) {
+    if (me == victim || me == pair2) {
         printf("R%d dying\n", me);
         fflush(stdout);
         raise(SIGKILL);
@@ -197,7 +201,7 @@ static int grow_mode(fccl_group_t *w, int victim, int killer, int rounds,
         return 0;
     }
     long long t0 = epoch_us();
-    int rc = fccl_group_grow(g, 1, &g2);
+    int rc = fccl_group_grow(g, pair2 >= 0 ? 2 : 1, &g2);
     long long t1 = epoch_us();
     printf("R%d GROW call %lld ret %lld rc %s\n", me, t0, t1,
            fccl_strerror(rc));
@@ -251,16 +255,19 @@ int main(int argc, char **argv)
     int growkill = argc > 3 && strcmp(argv[1], "growkill") == 0;
     int no_grow = argc > 2 && strcmp(argv[1], "nogrow") == 0;
     int twice = argc > 3 && strcmp(argv[1], "twice") == 0;
-    if (argc < 3 || (!growkill && !no_grow && !twice &&
+    int pair = argc > 3 && strcmp(argv[1], "pair") == 0;
+    if (pair)
+        pair2 = atoi(argv[3]);
+    if (argc < 3 || (!growkill && !no_grow && !twice && !pair &&
                      strcmp(argv[1], "respawn") && strcmp(argv[1], "lonely"))) {
         fprintf(stderr, "usage: grow_check respawn K [ROUNDS] | lonely K | "
-                "nogrow K | twice K K2 | growkill K V\n");
+                "nogrow K | pair K K2 | twice K K2 | growkill K V\n");
         return 2;
     }
     if (twice)
         second = atoi(argv[3]);
     int victim = atoi(argv[2]), killer = growkill ? atoi(argv[3]) : -1;
-    int rounds = !growkill && !twice && argc > 3 ? atoi(argv[3]) : 1;
+    int rounds = !growkill && !twice && !pair && argc > 3 ? atoi(argv[3]) : 1;
     const char *rj = getenv("FCCL_REJOIN");
     me = atoi(getenv("RANK") ? getenv("RANK") : "-1");
     if (rj && *rj && strcmp(rj, "0") != 0)

@@ -239,6 +239,55 @@ Test(grow, twice_tcp, .timeout = 180)
     twice_job(TCP, 4, 0);
 }
 
+/* Ranks 1 and 4 die together; the survivors grow by two.  Every rank
+ * has the same member list: the survivors in order, then 1 and 4 in the
+ * order they reached the store (either), and its rank is its place. */
+static void pair_job(const char *prov)
+{
+    char *out = NULL, cmd[1024], line[600], first[200] = "", name[96];
+    snprintf(cmd, sizeof(cmd), "FCCL_TIMEOUT=30 FCCL_PEER_TIMEOUT=3 "
+             "FCCL_PROVIDER='%s' %s/fccl-run --respawn 1 -n %d "
+             "%s/grow_check pair 1 4", prov, th_bin_dir(), N,
+             th_testbin_dir());
+    int st = th_sh(cmd, 120, &out);
+    cr_expect_eq(st, 0, "exit %d:\n%s", st, out);
+    int all[N];
+    for (int r = 0; r < N; r++)
+        all[r] = r;
+    expected_name(all, N, name, sizeof(name));
+    for (int r = 0; r < N; r++) {
+        line_of(out, r, "GROWN rank", line, sizeof(line));
+        const char *m = strstr(line, "members [");
+        cr_assert(m && strstr(line, name), "rank %d: \"%s\"\n%s", r, line,
+                  out);
+        if (!first[0])
+            snprintf(first, sizeof(first), "%s", m);
+        cr_expect_str_eq(m, first, "rank %d's member list differs", r);
+        int a = -1, b = -1, order[N];
+        cr_assert_eq(sscanf(m, "members [0,2,3,5,%d,%d]", &a, &b), 2, "%s", m);
+        cr_expect((a == 1 && b == 4) || (a == 4 && b == 1), "%s", m);
+        int base[N] = {0, 2, 3, 5, a, b};
+        memcpy(order, base, sizeof(order));
+        int place = -1;
+        for (int i = 0; i < N; i++)
+            if (order[i] == r)
+                place = i;
+        cr_expect_eq(num_after(line, "GROWN rank "), place, "rank %d: \"%s\"",
+                     r, line);
+        line_of(out, r, "GROWN ok", line, sizeof(line));
+        cr_expect(line[0], "rank %d: the grown group's checks:\n%s", r, out);
+    }
+    expect_shm_clean(out);
+    free(out);
+}
+
+Test(grow, two_newcomers_shm, .timeout = 180) { pair_job("shm"); }
+Test(grow, two_newcomers_tcp, .timeout = 180)
+{
+    TH_LONG_CASE("a second provider");
+    pair_job(TCP);
+}
+
 /* The survivors grow but nobody was respawned (--no-kill): their grow
  * fails after the group's timeout (3 s here) naming the newcomer that
  * never came, and they shrink again and go on. */
