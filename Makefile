@@ -156,6 +156,7 @@ $(BUILD)/obj/coll/select/%.o: INC = $(INC_select)
 $(BUILD)/obj/coll/api/%.o: INC = $(INC_api)
 $(BUILD)/obj/bootstrap/%.o: INC = $(INC_bootstrap)
 $(BUILD)/obj/moe/%.o: INC = $(INC_moe)
+$(BUILD)/obj/examples/%.o: INC = include
 
 PUB_HDRS := $(sort $(wildcard include/fccl/*.h))
 
@@ -178,6 +179,9 @@ TLIB := $(BUILD)/tests/libtesthelp.a
 # cli/bench/mpi_*.c are built by the bench scripts with mpicc, not here.
 BENCH_SRCS := $(filter-out cli/bench/mpi_%.c,$(sort $(wildcard cli/bench/*.c)))
 BENCHES := $(patsubst cli/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+# examples/*.c: programs on the public API alone (include/ only).
+EXAMPLE_SRCS := $(sort $(wildcard examples/*.c))
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRCS))
 
 # The one-way call orders the headers state, checked on the objects
 # before any library is made (scripts/check-calls.sh): the top floors,
@@ -220,10 +224,11 @@ MAN_SED = sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@DATE@|$(MAN_DATE)|g' \
   -e 's|@PREFIX@|$(PREFIX)|g'
 
 .SECONDARY:
-.PHONY: check-embed all lib progs benches tests test check check-san install uninstall clean demo bench \
+.PHONY: check-embed all lib progs benches examples tests test check check-san install uninstall clean demo bench \
   test-multihost man check-lines soak-ft
 
-all: torch-first lib progs benches man
+all: torch-first lib progs benches examples man
+examples: $(EXAMPLES)
 man: $(MANPAGES)
 
 $(BUILD)/man/%: man/%.in Makefile
@@ -233,7 +238,7 @@ benches: $(BENCHES)
 
 lib: $(SHLIB) $(STLIB) $(INTLIB) $(PRELOAD)
 progs: $(PROGS)
-tests: $(TESTS) $(THELPERS)
+tests: $(TESTS) $(THELPERS) $(EXAMPLES)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -319,6 +324,10 @@ $(TLIB): $(TLIB_OBJS)
 $(BUILD)/tests/test_%: $(BUILD)/obj/tests/test_%.o $(TLIB) $(INTLIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SANLD) -o $@ $< $(TLIB) $(INTLIB) $(LIBS) -lcriterion
+
+$(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(INTLIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(SANLD) -o $@ $< $(INTLIB) $(LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/cli/bench/%.o $(INTLIB)
 	@mkdir -p $(dir $@)

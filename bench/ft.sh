@@ -19,6 +19,7 @@
 #   SYSTEMS="shrink reinit restart gloo" ONEHOST=1 NETNS=1
 #   NS_PER=4 NS_PEER=1 NS_VICTIM=6 NS_PROVIDERS="mixed tcp;ofi_rxm"
 #   NS_FAULTS="rank host"
+#   GROW=0 skips the grow table (grow_table below)
 set -u
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -187,5 +188,57 @@ netns_table() {
 
 col() { printf '%s\n' "${rows[@]}" | grep -v incomplete | awk -v c="$1" '$c != "-" {print $c}' | median; }
 
+# Grow (issue 37): the same kill under fccl-run --respawn 1; the survivors
+# shrink, then fccl_group_grow(shrunk, 1) takes the respawned rank back in
+# (ft_recover grow).  Columns, ms: the grow alone, from the moment all
+# are there (the last survivor's call, or the newcomer ready to post
+# itself: its store connection and endpoints open) to the last return;
+# when the newcomer was ready, from the kill (its process start and
+# fccl_init's opening); the first correct all_reduce of the grown group
+# on every rank, from the kill.
+grow_one() {
+    local prov=$1 pid t_kill
+    : >"$tmp" # now, not in the background child (see ft_soak.sh)
+    timeout -k 5 300 "$RUN" --respawn 1 -n "$N" --provider "$prov" \
+        "$HELPER" grow >>"$tmp" 2>&1 &
+    local jpid=$!
+    for _ in $(seq 3600); do
+        [ "$(grep -c ' looping' "$tmp")" -ge "$N" ] && break
+        sleep 0.05
+    done
+    sleep 0.3
+    pid=$(sed -n "s/^\[$VICTIM\] R$VICTIM pid \([0-9]*\) looping.*/\1/p" "$tmp" | head -n1)
+    t_kill=$(date +%s%6N)
+    kill -9 "$pid"
+    wait "$jpid"
+    awk -v t0="$t_kill" -v n="$N" '
+        / GROW / { if ($(NF-1) > gc) gc = $(NF-1); if ($NF > gr) gr = $NF }
+        / NEWCOMER / { nr = $(NF-1); if ($NF > gr) gr = $NF }
+        / OK / { o = ($NF - t0) / 1000; no++; if (o > ol) ol = o }
+        END { if (no < n || !nr || !gc) { print "incomplete"; exit }
+              from = gc > nr ? gc : nr
+              printf "%.1f %.1f %.1f\n", (gr - from) / 1000,
+                     (nr - t0) / 1000, ol }' "$tmp"
+}
+
+grow_table() {
+    echo
+    echo "| grow | provider | grow (ms) | newcomer ready (ms from the kill) | first correct all_reduce of the grown group (ms from the kill) |"
+    echo "|---|---|---|---|---|"
+    for prov in $PROVIDERS; do
+        rows=()
+        for _ in $(seq "$ROUNDS"); do
+            rows+=("$(grow_one "$prov")")
+        done
+        gcol() { printf '%s\n' "${rows[@]}" | grep -v incomplete | awk -v c="$1" '{print $c}' | median; }
+        bad=$(printf '%s\n' "${rows[@]}" | grep -c incomplete)
+        echo "| grow | $prov | $(gcol 1) | $(gcol 2) | $(gcol 3) |$([ "$bad" -gt 0 ] && echo " $bad of $ROUNDS runs incomplete")"
+    done
+    echo
+    echo "grow: N=$N, rank $VICTIM SIGKILLed and respawned by fccl-run --respawn 1, median of $ROUNDS runs (target: grow 100 ms)"
+}
+
+
 [ "$ONEHOST" = 1 ] && one_host_table
 [ "$NETNS" = 1 ] && { [ "$ONEHOST" = 1 ] && echo; netns_table; }
+[ "${GROW:-1}" = 0 ] || grow_table

@@ -30,6 +30,14 @@ struct boot_state {
     struct fccl_group **groups;   /* live user groups, for finalize */
     size_t ngroups, cap_groups;
     struct name_count *counts;    /* creations per group name */
+    /* grow.c: the job's newcomers this process has seen taken in (the
+     * next grow reads entry joined + 1), whether a grow changed the
+     * members (fccl_finalize then skips its world barrier), and the
+     * records newcomers replaced (freed with the others at finalize) */
+    uint32_t joined;
+    int regrown;
+    void **retired;
+    size_t nretired;
 };
 
 extern struct boot_state boot;
@@ -70,6 +78,21 @@ int boot_name_missing(int rc);
 int boot_build_world(void);
 /* Free boot.recs (after tp_close: the transport's lookups read them). */
 void boot_free_records(void);
+/* Keep this rank's own record in boot.recs (a rejoining rank, which
+ * publishes it through grow.c instead). */
+int boot_keep_own_record(const void *rec, size_t len);
+/* The host id (HOSTID_MAX bytes) of a record; FCCL_ERR_PROTOCOL for a
+ * malformed one. */
+int boot_record_hostid(const void *rec, size_t len, char *hostid);
+
+/* ---- grow.c ---- */
+
+/* fccl_init of a rejoining rank (FCCL_REJOIN), after the store and the
+ * transport are open and rec is made: post rec as a newcomer, wait for
+ * the members' fccl_group_grow to take it in, open the transport to the
+ * members, and make boot.world the grown group (its first barrier is
+ * fccl_init's).  Bounded by boot.deadline. */
+int boot_rejoin(const void *rec, size_t reclen);
 
 /* Allocate a group of `size` members with zeroed fields; arrays allocated. */
 struct fccl_group *boot_group_alloc(int size);

@@ -308,6 +308,14 @@ static int need_network(void)
     return 0;
 }
 
+/* A process taking the place of a rank the others left out (fccl-run
+ * --respawn sets FCCL_REJOIN): it joins through their fccl_group_grow. */
+static int wants_rejoin(const fccl_init_opts_t *o)
+{
+    const char *e = getenv("FCCL_REJOIN");
+    return o->rejoin > 0 || (e && *e && strcmp(e, "0") != 0);
+}
+
 static void teardown(void)
 {
     boot_groups_destroy_all();
@@ -394,18 +402,21 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
      * rank waiting for one that never comes gives up timeout_ms after it
      * began to wait. */
     boot.deadline = fccl_deadline_ms(boot.timeout_ms);
-    if (rc >= 0 && (rc = boot_exchange_records(rec, reclen)) < 0)
+    int rejoin = wants_rejoin(opts);
+    if (rc >= 0 && rejoin)
+        rc = boot_rejoin(rec, reclen); /* grow.c: the members take us in */
+    else if (rc >= 0 && (rc = boot_exchange_records(rec, reclen)) < 0)
         rc = boot_name_missing(rc);
     free(rec);
     t_xchg = fccl_now_ns();
     c_xchg = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
-    if (rc >= 0)
+    if (rc >= 0 && !rejoin)
         rc = tp_set_peers(boot.tp, size, rank, 0, boot_record_lookup, NULL);
-    if (rc >= 0 && (rc = boot_ring_gather()) < 0)
+    if (rc >= 0 && !rejoin && (rc = boot_ring_gather()) < 0)
         rc = boot_name_missing(rc);
     t_ring = fccl_now_ns();
     c_ring = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
-    if (rc >= 0)
+    if (rc >= 0 && !rejoin)
         rc = boot_build_world();
     t_world = fccl_now_ns();
     c_world = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
@@ -419,7 +430,8 @@ int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world)
     }
     char key[32];
     boot_addr_key(key, sizeof(key), rank);
-    fccl_store_delete(boot.store, key, NULL);
+    if (!rejoin)
+        fccl_store_delete(boot.store, key, NULL);
     boot.initialized = 1;
     uint64_t t_end = fccl_now_ns(), c_end = cpu_ns(CLOCK_PROCESS_CPUTIME_ID);
     keep_stats((uint64_t[]){t0, t_tp, t_xchg, t_ring, t_world, t_end},
@@ -464,7 +476,7 @@ int fccl_finalize(void)
     for (int r = 0; r < boot.size && !excluded; r++)
         excluded = tp_rank_excluded(boot.tp, r);
     if (!atomic_load(&boot.world->err) && !atomic_load(&boot.world->stop) &&
-        !excluded)
+        !excluded && !boot.regrown)
         fccl_barrier(boot.world, NULL);
     if (boot.rank == 0)
         fccl_store_delete(boot.store, "ctx", NULL);

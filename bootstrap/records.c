@@ -468,10 +468,25 @@ out:
     return rc;
 }
 
+int boot_keep_own_record(const void *rec, size_t len)
+{
+    return keep_record(boot.rank, rec, len);
+}
+
+int boot_record_hostid(const void *rec, size_t len, char *hostid)
+{
+    const void *name;
+    size_t nlen;
+    return parse_record(rec, len, -1, hostid, &name, &nlen);
+}
+
 void boot_free_records(void)
 {
     for (int r = 0; boot.recs && r < boot.size; r++)
         free(boot.recs[r]);
+    for (size_t i = 0; i < boot.nretired; i++)
+        free(boot.retired[i]);
+    free(boot.retired);
     free(boot.recs);
     free(boot.rec_lens);
 }

@@ -16,6 +16,13 @@
  *   restart  under fccl-run --max-restarts 1: attempt 0 loops until the
  *            kill; attempt 1 prints "OK <us>" after its first correct
  *            all_reduce
+ *   grow     under fccl-run --respawn 1: the survivors shrink as above,
+ *            then fccl_group_grow(shrunk, 1) takes the respawned rank back
+ *            in: "GROW <call> <ret>"; the respawned rank (FCCL_REJOIN)
+ *            prints "NEWCOMER <ready> <ret>", ready being when its
+ *            fccl_init had the store and its endpoints (boot_last_init_stats)
+ *            and could post itself; everyone then "OK <us>" after the first
+ *            correct all_reduce of the grown group
  * The rank to kill is the script's choice; this program only waits.
  */
 #include <stdio.h>
@@ -24,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "boot.h"
 #include "fccl/fccl.h"
 
 static long long now_us(void)
@@ -117,6 +125,70 @@ static int reinit_mode(fccl_group_t *w, int me, int n)
     return 0;
 }
 
+/* Shrink *g until an all_reduce of the new group is right (at most 4
+ * rounds: ranks may keep dying); 0, or the last error. */
+static int shrink_until_right(fccl_group_t **g, int me)
+{
+    int rc = -1;
+    for (int round = 0; round < 4 && rc < 0; round++) {
+        fccl_group_t *next;
+        if ((rc = fccl_group_shrink(*g, NULL, 0, &next)) < 0)
+            break;
+        *g = next;
+        rc = checked(*g, me);
+    }
+    return rc;
+}
+
+/* A kill during the grow (bench/ft_soak.sh) fails it, or the grown
+ * group's first all_reduce: the survivors then shrink again and go on
+ * ("GROWFAIL <message>", then "OK"). */
+static int grow_mode(fccl_group_t *w, int me)
+{
+    loop(w, me);
+    fccl_group_t *g = w, *g2 = NULL;
+    int rc = shrink_until_right(&g, me);
+    long long t0 = now_us(), t1 = 0;
+    if (rc < 0) {
+        fprintf(stderr, "R%d: %s\n", me, fccl_last_error());
+        return 1;
+    }
+    if ((rc = fccl_group_grow(g, 1, &g2)) >= 0) {
+        t1 = now_us();
+        g = g2;
+        rc = checked(g, me);
+    }
+    if (rc < 0) {
+        printf("R%d GROWFAIL %s\n", me, fccl_last_error());
+        rc = shrink_until_right(&g, me);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "R%d: %s\n", me, fccl_last_error());
+        return 1;
+    }
+    if (t1)
+        printf("R%d GROW %lld %lld\n", me, t0, t1);
+    printf("R%d OK %lld\n", me, now_us());
+    fccl_finalize();
+    return 0;
+}
+
+static int newcomer_mode(fccl_group_t *g, int me, long long t_call,
+                         long long t_ret)
+{
+    long long ready = t_call + (long long)(boot_last_init_stats()
+                                               ->wall_ms[BOOT_PH_STORE] * 1e3);
+    printf("R%d pid %d newcomer\n", me, (int)getpid());
+    if (checked(g, me) < 0) {
+        fprintf(stderr, "R%d: %s\n", me, fccl_last_error());
+        return 1;
+    }
+    printf("R%d NEWCOMER %lld %lld\nR%d OK %lld\n", me, ready, t_ret, me,
+           now_us());
+    fccl_finalize();
+    return 0;
+}
+
 static int restart_mode(fccl_group_t *w, int me)
 {
     const char *a = getenv("RESTART_COUNT");
@@ -136,15 +208,28 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
-        fprintf(stderr, "usage: ft_recover shrink|reinit|restart\n");
+        fprintf(stderr, "usage: ft_recover shrink|reinit|restart|grow\n");
         return 2;
     }
     fccl_group_t *w;
-    if (fccl_init(NULL, &w) < 0) {
+    const char *rejoin = getenv("FCCL_REJOIN");
+    fccl_init_opts_t o;
+    fccl_init_opts_init(&o);
+    /* A second rank killed and respawned during a grow waits for a grow
+     * that never comes: a short wait keeps ft_soak's rounds short. */
+    if (rejoin && *rejoin && strcmp(rejoin, "0") != 0 && getenv("FT_JOIN_MS"))
+        o.timeout_ms = atoll(getenv("FT_JOIN_MS"));
+    long long t_call = now_us();
+    if (fccl_init(&o, &w) < 0) {
         fprintf(stderr, "ft_recover: init: %s\n", fccl_last_error());
         return 1;
     }
+    long long t_ret = now_us();
     int me = fccl_get_rank(), n = fccl_get_world_size();
+    if (rejoin && *rejoin && strcmp(rejoin, "0") != 0)
+        return newcomer_mode(w, me, t_call, t_ret);
+    if (strcmp(argv[1], "grow") == 0)
+        return grow_mode(w, me);
     if (strcmp(argv[1], "shrink") == 0)
         return shrink_mode(w, me);
     if (strcmp(argv[1], "reinit") == 0)

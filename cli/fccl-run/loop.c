@@ -14,6 +14,27 @@
 
 #include "run.h"
 
+/* --respawn: start failed rank r again, alone, if it has respawns left
+ * and the job is not stopping.  1 if it was started. */
+static int respawn(struct launcher *L, int r, const char *what)
+{
+    struct rank_proc *p = &L->ranks[r];
+    if (p->respawns >= L->respawn || L->signalled || L->remote_fail)
+        return 0;
+    for (int s = 0; s < 2; s++) /* the old process's last words first */
+        fr_close_stream(L, r, &p->io[s]);
+    p->respawns++;
+    if (fr_spawn_rank(L, r) < 0) {
+        p->respawns--;
+        p->done = 1;
+        return 0;
+    }
+    fprintf(stderr, "fccl-run: %s; respawning it (%d of %d, "
+            "FCCL_REJOIN=%d); the other ranks go on\n", what, p->respawns,
+            L->respawn, p->respawns);
+    return 1;
+}
+
 static void reap(struct launcher *L)
 {
     int status;
@@ -30,11 +51,8 @@ static void reap(struct launcher *L)
             int code = fr_status_code(status);
             /* After a remote failure or our own ^C, ranks ending is the
              * consequence, not a failure of their own. */
-            if (code == 0 || L->fail_rank >= 0 || L->remote_fail ||
-                L->signalled)
+            if (code == 0 || L->remote_fail || L->signalled)
                 break;
-            L->fail_rank = r;
-            L->fail_code = code;
             int g = L->node_rank * L->n + r;
             char what[128];
             if (WIFSIGNALED(status))
@@ -43,6 +61,12 @@ static void reap(struct launcher *L)
             else
                 snprintf(what, sizeof(what), "rank %d exited with status %d",
                          g, code);
+            if (L->respawn && respawn(L, r, what))
+                break; /* not the job's failure: the rank goes on */
+            if (L->fail_rank >= 0)
+                break;
+            L->fail_rank = r;
+            L->fail_code = code;
             if (L->no_kill) { /* the others go on (a job that shrinks) */
                 fprintf(stderr, "fccl-run: %s%s\n", what, L->running
                         ? "; the other ranks go on (--no-kill)" : "");

@@ -72,6 +72,11 @@ static void usage(FILE *f)
             "                      (as srun's --no-kill; for jobs that "
             "shrink their\n"
             "                      groups and go on)\n"
+            "  --respawn N         a rank that fails is started again, alone, "
+            "up to N\n"
+            "                      times, with FCCL_REJOIN=<k> (it rejoins "
+            "through\n"
+            "                      fccl_group_grow); implies --no-kill\n"
             "  --bind-to core|none pin each rank to its own share of the cores "
             "this\n"
             "                      launcher may use (default none; more ranks "
@@ -164,6 +169,7 @@ int fr_parse_args(struct launcher *L, int argc, char **argv)
         {"max-restarts", required_argument, NULL, 'R'},
         {"bind-to", required_argument, NULL, 'B'},
         {"no-kill", no_argument, NULL, 1006},
+        {"respawn", required_argument, NULL, 1007},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
@@ -183,6 +189,10 @@ int fr_parse_args(struct launcher *L, int argc, char **argv)
         case 1004: L->st_token = optarg; break;
         case 1005: L->st_journal = optarg; break;
         case 1006: L->no_kill = 1; break;
+        case 1007:
+            rc = parse_count("--respawn", optarg, 0, 1 << 20, &L->respawn);
+            L->no_kill |= L->respawn > 0;
+            break;
         case 'j': L->job_opt = optarg; break;
         case 'p': L->provider = optarg; break;
         case 'k': L->fake_nodes = optarg; break;

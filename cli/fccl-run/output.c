@@ -84,6 +84,20 @@ void fr_drain_stream(struct launcher *L, int r, struct stream *s)
     }
 }
 
+void fr_close_stream(struct launcher *L, int r, struct stream *s)
+{
+    if (s->fd < 0)
+        return;
+    fr_drain_stream(L, r, s);
+    if (s->fd < 0)
+        return;
+    if (s->len)
+        emit(L, r, s, s->buf, s->len);
+    s->len = 0;
+    close(s->fd);
+    s->fd = -1;
+}
+
 /* mkdir -p */
 int fr_make_dirs(const char *path)
 {

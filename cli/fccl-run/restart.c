@@ -28,6 +28,7 @@ static void reset_attempt(struct launcher *L)
                                   .log_fd = -1};
         }
         p->pid = 0;
+        p->respawns = 0;
         p->done = p->status = 0;
     }
     L->running = 0;

@@ -27,6 +27,13 @@
  *    status.  No failure is published to the other nodes either (give
  *    every node the flag).  For jobs whose survivors go on
  *    (fccl_group_shrink).
+ *  - --respawn N (implies --no-kill): a rank that fails is started again
+ *    alone, with the same RANK, LOCAL_RANK and WORLD_SIZE and
+ *    FCCL_REJOIN=<k> (its k-th respawn), at most N times per rank, while
+ *    the others go on; its fccl_init joins the survivors' group through
+ *    their fccl_group_grow.  A failure followed by a respawn is not the
+ *    job's failure: the exit status is the first failure no respawn
+ *    followed (0 if none).
  *  - --bind-to core: the CPUs this launcher may use, grouped into cores
  *    (hardware threads of one core stay together), are shared out in
  *    order: with C cores and N <= C ranks, local rank r gets cores
@@ -97,6 +104,7 @@ struct stream {
 struct rank_proc {
     pid_t pid;
     int done, status;
+    int respawns;     /* --respawn: times this rank was started again */
     struct stream io[2];
     cpu_set_t *cpus;  /* --bind-to core: this rank's CPUs, else NULL */
     size_t cpus_size;
@@ -107,6 +115,8 @@ struct launcher {
     int nnodes, node_rank, host_store;
     int max_restarts, attempt, bind_cores;
     int no_kill;              /* --no-kill: a failed rank stops no other */
+    int respawn;              /* --respawn N: a failed rank is started
+                                 again, alone, up to N times */
     const char *store_addr, *provider, *fake_nodes, *job_opt, *log_dir;
     char job[128];            /* the launch's job id */
     char ns[160];             /* this attempt's: job, or job-r<attempt> */
@@ -163,12 +173,18 @@ void fr_preload_kallsyms_shim(void);
 void fr_set_env_int(const char *name, int v);
 void fr_set_job_env(struct launcher *L, const char *host, int port);
 int fr_spawn_ranks(struct launcher *L);
+/* Start rank r (again: with FCCL_REJOIN=respawns when respawns > 0);
+ * -1 when pipe or fork failed (printed). */
+int fr_spawn_rank(struct launcher *L, int r);
 void fr_signal_all(struct launcher *L, int sig);
 int fr_status_code(int status);
 void fr_remove_shm_files(pid_t pid);
 
 /* output.c */
 void fr_drain_stream(struct launcher *L, int r, struct stream *s);
+/* Forward what is left of a dead rank's stream (a last line without a
+ * newline too) and close it, even if its children still hold it open. */
+void fr_close_stream(struct launcher *L, int r, struct stream *s);
 int fr_make_dirs(const char *path);
 int fr_open_logs(struct launcher *L);
 

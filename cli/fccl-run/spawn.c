@@ -83,6 +83,11 @@ static void exec_rank(struct launcher *L, int r, int out_fd, int err_fd)
     fr_set_env_int("RANK_ID", g);
     fr_set_env_int("MS_NODE_ID", g);
     struct rank_proc *p = &L->ranks[r];
+    /* A respawned rank joins the survivors through their grow. */
+    if (p->respawns > 0)
+        fr_set_env_int("FCCL_REJOIN", p->respawns);
+    else
+        unsetenv("FCCL_REJOIN");
     if (p->cpus && sched_setaffinity(0, p->cpus_size, p->cpus) < 0) {
         fprintf(stderr, "fccl-run: rank %d: cannot bind to its CPUs: %s\n", g,
                 strerror(errno));
@@ -100,31 +105,48 @@ static void exec_rank(struct launcher *L, int r, int out_fd, int err_fd)
     _exit(127);
 }
 
+int fr_spawn_rank(struct launcher *L, int r)
+{
+    int po[2], pe[2];
+    if (pipe2(po, O_CLOEXEC) < 0) {
+        perror("fccl-run: pipe");
+        return -1;
+    }
+    if (pipe2(pe, O_CLOEXEC) < 0) {
+        perror("fccl-run: pipe");
+        close(po[0]);
+        close(po[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fccl-run: fork");
+        for (int k = 0; k < 2; k++) {
+            close(po[k]);
+            close(pe[k]);
+        }
+        return -1;
+    }
+    if (pid == 0)
+        exec_rank(L, r, po[1], pe[1]);
+    close(po[1]);
+    close(pe[1]);
+    struct rank_proc *p = &L->ranks[r];
+    p->pid = pid;
+    p->done = p->status = 0;
+    p->io[0].fd = po[0];
+    p->io[1].fd = pe[0];
+    fcntl(po[0], F_SETFL, O_NONBLOCK);
+    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    L->running++;
+    return 0;
+}
+
 int fr_spawn_ranks(struct launcher *L)
 {
-    for (int r = 0; r < L->n; r++) {
-        int po[2], pe[2];
-        if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
-            perror("fccl-run: pipe");
+    for (int r = 0; r < L->n; r++)
+        if (fr_spawn_rank(L, r) < 0)
             return -1;
-        }
-        pid_t pid = fork();
-        if (pid < 0) {
-            perror("fccl-run: fork");
-            return -1;
-        }
-        if (pid == 0)
-            exec_rank(L, r, po[1], pe[1]);
-        close(po[1]);
-        close(pe[1]);
-        struct rank_proc *p = &L->ranks[r];
-        p->pid = pid;
-        p->io[0].fd = po[0];
-        p->io[1].fd = pe[0];
-        fcntl(po[0], F_SETFL, O_NONBLOCK);
-        fcntl(pe[0], F_SETFL, O_NONBLOCK);
-        L->running++;
-    }
     return 0;
 }
 

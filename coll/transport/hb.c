@@ -44,15 +44,12 @@
  *   finalized is not declared dead by a slower neighbour, and to every
  *   rank on this host, whose waits watch it by its pidfd (wait.c): its
  *   exit after a goodbye is no failure.
- * - If this thread itself was not scheduled for half the timeout (we were
- *   stopped, or starved), it forgives its neighbours' silence once: the gap
- *   was ours.
- * - A local peer whose process exited (pidfd readable) leaves libfabric's
- *   shm file behind (/dev/shm/<pid>:...); the thread removes them.
- *
- * Datagrams carry the sender's rank and pid (checked against its blob) so
- * stray packets from another job are ignored.  Local peers are reached on
- * loopback, others on the address of their network endpoint.
+ * - A thread not scheduled for half the timeout (stopped, starved)
+ *   forgives its neighbours' silence once: the gap was ours.
+ * - It removes the shm files (/dev/shm/<pid>:...) of exited local peers;
+ *   readmit.c rewrites a peer taken back in under tp_hb_hold.
+ * Datagrams carry the sender's rank and pid (checked against its blob);
+ * local peers are reached on loopback, others at their network address.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -850,6 +847,12 @@ void tp_hb_rewatch(struct fccl_tp *tp)
         hb->watch[hb->nwatch++] = cand[i];
     }
     pthread_mutex_unlock(&hb->rxlock);
+}
+
+void tp_hb_hold(struct fccl_tp *tp, int hold)
+{
+    if (tp->hb)
+        (hold ? pthread_mutex_lock : pthread_mutex_unlock)(&tp->hb->rxlock);
 }
 
 /* Goodbye to the other ranks on this host (loopback: not lost). */

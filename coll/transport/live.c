@@ -94,7 +94,9 @@ void tp_live_close(struct tp_peer *p)
 {
     if (p->pidfd >= 0)
         close(p->pidfd);
-    p->pidfd = -1;
+    if (p->old_pidfd >= 0)
+        close(p->old_pidfd);
+    p->pidfd = p->old_pidfd = -1;
 }
 
 /* First of the n ranks whose process has exited, or -1.  Opens the

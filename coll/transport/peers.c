@@ -140,7 +140,7 @@ int tp_set_peers(struct fccl_tp *tp, int nranks, int my_rank, int local_ranks,
     if (!peers)
         return fccl_err(FCCL_ERR_NOMEM, "tp_set_peers: %d ranks", nranks);
     for (int r = 0; r < nranks; r++)
-        peers[r].pidfd = -1;
+        peers[r].pidfd = peers[r].old_pidfd = -1;
     pthread_mutex_lock(&tp->lock);
     tp->peers = peers;
     tp->lookup = lookup;

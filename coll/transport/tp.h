@@ -15,6 +15,7 @@
  *   bye.c       goodbyes before closing (net loses unread messages when a
  *               connection is reset)
  *   peers.c     tp_add_peers: where each peer is reached
+ *   readmit.c   tp_readmit: a rank left out by a shrink, taken back in
  *   wait.c      posting, testing, waiting, cancelling (the calls below)
  *   progress.c  reading completion queues; hands each to rndv.c
  *   rndv.c      a request's state machine: clear-to-send, single copy
@@ -344,6 +345,20 @@ int tp_rank_failed(struct fccl_tp *tp, int rank);
 void tp_exclude(struct fccl_tp *tp, const int *ranks, size_t n);
 /* 1 if rank was excluded by tp_exclude. */
 int tp_rank_excluded(const struct fccl_tp *tp, int rank);
+/* ---- a rank taken back in (readmit.c) ---- */
+
+/* World rank `rank`, excluded by tp_exclude, is now held by a new process
+ * (a grow): forget the old one (address, liveness handle, heartbeat
+ * address, failure marks), call update(arg) (may be NULL) while no
+ * lookup can run, so the caller can swap the rank's record for the new
+ * one, then count the rank in again (its death fails waits again, the
+ * heartbeat ring takes it back) and, if it is reached through shm,
+ * insert its new address now (see tp_set_local).  Returns FCCL_OK;
+ * FCCL_ERR_INVALID (not another rank of the job), FCCL_ERR_STATE (the
+ * rank was not excluded: a live rank cannot be replaced), or the error
+ * of resolving it.  Thread-safe; blocks only for the locks. */
+int tp_readmit(struct fccl_tp *tp, int rank, void (*update)(void *arg),
+               void *arg);
 
 /* Which endpoint reaches world rank peer, without inserting it into an
  * address vector: its index, or -1 if it cannot be reached (or peer is

@@ -202,6 +202,7 @@ struct tp_peer {
     int bye_in;                  /* it said goodbye (bye.c) */
     int pid;                     /* its pid, once it may read us */
     int pidfd, live_pid;         /* local peer's process (or -1, 0) */
+    int old_pidfd;               /* a replaced process's (readmit.c), or -1 */
     /* live.c: the pidfd is opened on the first liveness check that needs
      * it (or when the peer is resolved), once: live_tried; live_gone: the
      * process was already gone then (pidfd_open said ESRCH). */
@@ -364,6 +365,9 @@ void tp_hb_suspect(struct fccl_tp *tp, int rank, const char *why);
 /* Watch the nearest ring neighbours that are not excluded (failed.c
  * calls it after an exclusion); their silence counts from now. */
 void tp_hb_rewatch(struct fccl_tp *tp);
+/* Take (1) or release (0) the heartbeat thread's lock (readmit.c: a
+ * peer's heartbeat fields and record change under it). */
+void tp_hb_hold(struct fccl_tp *tp, int hold);
 
 /* post.c: put messages on the wire (all under tp->lock).  Each returns 0
  * or a negative fi errno; tp_post_busy() tells the ones to retry later. */

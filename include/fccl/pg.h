@@ -80,6 +80,11 @@ typedef struct fccl_init_opts {
     const char *job_id;      /**< key namespace on the store; NULL:
                                 FCCL_JOB_ID, else TORCHELASTIC_RUN_ID, else
                                 "fccl" */
+    int rejoin;              /**< > 0: this process takes the place of a
+                                rank the others left out in a shrink and
+                                joins through their fccl_group_grow()
+                                (see there); 0: FCCL_REJOIN set and not
+                                "0" means the same */
 } fccl_init_opts_t;
 
 /**
@@ -133,6 +138,12 @@ FCCL_API void fccl_init_opts_init(fccl_init_opts_t *opts);
  *     serve this many ranks;
  *   - FCCL_ERR_FABRIC: a libfabric call failed;
  *   - FCCL_ERR_PEER: a rank failed during the first barrier.
+ *
+ * A rejoining process (opts.rejoin, or FCCL_REJOIN set and not "0")
+ * instead posts its record as a newcomer and waits, up to the timeout,
+ * for the members' fccl_group_grow(); *world is then the grown group
+ * (see there).  FCCL_ERR_TIMEOUT when no grow took it in; FCCL_ERR_PEER
+ * when a member died before it could.
  */
 FCCL_API int fccl_init(const fccl_init_opts_t *opts, fccl_group_t **world);
 
@@ -354,7 +365,7 @@ FCCL_API int fccl_group_split(fccl_group_t *parent, int color, int key,
  * @return FCCL_OK; FCCL_ERR_INVALID if g is NULL.
  */
 FCCL_API int fccl_group_abort(fccl_group_t *g);
-/* ---- fault tolerance: revoke, failed ranks, shrink ---- */
+/* ---- fault tolerance: revoke, failed ranks, shrink, grow ---- */
 
 /**
  * Fail the group on every member (ULFM's MPIX_Comm_revoke): every
@@ -441,6 +452,46 @@ FCCL_API int fccl_group_failed_ranks(const fccl_group_t *g, int *ranks,
  */
 FCCL_API int fccl_group_shrink(fccl_group_t *g, const int *exclude,
                                int nexclude, fccl_group_t **out);
+/**
+ * Take new processes into a group (NCCL's ncclCommGrow): called by every
+ * member of g; the newcomers call fccl_init() with FCCL_REJOIN set (or
+ * opts.rejoin), each with the world rank it takes (RANK) and the job's
+ * WORLD_SIZE, and reach the members through the store, as fccl_init
+ * always does.  A newcomer's world rank must be one the members left out
+ * in a fccl_group_shrink() (a respawned rank, or a new process given a
+ * dead rank's place): the world size never changes.
+ *
+ * The grown group holds g's members with their ranks of g, then the
+ * nnew newcomers in the order they reached the store; it is named by its
+ * member set as fccl_group_new() names it ("fccl_<n>_<sha1>"), gets a
+ * fresh context id and g's timeout, and ends with one barrier of all its
+ * members.  A newcomer's fccl_init() returns this same group as its world
+ * (fccl_world(); fccl_get_rank() is its world rank, fccl_get_world_size()
+ * the job's).  g itself is unchanged.  Grows of a job are taken in turn:
+ * every process that takes part in one has seen the same earlier ones
+ * (the members of successive grows are the job's live ranks), so they
+ * read the same newcomers.
+ *
+ * Blocks until the nnew newcomers have come and every member has reached
+ * the barrier, at most g's timeout: a newcomer that never comes fails it
+ * with FCCL_ERR_TIMEOUT naming which; a member or newcomer that dies
+ * while it runs fails it (FCCL_ERR_PEER naming the rank) on the others
+ * as soon as that death is known.  After a failure g goes on as before
+ * (the newcomers are left out again): shrink it or grow it again.  Not
+ * thread-safe against other calls on g.
+ *
+ * @param g the group to grow; not NULL.
+ * @param nnew the number of newcomers, 1 .. world size - size of g.
+ * @param out receives the grown group (NULL on failure); free it with
+ *     fccl_group_destroy() or leave it to fccl_finalize().
+ * @return FCCL_OK; FCCL_ERR_STATE before init; FCCL_ERR_INVALID (NULL g
+ *     or out, nnew out of range, a newcomer claiming a world rank this
+ *     member did not leave out, or one taken twice); FCCL_ERR_NOMEM;
+ *     FCCL_ERR_TIMEOUT; FCCL_ERR_PEER; FCCL_ERR_PROTOCOL (junk on the
+ *     store, or members growing different groups at once); FCCL_ERR_LIMIT
+ *     (context ids used up); the store's and the barrier's errors.
+ */
+FCCL_API int fccl_group_grow(fccl_group_t *g, int nnew, fccl_group_t **out);
 
 /**
  * Free the group (not the world: fccl_finalize does that).  Local to this

@@ -23,7 +23,7 @@ __all__ = [
     "destroy_group", "get_group_size", "get_group_rank_from_world_rank",
     "get_world_rank_from_group_rank", "init", "release", "get_group",
     "set_timeout", "GlobalComm", "revoke_group", "get_failed_ranks",
-    "shrink_group",
+    "shrink_group", "grow_group", "is_rejoining",
 ]
 
 BACKEND = "fccl"
@@ -470,6 +470,50 @@ def shrink_group(group=GlobalComm.WORLD_COMM_GROUP, exclude_ranks=None):
             timeout.
     """
     return _fccl.shrink(group, exclude_ranks)
+
+
+def grow_group(group, count=1):
+    """Take `count` new processes into `group` and return the grown
+    group's name (called by every member of `group`; see fccl_group_grow
+    in fccl/pg.h).
+
+    A newcomer is a process holding a global rank the members left out in
+    :func:`shrink_group` (``fccl-run --respawn N`` restarts a dead rank
+    with the same RANK and ``FCCL_REJOIN`` set); its
+    :func:`init_process_group` joins through this call and its world
+    group (``GlobalComm.WORLD_COMM_GROUP``) is then the grown group.  The
+    members keep their order and the newcomers follow; the name is
+    ``fccl_<n>_<sha1>`` of the members' global ranks.
+
+    Args:
+        group (str or Group): the group to grow (the survivors' group).
+        count (int): how many newcomers to take in. Default 1.
+
+    Returns:
+        str, the grown group's name.
+
+    Raises:
+        TypeError: `count` is not an int.
+        ValueError: `count` out of range, or a newcomer claims a rank this
+            member did not leave out.
+        fccl.TimeoutError: a newcomer did not come within the group's
+            timeout.
+        fccl.PeerError: a member or newcomer died during the grow (the
+            group `group` goes on as before).
+    """
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise TypeError("For 'grow_group', count must be int, but got "
+                        f"{type(count)}")
+    return _fccl.grow(group, count)
+
+
+def is_rejoining():
+    """Whether this process takes the place of a rank the others left out
+    (``FCCL_REJOIN`` set and not "0", as ``fccl-run --respawn`` sets it):
+    its :func:`init_process_group` then joins through the others'
+    :func:`grow_group`."""
+    v = os.environ.get("FCCL_REJOIN", "")
+    return v not in ("", "0")
 
 
 def get_group_size(group=GlobalComm.WORLD_COMM_GROUP):

@@ -63,7 +63,7 @@ run() { # NAME COMMAND...: run it, count it, show the tail on failure
 }
 
 cd "$ROOT/tests/py" || exit 1
-run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py test_ft.py \
+run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py test_ft.py test_grow.py \
     test_install.py test_torch_idle_cpu.py
 cd "$ROOT/tests/py/multi" || exit 1
 for pn in "${MULTI_RUNS[@]}"; do

@@ -1,9 +1,11 @@
 /*
  * Fault tolerance, as Python sees it: revoke a group, the failed ranks a
- * member knows of, and shrink (fccl/pg.h).  Ranks are global here, as
+ * member knows of, shrink and grow (fccl/pg.h).  Ranks are global here, as
  * src and dst are: the exclude list and the failed ranks are world ranks,
- * translated to and from the group's ranks.  A shrink's new group is
- * registered under its library name (fccl_<n>_<sha1>), like new_group's.
+ * translated to and from the group's ranks.  A shrink's or a grow's new
+ * group is registered under its library name (fccl_<n>_<sha1>), like
+ * new_group's.  A grow's newcomers get the grown group as their world
+ * (group.c's init).
  */
 #include "fcclpy.h"
 
@@ -89,7 +91,7 @@ static int exclude_arg(fpy_group *grp, PyObject *v, int **out, int *n)
 }
 
 /* The new group as a registered Group; its name (new reference). */
-static PyObject *register_shrunk(fccl_group_t *ng)
+static PyObject *register_new(fccl_group_t *ng)
 {
     int n = fccl_group_size(ng);
     int *ranks = PyMem_Malloc((size_t)n * sizeof(int));
@@ -130,7 +132,36 @@ static PyObject *py_shrink(PyObject *self, PyObject *const *args,
     PyMem_Free(ex);
     if (rc < 0)
         return fpy_raise_on(rc, "shrink_group", grp->g);
-    return register_shrunk(ng);
+    return register_new(ng);
+}
+
+/* grow(group, count) -> name */
+static PyObject *py_grow(PyObject *self, PyObject *const *args,
+                         Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "grow(group, count: int)");
+        return NULL;
+    }
+    fpy_group *grp = fpy_group_arg(args[0], "grow_group");
+    long count = PyLong_AsLong(args[1]);
+    if (!grp || (count == -1 && PyErr_Occurred()))
+        return NULL;
+    if (count < 1 || count > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "For 'grow_group', count must be "
+                     "positive, but got %ld", count);
+        return NULL;
+    }
+    fccl_group_t *ng = NULL;
+    int rc;
+    fpy_enter(grp);
+    Py_BEGIN_ALLOW_THREADS rc = fccl_group_grow(grp->g, (int)count, &ng);
+    Py_END_ALLOW_THREADS
+    fpy_leave(grp);
+    if (rc < 0)
+        return fpy_raise_on(rc, "grow_group", grp->g);
+    return register_new(ng);
 }
 
 PyMethodDef fpy_ft_methods[] = {
@@ -139,5 +170,7 @@ PyMethodDef fpy_ft_methods[] = {
      "failed_ranks(group) -> list of world ranks"},
     {"shrink", (PyCFunction)(void (*)(void))py_shrink, METH_FASTCALL,
      "shrink(group, exclude_ranks) -> name"},
+    {"grow", (PyCFunction)(void (*)(void))py_grow, METH_FASTCALL,
+     "grow(group, count) -> name"},
     {NULL, NULL, 0, NULL},
 };

@@ -263,11 +263,12 @@ fpy_group *fpy_group_arg(PyObject *arg, const char *fn)
     return grp;
 }
 
-/* Index of world rank w in the sorted ranks of grp, or -1. */
+/* Index of world rank w in the ranks of grp (sorted, except a grown
+ * group's, whose newcomers follow the others), or -1. */
 static int find_rank(const fpy_group *grp, long w)
 {
-    if (grp->world)
-        return w >= 0 && w < grp->size ? (int)w : -1;
+    if (w >= 0 && w < grp->size && grp->ranks[w] == w) /* the world */
+        return (int)w;
     int lo = 0, hi = grp->size - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
@@ -278,6 +279,9 @@ static int find_rank(const fpy_group *grp, long w)
         else
             hi = mid - 1;
     }
+    for (int i = 0; i < grp->size; i++)
+        if (grp->ranks[i] == w)
+            return i;
     return -1;
 }
 
@@ -351,15 +355,15 @@ static PyObject *py_init(PyObject *self, PyObject *const *args,
     Py_END_ALLOW_THREADS
     if (rc < 0)
         return fpy_raise(rc, "init_process_group");
-    int n = fccl_get_world_size();
+    /* The world's members: 0..n-1, except on a rejoining process, whose
+     * world is the group the members grew (fccl_group_grow), in its
+     * order and with global ranks, as every group here. */
+    int n = fccl_group_size(wg);
     int *ranks = PyMem_Malloc(n * sizeof(int));
     PyObject *name = PyUnicode_FromString(FCCL_WORLD_GROUP);
     fpy_group *grp = NULL;
-    if (ranks && name) {
-        for (int i = 0; i < n; i++)
-            ranks[i] = i;
+    if (ranks && name && fccl_group_members(wg, ranks, (size_t)n) == 0)
         grp = fpy_group_make(name, ranks, n, wg);
-    }
     PyMem_Free(ranks);
     Py_XDECREF(name);
     if (!grp || fpy_registry_add(grp) < 0) {
@@ -371,6 +375,15 @@ static PyObject *py_init(PyObject *self, PyObject *const *args,
     grp->world = 1;
     world = grp;
     Py_DECREF(grp); /* the registry holds it */
+    /* A rejoined process's world is the grown group: also under the name
+     * grow_group gave the others, so the same code finds it everywhere. */
+    if (strcmp(fccl_group_name(wg), FCCL_WORLD_GROUP) != 0) {
+        PyObject *lib = PyUnicode_FromString(fccl_group_name(wg));
+        int bad = !lib || PyDict_SetItem(registry, lib, (PyObject *)grp) < 0;
+        Py_XDECREF(lib);
+        if (bad)
+            return NULL;
+    }
     fpy_sigint_install();
     Py_RETURN_NONE;
 }
@@ -620,8 +633,10 @@ static PyObject *py_get_group(PyObject *self, PyObject *arg)
 static PyObject *py_get_rank(PyObject *self, PyObject *arg)
 {
     (void)self;
+    /* The world's rank is the global one, also on a rejoined process
+     * whose world (the grown group) puts it after the others. */
     if (arg == Py_None && world)
-        return PyLong_FromLong(world->rank);
+        return PyLong_FromLong(fccl_get_rank());
     if (!PyUnicode_Check(arg) && arg != Py_None &&
         !Py_IS_TYPE(arg, &fpy_GroupType)) {
         PyErr_Format(PyExc_TypeError, "For 'get_rank', the argument 'group' "
@@ -636,7 +651,7 @@ static PyObject *py_get_rank(PyObject *self, PyObject *arg)
         PyErr_Clear();
         return PyLong_FromLong(-1);
     }
-    return PyLong_FromLong(grp->rank);
+    return PyLong_FromLong(grp->world ? fccl_get_rank() : grp->rank);
 }
 
 static PyObject *py_get_world_size(PyObject *self, PyObject *arg)
