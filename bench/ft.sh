@@ -19,7 +19,7 @@
 #   SYSTEMS="shrink reinit restart gloo" ONEHOST=1 NETNS=1
 #   NS_PER=4 NS_PEER=1 NS_VICTIM=6 NS_PROVIDERS="mixed tcp;ofi_rxm"
 #   NS_FAULTS="rank host"
-#   GROW=0 skips the grow table (grow_table below)
+#   GROW=0 skips the grow table (grow_table below), RECONF=0 the torch one
 set -u
 BUILD=${1:-build}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -238,7 +238,20 @@ grow_table() {
     echo "grow: N=$N, rank $VICTIM SIGKILLed and respawned by fccl-run --respawn 1, median of $ROUNDS runs (target: grow 100 ms)"
 }
 
+# The torch process group rebuilt on a new member set (issue 37 item 5):
+# bench/reconf.py, fccl.torch.ReconfigurableProcessGroup against torchft's
+# Gloo re-creation in the same run (4 ranks, one SIGKILLed, the 3
+# survivors reconfigure; a newcomer joins them), its min / median / max.
+reconf_table() {
+    echo
+    echo "torch reconfiguration (bench/reconf.py --rounds $ROUNDS, ms from the first configure() to the last return):"
+    echo
+    PYTHONPATH="$ROOT/$BUILD/python" timeout -k 5 900 /usr/bin/python3 \
+        "$ROOT/bench/reconf.py" --rounds "$ROUNDS" --build "$BUILD" 2>&1 |
+        sed -n 's/^\(fccl\|gloo\) .* min .*/    &/p'
+}
 
 [ "$ONEHOST" = 1 ] && one_host_table
 [ "$NETNS" = 1 ] && { [ "$ONEHOST" = 1 ] && echo; netns_table; }
 [ "${GROW:-1}" = 0 ] || grow_table
+[ "${RECONF:-1}" = 0 ] || reconf_table
