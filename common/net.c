@@ -77,6 +77,16 @@ static int wait_fd(int fd, short events, uint64_t deadline)
     }
 }
 
+/* wait_fd for the full-transfer loops: a timeout named by `what`. */
+static int wait_more(int fd, short events, uint64_t deadline,
+                     const char *what)
+{
+    int rc = wait_fd(fd, events, deadline);
+    if (rc == FCCL_ERR_TIMEOUT)
+        return fccl_err(rc, "%s timed out", what);
+    return rc;
+}
+
 /* Non-blocking connect so the deadline bounds it, then back to blocking. */
 static int connect_one(const struct addrinfo *ai, uint64_t deadline)
 {
@@ -162,11 +172,9 @@ int fccl_write_full(int fd, const void *buf, size_t len, uint64_t deadline)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = wait_fd(fd, POLLOUT, deadline);
+            int rc = wait_more(fd, POLLOUT, deadline, "send");
             if (rc < 0)
-                return rc == FCCL_ERR_TIMEOUT
-                           ? fccl_err(rc, "send timed out")
-                           : rc;
+                return rc;
             continue;
         }
         if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
@@ -191,11 +199,9 @@ int fccl_read_full(int fd, void *buf, size_t len, uint64_t deadline)
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int rc = wait_fd(fd, POLLIN, deadline);
+            int rc = wait_more(fd, POLLIN, deadline, "receive");
             if (rc < 0)
-                return rc == FCCL_ERR_TIMEOUT
-                           ? fccl_err(rc, "receive timed out")
-                           : rc;
+                return rc;
             continue;
         }
         if (errno == ECONNRESET)
