@@ -9,6 +9,18 @@
 
 #include "fccl/fccl.h"
 
+/* Shell pieces of a 3-rank job a test starts by hand, without a launcher
+ * (as srun or mpirun would), each rank's log in $d/rRANK.log: the
+ * environment (a printf format taking the store's port; FCCL_PROVIDER and
+ * FCCL_JOB_ID are the test's), then the wait, up to 20 s, until all three
+ * have printed "ready". */
+#define TH_HAND_JOB_ENV                                                      \
+    "FCCL_TIMEOUT=60 FCCL_PEER_TIMEOUT=2 MASTER_ADDR=127.0.0.1 "             \
+    "MASTER_PORT=%d WORLD_SIZE=3 "
+#define TH_HAND_JOB_READY                                                    \
+    "for i in $(seq 200); do [ $(cat $d/r*.log | grep -c ready) -eq 3 ] "    \
+    "&& break; sleep 0.1; done; sleep 0.5; "
+
 /* stdout line-buffered, then: `args_ok` false prints "usage: PROG USAGE"
  * and returns 2; else fccl_init(NULL, w), whose failure is printed as
  * "PROG: init: ERROR (DETAIL)" and returns 1.  0 once the rank is up:
