@@ -60,6 +60,17 @@ void fccl_addr_format(char *out, size_t outlen, const char *host, int port)
         snprintf(out, outlen, "%s:%d", host, port);
 }
 
+int fccl_bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return -1;
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
     for (;;) {
