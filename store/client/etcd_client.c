@@ -93,13 +93,11 @@ int ec_fail(struct ecall *k, int rc)
 
 int ec_soft(struct ecall *k, int rc, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    fccl_verr(rc, fmt, ap);
     va_end(ap);
-    return fccl_err(rc, "store %s: %s%s%s: %s", k->b->conf.name, k->op,
-                    k->what[0] ? " " : "", k->what, msg);
+    return ec_fail(k, rc);
 }
 
 static int member_now(struct etcd_be *b)
