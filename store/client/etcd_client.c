@@ -78,6 +78,17 @@ int ec_begin(struct ecall *k, fccl_store_t *s, const char *op,
     return FCCL_OK;
 }
 
+int ec_begin_multi(struct ecall *k, fccl_store_t *s, const char *op,
+                   const char *const *keys, const void *vals,
+                   const size_t *lens, const char *what, int64_t timeout_ms)
+{
+    if (vals && lens)
+        return ec_begin(k, s, op, keys[0], timeout_ms);
+    memset(k, 0, sizeof(*k));
+    return fccl_err(FCCL_ERR_INVALID, "store %s: %s: NULL %s", s->name, op,
+                    what);
+}
+
 void ec_end(struct ecall *k)
 {
     if (k->sl)

@@ -252,12 +252,10 @@ int etcd_multi_set(fccl_store_t *s, const char *const *keys,
 {
     if (n == 0)
         return FCCL_OK;
-    int rc;
-    if (!vals || !lens)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: MULTI_SET: NULL "
-                        "values", s->name);
     struct ecall k;
-    if ((rc = ec_begin(&k, s, "MULTI_SET", keys[0], -1)) < 0)
+    int rc = ec_begin_multi(&k, s, "MULTI_SET", keys, vals, lens, "values",
+                            -1);
+    if (rc < 0)
         return rc;
     /* One txn while it fits the cluster's --max-txn-ops (128 by default)
      * and a MiB of values; beyond, one txn per chunk (not atomic).  A

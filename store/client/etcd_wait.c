@@ -213,14 +213,12 @@ int etcd_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
 {
     if (n == 0)
         return FCCL_OK;
-    int rc;
-    if (!vals || !lens)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: MULTI_GET: NULL "
-                        "output", s->name);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; vals && i < n; i++)
         vals[i] = NULL;
     struct ecall k;
-    if ((rc = ec_begin(&k, s, "MULTI_GET", keys[0], timeout_ms)) < 0)
+    int rc = ec_begin_multi(&k, s, "MULTI_GET", keys, vals, lens, "output",
+                            timeout_ms);
+    if (rc < 0)
         return rc;
     /* Read first: a job's records are usually there, and one txn per 128
      * keys fetches them; only missing keys make it wait. */
