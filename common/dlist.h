@@ -63,7 +63,7 @@
  * `mask` their count less one, both lvalues), moving each element to the
  * bucket its own `hash` field picks; its link is `next`.  Without memory
  * nothing changes: longer chains, still correct.  (server_slots.c's
- * addresses and waiters.c's key lists.)  Needs <stdlib.h>. */
+ * addresses and waiters.c's key lists.)  Needs <stdint.h>, <stdlib.h>. */
 #define HASH_DOUBLE(T, buckets, mask, next, hash)                            \
     do {                                                                     \
         uint64_t n_ = ((mask) + 1) * 2;                                      \
