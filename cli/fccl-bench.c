@@ -106,6 +106,16 @@ static size_t parse_size(const char *s)
     return (size_t)(v * mul);
 }
 
+static void usage(int code);
+
+/* A parsed dtype or reduction (negative: not one), or the usage text. */
+static int known(int v)
+{
+    if (v < 0)
+        usage(2);
+    return v;
+}
+
 static void usage(int code)
 {
     fprintf(code ? stderr : stdout,
@@ -165,20 +175,8 @@ static void parse(int argc, char **argv)
             O.op = (enum bop)k;
             break;
         }
-        case 'd': {
-            int d = fccl_dtype_parse(optarg);
-            if (d < 0)
-                usage(2);
-            O.dt = (fccl_dtype_t)d;
-            break;
-        }
-        case 'r': {
-            int r = fccl_redop_parse(optarg);
-            if (r < 0)
-                usage(2);
-            O.rop = (fccl_redop_t)r;
-            break;
-        }
+        case 'd': O.dt = (fccl_dtype_t)known(fccl_dtype_parse(optarg)); break;
+        case 'r': O.rop = (fccl_redop_t)known(fccl_redop_parse(optarg)); break;
         default: usage(2);
         }
     }

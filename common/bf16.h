@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Bit moves written out as fp16.h writes its own: each header stands alone. */
 static inline float fccl_bf16_to_float(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;

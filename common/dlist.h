@@ -59,4 +59,27 @@
         DLIST_UNLINK(head, n, prev, next);                                   \
     } while (0)
 
+/* Double the buckets of a chained hash table of T (`buckets` a T **,
+ * `mask` their count less one, both lvalues), moving each element to the
+ * bucket its own `hash` field picks; its link is `next`.  Without memory
+ * nothing changes: longer chains, still correct.  (server_slots.c's
+ * addresses and waiters.c's key lists.)  Needs <stdint.h>, <stdlib.h>. */
+#define HASH_DOUBLE(T, buckets, mask, next, hash)                            \
+    do {                                                                     \
+        uint64_t n_ = ((mask) + 1) * 2;                                      \
+        T **nb_ = calloc(n_, sizeof(*nb_));                                  \
+        if (!nb_)                                                            \
+            break;                                                           \
+        for (uint64_t i_ = 0; i_ <= (mask); i_++) {                          \
+            for (T *e_ = (buckets)[i_], *x_; e_; e_ = x_) {                  \
+                x_ = e_->next;                                               \
+                e_->next = nb_[e_->hash & (n_ - 1)];                         \
+                nb_[e_->hash & (n_ - 1)] = e_;                               \
+            }                                                                \
+        }                                                                    \
+        free(buckets);                                                       \
+        (buckets) = nb_;                                                     \
+        (mask) = n_ - 1;                                                     \
+    } while (0)
+
 #endif

@@ -44,11 +44,20 @@ int fccl_set_error(int status, const char *message)
     return status;
 }
 
+/* Formatted aside first: the arguments may name the last message. */
+int fccl_verr(int code, const char *fmt, va_list ap)
+{
+    char msg[ERR_MSG_MAX];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    memcpy(last_msg, msg, sizeof(msg));
+    return code;
+}
+
 int fccl_err(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_msg, sizeof(last_msg), fmt, ap);
+    fccl_verr(code, fmt, ap);
     va_end(ap);
     return code;
 }

@@ -2,12 +2,18 @@
 #ifndef FCCL_ERR_H
 #define FCCL_ERR_H
 
+#include <stdarg.h>
+
 #include "fccl/core.h"
 
 /* Record a formatted message for this thread and return `code`, so that
  * error paths read `return fccl_err(FCCL_ERR_IO, "connect %s: %s", a, e);`. */
 int fccl_err(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* fccl_err with a va_list, for functions that take a format themselves. */
+int fccl_verr(int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 /* Same, appending ": strerror(errnum)". */
 int fccl_err_sys(int code, int errnum, const char *fmt, ...)

@@ -60,6 +60,17 @@ void fccl_addr_format(char *out, size_t outlen, const char *host, int port)
         snprintf(out, outlen, "%s:%d", host, port);
 }
 
+int fccl_bound_port(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
+        return -1;
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
     for (;;) {
@@ -75,6 +86,16 @@ static int wait_fd(int fd, short events, uint64_t deadline)
         if (errno != EINTR)
             return fccl_err_sys(FCCL_ERR_IO, errno, "poll");
     }
+}
+
+/* wait_fd for the full-transfer loops: a timeout named by `what`. */
+static int wait_more(int fd, short events, uint64_t deadline,
+                     const char *what)
+{
+    int rc = wait_fd(fd, events, deadline);
+    if (rc == FCCL_ERR_TIMEOUT)
+        return fccl_err(rc, "%s timed out", what);
+    return rc;
 }
 
 /* Non-blocking connect so the deadline bounds it, then back to blocking. */
@@ -162,11 +183,9 @@ int fccl_write_full(int fd, const void *buf, size_t len, uint64_t deadline)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = wait_fd(fd, POLLOUT, deadline);
+            int rc = wait_more(fd, POLLOUT, deadline, "send");
             if (rc < 0)
-                return rc == FCCL_ERR_TIMEOUT
-                           ? fccl_err(rc, "send timed out")
-                           : rc;
+                return rc;
             continue;
         }
         if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
@@ -191,11 +210,9 @@ int fccl_read_full(int fd, void *buf, size_t len, uint64_t deadline)
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            int rc = wait_fd(fd, POLLIN, deadline);
+            int rc = wait_more(fd, POLLIN, deadline, "receive");
             if (rc < 0)
-                return rc == FCCL_ERR_TIMEOUT
-                           ? fccl_err(rc, "receive timed out")
-                           : rc;
+                return rc;
             continue;
         }
         if (errno == ECONNRESET)

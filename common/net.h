@@ -16,6 +16,10 @@ int fccl_addr_parse(const char *addr, char *host, size_t hostlen, int *port);
 /* Format host and port back into "HOST:PORT", bracketing IPv6 literals. */
 void fccl_addr_format(char *out, size_t outlen, const char *host, int port);
 
+/* The local port a bound socket has (IPv4 or IPv6), -1 if getsockname
+ * fails. */
+int fccl_bound_port(int fd);
+
 /* Connect a TCP socket (TCP_NODELAY, CLOEXEC, blocking) to host:port, trying
  * every resolved address, giving up at `deadline` (fccl_deadline_ms).
  * Returns the fd (>= 0) or a negative status; a refused connect is

@@ -13,24 +13,15 @@
  * and nothing held or queued once the connection is gone.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "server_int.h"
+#include "fuzz_server.h"
 #include "token_file.h"
-
-#define ASSERT(c)                                                              \
-    do {                                                                       \
-        if (!(c))                                                              \
-            abort();                                                           \
-    } while (0)
 
 static struct store_server *srv;
 static const char *const toks[] = {"fuzz-read-write-token-000",
@@ -53,14 +44,7 @@ static void setup(void)
     char dir[] = "/tmp/fccl-fuzz-auth-XXXXXX";
     ASSERT(mkdtemp(dir));
     struct store_server_config c;
-    fccl_server_opts_init(&c);
-    strcpy(c.host, "127.0.0.1");
-    c.port = 0;
-    c.max_key = 64;
-    c.max_value = 1u << 16;
-    c.max_keys_per_req = 16;
-    c.max_total_bytes = 8u << 20;
-    c.log_level = 0;
+    fuzz_server_config(&c, 1u << 16);
     token_file(c.token_file, sizeof(c.token_file), dir, 0);
     token_file(c.read_token_file, sizeof(c.read_token_file), dir, 1);
     c.auth_required = 1;
@@ -107,21 +91,12 @@ static void authenticate(int fd, int i)
                                                      : AUTH_REFUSED));
 }
 
-static void drain(int fd)
-{
-    uint8_t buf[65536];
-    while (read(fd, buf, sizeof(buf)) > 0)
-        ;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!srv)
         setup();
     if (size < 1)
         return 0;
-    int sv[2];
-    ASSERT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
     /* A new address per input: refused proofs slow an address down (one
      * proof a second after 10), which would stall later inputs. */
     static uint32_t n_in;
@@ -129,34 +104,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     n_in++;
     snprintf(addr, sizeof(addr), "10.%u.%u.%u:1", (n_in >> 16) & 255,
              (n_in >> 8) & 255, n_in & 255);
-    ASSERT(store_conn_new(srv, sv[0], addr) == 0);
+    int fd = fuzz_client(srv, addr);
     int mode = data[0] & 3;
     if (mode)
-        authenticate(sv[1], mode - 1);
+        authenticate(fd, mode - 1);
     size_t piece = data[0] & 0x80 ? 1 : 4096;
-    const uint8_t *p = data + 1;
-    size_t left = size - 1;
-    while (left > 0) {
-        size_t n = left < piece ? left : piece;
-        ssize_t w = write(sv[1], p, n);
-        if (w <= 0) {
-            ASSERT(errno == EAGAIN || errno == EPIPE || errno == ECONNRESET);
-            if (errno != EAGAIN)
-                break;
-            w = 0;
-        }
-        p += w;
-        left -= (size_t)w;
-        turn();
-        drain(sv[1]);
-        if (srv->nconns == 0)
-            break;
-    }
-    close(sv[1]);
-    for (int i = 0; i < 1000 && srv->nconns > 0; i++)
-        turn();
-    ASSERT(srv->nconns == 0);
-    ASSERT(srv->held == 0);
-    ASSERT(srv->out_held == 0);
+    fuzz_feed(srv, fd, data + 1, size - 1, piece);
+    fuzz_close_and_check(srv, fd);
     return 0;
 }

@@ -14,12 +14,7 @@
 #include <string.h>
 
 #include "codec.h"
-
-#define ASSERT(c)                                                              \
-    do {                                                                       \
-        if (!(c))                                                              \
-            abort();                                                           \
-    } while (0)
+#include "fuzz.h"
 
 static int inside(const uint8_t *buf, size_t len, struct codec_slice s)
 {

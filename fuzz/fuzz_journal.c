@@ -15,15 +15,10 @@
 #include <string.h>
 
 #include "codec.h"
+#include "fuzz.h"
 #include "journal.h"
 #include "kv.h"
 #include "log.h"
-
-#define ASSERT(c)                                                              \
-    do {                                                                       \
-        if (!(c))                                                              \
-            abort();                                                           \
-    } while (0)
 
 /* Walk the records and write the right CRC into those bit i of mask picks. */
 static void patch_crcs(uint8_t *b, size_t n, uint8_t mask)

@@ -29,12 +29,11 @@
 
 #include "fccl/fccl.h"
 #include "lib/proc.h"
+#include "lib/rank.h"
 
 static int die(const char *what, int rc)
 {
-    fprintf(stderr, "boot_check: %s: %s (%s)\n", what, fccl_strerror(rc),
-            fccl_last_error());
-    return 1;
+    return th_rank_fail("boot_check", what, rc);
 }
 
 static void *suicide_main(void *arg)

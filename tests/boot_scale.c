@@ -22,13 +22,12 @@
 #include "boot.h"
 #include "fccl/fccl.h"
 #include "lib/proc.h"
+#include "lib/rank.h"
 #include "tp.h"
 
 static int die(const char *what, int rc)
 {
-    fprintf(stderr, "boot_scale: %s: %s (%s)\n", what, fccl_strerror(rc),
-            fccl_last_error());
-    return 1;
+    return th_rank_fail("boot_scale", what, rc);
 }
 
 static int mode_init(fccl_group_t *w)
@@ -122,15 +121,11 @@ static int mode_deadpeer(fccl_group_t *w)
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc < 2) {
-        fprintf(stderr, "usage: boot_scale init|sparse|groups K|deadpeer\n");
-        return 2;
-    }
     fccl_group_t *w;
-    int rc = fccl_init(NULL, &w), ret = 2;
-    if (rc < 0)
-        return die("fccl_init", rc);
+    int ret = 2, rc = th_rank_start("boot_scale", argc >= 2,
+                                    "init|sparse|groups K|deadpeer", &w);
+    if (rc)
+        return rc;
     if (strcmp(argv[1], "init") == 0)
         ret = mode_init(w);
     else if (strcmp(argv[1], "sparse") == 0)

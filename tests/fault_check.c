@@ -21,6 +21,7 @@
 
 #include "fccl/fccl.h"
 #include "lib/proc.h"
+#include "lib/rank.h"
 
 /* Wall-clock time: the harness compares it with `date +%s%3N` taken in
  * another process. */
@@ -91,18 +92,12 @@ static int busy_mode(fccl_group_t *w, int rank, int size, long ms, int who)
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc < 3 || (strcmp(argv[1], "busy") == 0 && argc < 4)) {
-        fprintf(stderr, "usage: fault_check loop SECS | busy MS RANK\n");
-        return 2;
-    }
     fccl_group_t *w;
-    int rc = fccl_init(NULL, &w);
-    if (rc < 0) {
-        fprintf(stderr, "fault_check: init: %s (%s)\n", fccl_strerror(rc),
-                fccl_last_error());
-        return 1;
-    }
+    int rc = th_rank_start("fault_check", argc >= 3 &&
+                           (strcmp(argv[1], "busy") != 0 || argc >= 4),
+                           "loop SECS | busy MS RANK", &w);
+    if (rc)
+        return rc;
     int rank = fccl_get_rank(), size = fccl_get_world_size();
     if (strcmp(argv[1], "loop") == 0)
         return loop_mode(w, rank, size, atol(argv[2]));

@@ -30,6 +30,7 @@
 
 #include "fccl/fccl.h"
 #include "lib/proc.h"
+#include "lib/rank.h"
 
 static int me, nranks;
 
@@ -232,19 +233,12 @@ static int p2p_mode(fccl_group_t *w, long ms)
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc < 2 || (strcmp(argv[1], "named") != 0 && argc < 4)) {
-        fprintf(stderr, "usage: group_check named | timeout MS SKIP | "
-                        "wait MS SKIP\n");
-        return 2;
-    }
     fccl_group_t *w;
-    int rc = fccl_init(NULL, &w);
-    if (rc < 0) {
-        fprintf(stderr, "group_check: init: %s (%s)\n", fccl_strerror(rc),
-                fccl_last_error());
-        return 1;
-    }
+    int rc = th_rank_start("group_check", argc >= 2 &&
+                           (strcmp(argv[1], "named") == 0 || argc >= 4),
+                           "named | timeout MS SKIP | wait MS SKIP", &w);
+    if (rc)
+        return rc;
     me = fccl_get_rank();
     nranks = fccl_get_world_size();
     if (nranks > 64)

@@ -19,7 +19,6 @@
 #include "lib/proc.h"
 #include "lib/srv.h"
 
-#define ENVS "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 "
 #define PX_MAX 256
 
 /* ---- a counting proxy: per client connection, bytes each way and
@@ -171,13 +170,10 @@ static void store_cost(int n, uint64_t *bytes, uint64_t *turns)
     int port = srv.port;
     struct proxy px;
     px_start(&px, port);
-    char cmd[1024], *out = NULL;
-    snprintf(cmd, sizeof(cmd),
-             ENVS "%s/fccl-run -n %d --store 127.0.0.1:%d %s/boot_scale init",
-             th_bin_dir(), n, px.port, th_testbin_dir());
-    int st = th_sh(cmd, 100, &out);
+    char *out = NULL;
+    int st = th_job_on_store(n, px.port, "boot_scale init", 100, &out);
     px_stop(&px, bytes, turns, &conns);
-    cr_assert_eq(st, 0, "%s exited %d:\n%s", cmd, st, out);
+    cr_assert_eq(st, 0, "%d ranks exited %d:\n%s", n, st, out);
     cr_expect_eq(conns, n, "%d store connections for %d ranks", conns, n);
     free(out);
     srv_finish(&srv);
@@ -237,12 +233,8 @@ Test(boot_scale, many_groups_leave_no_keys, .timeout = 240)
     struct srv srv;
     srv_start_local(&srv, NULL);
     int port = srv.port;
-    char cmd[1024], *out = NULL;
-    snprintf(cmd, sizeof(cmd),
-             ENVS "%s/fccl-run -n 3 --store 127.0.0.1:%d %s/boot_scale "
-                  "groups 10000",
-             th_bin_dir(), port, th_testbin_dir());
-    int st = th_sh(cmd, 200, &out);
+    char *out = NULL;
+    int st = th_job_on_store(3, port, "boot_scale groups 10000", 200, &out);
     cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
     long long before = -1, after = -2;
     const char *at = strstr(out, "keys before ");

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/proc.h"
+#include "lib/rank.h"
 #include "lib/srv.h"
 
 #define ENVS "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 "
@@ -131,11 +132,8 @@ JOB_CASES(store_handle, "store")
 /* Nobody serves the address: rank 0 hosts the store in-process. */
 Test(bootstrap, rank0_hosts_store, .timeout = 120)
 {
-    char cmd[1024], *out = NULL;
-    snprintf(cmd, sizeof(cmd),
-             ENVS "%s/fccl-run -n 3 --store 127.0.0.1:%d %s/boot_check host",
-             th_bin_dir(), th_free_port(), th_testbin_dir());
-    int st = th_sh(cmd, 120, &out);
+    char *out = NULL;
+    int st = th_job_on_store(3, th_free_port(), "boot_check host", 120, &out);
     cr_assert_eq(st, 0, "exit %d:\n%s", st, out);
     check_job_output(out, 3);
     free(out);
@@ -269,13 +267,10 @@ Test(bootstrap, stopped_rank_named, .timeout = 120)
     cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-stop"), 0);
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof(cmd),
-             "export FCCL_PROVIDER=shm FCCL_TIMEOUT=60 FCCL_PEER_TIMEOUT=2 "
-             "MASTER_ADDR=127.0.0.1 MASTER_PORT=%d WORLD_SIZE=3 "
-             "LOCAL_WORLD_SIZE=3 FCCL_JOB_ID=stopped FAULT_LINGER_MS=3000; "
-             "d=%s; for r in 0 1 2; do RANK=$r LOCAL_RANK=$r "
-             "%s/fault_check loop 40 > $d/r$r.log 2>&1 & eval p$r=$!; done; "
-             "for i in $(seq 200); do [ $(cat $d/r*.log | grep -c ready) -eq 3 ]"
-             " && break; sleep 0.1; done; sleep 0.5; "
+             "export FCCL_PROVIDER=shm " TH_HAND_JOB_ENV "LOCAL_WORLD_SIZE=3 "
+             "FCCL_JOB_ID=stopped FAULT_LINGER_MS=3000; d=%s; for r in 0 1 2; "
+             "do RANK=$r LOCAL_RANK=$r %s/fault_check loop 40 > $d/r$r.log "
+             "2>&1 & eval p$r=$!; done; " TH_HAND_JOB_READY
              "t0=$(date +%%s%%3N); kill -STOP $p1; "
              "for i in $(seq 300); do [ $(cat $d/r0.log $d/r2.log | "
              "grep -c \"^R. NEXT\") -eq 2 ] && break; sleep 0.1; done; "

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/proc.h"
+#include "lib/rank.h"
 #include "lib/srv.h"
 
 #define TCP "tcp;ofi_rxm"
@@ -275,15 +276,12 @@ static void resumed_job(const char *prov)
     cr_assert_eq(th_mkdtemp(dir, sizeof(dir), "fccl-resume"), 0);
     char cmd[4096], *out = NULL;
     snprintf(cmd, sizeof(cmd),
-             "export FCCL_PROVIDER='%s' FCCL_TIMEOUT=60 FCCL_PEER_TIMEOUT=2 "
-             "MASTER_ADDR=127.0.0.1 MASTER_PORT=%d WORLD_SIZE=3 "
+             "export FCCL_PROVIDER='%s' " TH_HAND_JOB_ENV
              "FCCL_JOB_ID=resumed; d=%s; T=%s; "
              "for r in 0 2; do RANK=$r FAULT_LINGER_MS=0 $T/fault_check loop "
              "60 > $d/r$r.log 2>&1 & eval p$r=$!; done; "
              "RANK=1 FAULT_LINGER_MS=20000 $T/fault_check loop 60 > $d/r1.log "
-             "2>&1 & p1=$!; "
-             "for i in $(seq 200); do [ $(cat $d/r*.log | grep -c ready) -eq 3 ]"
-             " && break; sleep 0.1; done; sleep 0.5; kill -STOP $p1; "
+             "2>&1 & p1=$!; " TH_HAND_JOB_READY "kill -STOP $p1; "
              "wait $p0; a=$?; wait $p2; c=$?; "
              "t0=$(date +%%s%%3N); kill -CONT $p1; "
              "for i in $(seq 100); do grep -q '^R1 FAILED' $d/r1.log && break; "

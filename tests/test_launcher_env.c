@@ -13,6 +13,7 @@
 #include "fccl/core.h"
 #include "lib/envcheck.h"
 
+/* One case per environment, each read as a person would: alike on purpose. */
 Test(launcher_env, nothing)
 {
     const char *env[] = {"HOME=/root", NULL};

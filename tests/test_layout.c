@@ -106,6 +106,8 @@ static void holds(const char *dir, const char *args, const char *names,
     refused(dir, args, victim, sym, how, names);
 }
 
+/* One case per map (alike on purpose, each names its wrong call). */
+
 /* the options, at the bottom, sending on a connection */
 Test(layout, store_client_map_refuses_an_upward_call)
 {

@@ -51,6 +51,19 @@ static float bitsf(uint32_t u)
     return f;
 }
 
+/* 2,000,000 floats of random bits (NaNs left out) narrowed by the library
+ * and by the reference must agree. */
+static void random_floats_agree(uint64_t seed, uint16_t (*lib)(float),
+                                uint16_t (*ref)(float))
+{
+    for (int i = 0; i < 2000000; i++) {
+        float f = bitsf((uint32_t)lcg(&seed));
+        if (isnan(f))
+            continue;
+        CHECK(lib(f) == ref(f), "random float %a", f);
+    }
+}
+
 /* ---- references ---- */
 
 /* Reference of one element.  Reads element i of a and b as `dt`, writes
@@ -274,13 +287,7 @@ Test(reduce, half_conversions_exhaustive, .timeout = 30)
     cr_expect(coll_float_to_half(65519.0f) == 0x7bff);
     cr_expect(coll_float_to_half(65520.0f) == 0x7c00);
     cr_expect(coll_float_to_half(-1e9f) == 0xfc00);
-    uint64_t s = 7;
-    for (int i = 0; i < 2000000; i++) {
-        float f = bitsf((uint32_t)lcg(&s));
-        if (isnan(f))
-            continue;
-        CHECK(coll_float_to_half(f) == th_f2h(f), "random float %a", f);
-    }
+    random_floats_agree(7, coll_float_to_half, th_f2h);
 }
 
 Test(reduce, bf16_conversions_exhaustive, .timeout = 30)
@@ -295,13 +302,7 @@ Test(reduce, bf16_conversions_exhaustive, .timeout = 30)
         }
         CHECK(coll_float_to_bf16(f) == h, "round trip of bf16 %04x", h);
     }
-    uint64_t s = 11;
-    for (int i = 0; i < 2000000; i++) {
-        float f = bitsf((uint32_t)lcg(&s));
-        if (isnan(f))
-            continue;
-        CHECK(coll_float_to_bf16(f) == th_f2bf(f), "random float %a", f);
-    }
+    random_floats_agree(11, coll_float_to_bf16, th_f2bf);
     /* ties: 1 + 2^-8 is halfway between 1 and 1 + 2^-7: to even (1) */
     cr_expect(coll_float_to_bf16(1.0f + 0x1p-8f) == 0x3f80);
     cr_expect(coll_float_to_bf16(1.0f + 0x1p-7f + 0x1p-8f) == 0x3f82);

@@ -86,6 +86,7 @@ int coll_allgather_shm(struct coll_run *run)
     struct coll_layout l = lay_of_args(a, g->size);
     int me = g->rank;
     unsigned char *out = a->recvbuf;
+    /* the opening every shm algorithm has: the segment, else its fallback */
     struct coll_seg *s = NULL;
     int rc = coll_seg_get(run, &s);
     if (rc < 0)

@@ -18,6 +18,7 @@
 
 int coll_barrier_shm(struct coll_run *run)
 {
+    /* the opening every shm algorithm has: the segment, else its fallback */
     struct coll_seg *s = NULL;
     int rc = coll_seg_get(run, &s);
     if (rc < 0)

@@ -51,6 +51,7 @@ int coll_bcast_shm(struct coll_run *run)
 {
     const struct coll_args *a = run->a;
     size_t bytes = a->count * fccl_dtype_size(a->dtype);
+    /* the opening every shm algorithm has: the segment, else its fallback */
     struct coll_seg *s = NULL;
     int rc = coll_seg_get(run, &s);
     if (rc < 0)

@@ -62,6 +62,7 @@ int coll_reducescatter_shm(struct coll_run *run)
     struct coll_layout l = lay_of_args(a, g->size);
     int n = g->size;
     size_t es = l.esize;
+    /* the opening every shm algorithm has: the segment, else its fallback */
     struct coll_seg *s = NULL;
     int rc = coll_seg_get(run, &s);
     if (rc < 0)

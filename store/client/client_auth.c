@@ -62,6 +62,14 @@ static int auth_read(struct store_client_conn *c, void *p, size_t n,
     return rc < 0 ? fccl_err_wrap(rc, "store %s: %s", c->addr, step) : rc;
 }
 
+/* Send msg[0..n) and read the one-byte answer of `step` into *res. */
+static int auth_ask(struct store_client_conn *c, const void *msg, size_t n,
+                    uint8_t *res, uint64_t deadline, const char *step)
+{
+    int rc = sc_send(c, msg, n, deadline);
+    return rc < 0 ? rc : auth_read(c, res, 1, deadline, step);
+}
+
 int sc_auth(struct store_client_conn *c, uint64_t deadline)
 {
     if (!c->token)
@@ -73,10 +81,7 @@ int sc_auth(struct store_client_conn *c, uint64_t deadline)
     int rc = sc_hello_reply(c, deadline);
     if (rc < 0)
         return rc;
-    rc = sc_send(c, &op, 1, deadline);
-    if (rc == FCCL_OK)
-        rc = auth_read(c, &mode, 1, deadline, "AUTH_HELLO");
-    if (rc < 0)
+    if ((rc = auth_ask(c, &op, 1, &mode, deadline, "AUTH_HELLO")) < 0)
         return rc;
     if (mode == AUTH_MODE_NONE)
         return fccl_err(FCCL_ERR_AUTH, "store %s: a token was given but the "
@@ -96,9 +101,7 @@ int sc_auth(struct store_client_conn *c, uint64_t deadline)
                         msg + 1 + AUTH_NONCE_LEN);
     uint8_t res = AUTH_REFUSED;
     if (rc == FCCL_OK)
-        rc = sc_send(c, msg, sizeof(msg), deadline);
-    if (rc == FCCL_OK)
-        rc = auth_read(c, &res, 1, deadline, "AUTH_PROOF");
+        rc = auth_ask(c, msg, sizeof(msg), &res, deadline, "AUTH_PROOF");
     if (rc < 0)
         return rc;
     if (res == AUTH_REFUSED)

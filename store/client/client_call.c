@@ -262,13 +262,12 @@ int sc_fail(struct sc_call *k, int rc)
 
 int sc_soft(struct sc_call *k, int rc, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    fccl_verr(rc, fmt, ap);
     va_end(ap);
-    return fccl_err(rc, "store %s: %s%s%s: %s", k->c->addr, k->op,
-                    k->what[0] ? " " : "", k->what, msg);
+    return fccl_err_wrap(rc, "store %s: %s%s%s", k->c->addr, k->op,
+                         k->what[0] ? " " : "", k->what);
 }
 
 /* ---- encoding ---- */

@@ -78,6 +78,17 @@ int ec_begin(struct ecall *k, fccl_store_t *s, const char *op,
     return FCCL_OK;
 }
 
+int ec_begin_multi(struct ecall *k, fccl_store_t *s, const char *op,
+                   const char *const *keys, const void *vals,
+                   const size_t *lens, const char *what, int64_t timeout_ms)
+{
+    if (vals && lens)
+        return ec_begin(k, s, op, keys[0], timeout_ms);
+    memset(k, 0, sizeof(*k));
+    return fccl_err(FCCL_ERR_INVALID, "store %s: %s: NULL %s", s->name, op,
+                    what);
+}
+
 void ec_end(struct ecall *k)
 {
     if (k->sl)
@@ -93,13 +104,11 @@ int ec_fail(struct ecall *k, int rc)
 
 int ec_soft(struct ecall *k, int rc, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    fccl_verr(rc, fmt, ap);
     va_end(ap);
-    return fccl_err(rc, "store %s: %s%s%s: %s", k->b->conf.name, k->op,
-                    k->what[0] ? " " : "", k->what, msg);
+    return ec_fail(k, rc);
 }
 
 static int member_now(struct etcd_be *b)

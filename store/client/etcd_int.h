@@ -108,6 +108,12 @@ int etcd_queue_len(fccl_store_t *s, const char *key, int64_t *n);
 
 int ec_begin(struct ecall *k, fccl_store_t *s, const char *op,
              const char *key, int64_t timeout_ms);
+/* ec_begin for a call on the keys (n > 0; keys[0] names it), whose
+ * values and lengths (`what` names them in the error) must be given;
+ * ec_end may follow either way. */
+int ec_begin_multi(struct ecall *k, fccl_store_t *s, const char *op,
+                   const char *const *keys, const void *vals,
+                   const size_t *lens, const char *what, int64_t timeout_ms);
 void ec_end(struct ecall *k);
 /* Send req (taken) to path.  FCCL_OK with *out (the caller puts it);
  * EC_UNCERTAIN for a request that must not be repeated whose reply was

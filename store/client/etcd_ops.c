@@ -30,6 +30,17 @@ static int nomem(struct ecall *k)
     return ec_soft(k, FCCL_ERR_NOMEM, "out of memory");
 }
 
+/* The start of a call on one key (ec_begin), which must be given; ec_end
+ * may follow either way. */
+static int begin_key(struct ecall *k, fccl_store_t *s, const char *op,
+                     const char *key)
+{
+    if (key)
+        return ec_begin(k, s, op, key, -1);
+    memset(k, 0, sizeof(*k));
+    return no_key(s, op);
+}
+
 /* A request whose reply we only need to be a success. */
 static int request_ok(struct ecall *k, const char *path, json_object *req,
                       int repeatable)
@@ -65,30 +76,10 @@ int etcd_set(fccl_store_t *s, const char *key, const void *val,
 int etcd_add(fccl_store_t *s, const char *key, int64_t delta,
                  int64_t *out)
 {
-    if (!key)
-        return no_key(s, "ADD");
     struct ecall k;
-    int rc = ec_begin(&k, s, "ADD", key, -1);
+    int rc = begin_key(&k, s, "ADD", key);
     if (rc == FCCL_OK)
         rc = ec_add(&k, key, delta, out, NULL);
-    ec_end(&k);
-    return rc;
-}
-
-int etcd_append(fccl_store_t *s, const char *key, const void *val,
-                    size_t len)
-{
-    if (!key)
-        return no_key(s, "APPEND");
-    struct ermw_in in = {.kind = ERMW_APPEND, .val = val, .vlen = len};
-    struct ecall k;
-    struct rmw m;
-    struct ermw_out o;
-    int rc = ec_begin(&k, s, "APPEND", key, -1);
-    if (rc == FCCL_OK) {
-        rc = ec_rmw_run(&k, key, &in, &m, &o);
-        ec_rmw_free(&m, &o);
-    }
     ec_end(&k);
     return rc;
 }
@@ -108,27 +99,40 @@ static int copy_out(const uint8_t *p, size_t n, void **cur, size_t *curlen)
     return FCCL_OK;
 }
 
-int etcd_compare_set(fccl_store_t *s, const char *key,
-                         const void *expected, size_t elen,
-                         const void *desired, size_t dlen, void **cur,
-                         size_t *curlen)
+/* One read-modify-write of key (etcd_rmw.h), its reply copied to *cur
+ * when cur is given. */
+static int rmw(fccl_store_t *s, const char *op, const char *key,
+               const struct ermw_in *in, void **cur, size_t *curlen)
 {
-    if (!key)
-        return no_key(s, "COMPARE_SET");
-    struct ermw_in in = {.kind = ERMW_CAS, .val = expected, .vlen = elen,
-                         .desired = desired, .dlen = dlen};
     struct ecall k;
     struct rmw m;
     struct ermw_out o;
-    int rc = ec_begin(&k, s, "COMPARE_SET", key, -1);
+    int rc = begin_key(&k, s, op, key);
     if (rc == FCCL_OK) {
-        rc = ec_rmw_run(&k, key, &in, &m, &o);
+        rc = ec_rmw_run(&k, key, in, &m, &o);
         if (rc == FCCL_OK)
             rc = copy_out(o.reply, o.rlen, cur, curlen);
         ec_rmw_free(&m, &o);
     }
     ec_end(&k);
     return rc;
+}
+
+int etcd_append(fccl_store_t *s, const char *key, const void *val,
+                    size_t len)
+{
+    struct ermw_in in = {.kind = ERMW_APPEND, .val = val, .vlen = len};
+    return rmw(s, "APPEND", key, &in, NULL, NULL);
+}
+
+int etcd_compare_set(fccl_store_t *s, const char *key,
+                         const void *expected, size_t elen,
+                         const void *desired, size_t dlen, void **cur,
+                         size_t *curlen)
+{
+    struct ermw_in in = {.kind = ERMW_CAS, .val = expected, .vlen = elen,
+                         .desired = desired, .dlen = dlen};
+    return rmw(s, "COMPARE_SET", key, &in, cur, curlen);
 }
 
 /* ---- keys ---- */
@@ -157,10 +161,8 @@ int etcd_check(fccl_store_t *s, const char *const *keys, size_t n,
 
 int etcd_delete(fccl_store_t *s, const char *key, int *deleted)
 {
-    if (!key)
-        return no_key(s, "DELETE_KEY");
     struct ecall k;
-    int rc = ec_begin(&k, s, "DELETE_KEY", key, -1);
+    int rc = begin_key(&k, s, "DELETE_KEY", key);
     if (rc < 0)
         return rc;
     struct ek_key ek = ec_key(&k, key);
@@ -250,12 +252,10 @@ int etcd_multi_set(fccl_store_t *s, const char *const *keys,
 {
     if (n == 0)
         return FCCL_OK;
-    int rc;
-    if (!vals || !lens)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: MULTI_SET: NULL "
-                        "values", s->name);
     struct ecall k;
-    if ((rc = ec_begin(&k, s, "MULTI_SET", keys[0], -1)) < 0)
+    int rc = ec_begin_multi(&k, s, "MULTI_SET", keys, vals, lens, "values",
+                            -1);
+    if (rc < 0)
         return rc;
     /* One txn while it fits the cluster's --max-txn-ops (128 by default)
      * and a MiB of values; beyond, one txn per chunk (not atomic).  A
@@ -398,10 +398,8 @@ int etcd_stats(fccl_store_t *s, char **text, size_t *len)
 int etcd_queue_push(fccl_store_t *s, const char *key, const void *val,
                         size_t len)
 {
-    if (!key)
-        return no_key(s, "QUEUE_PUSH");
     struct ecall k;
-    int rc = ec_begin(&k, s, "QUEUE_PUSH", key, -1);
+    int rc = begin_key(&k, s, "QUEUE_PUSH", key);
     if (rc < 0)
         return rc;
     const struct etcd_conf *c = &k.b->conf;

@@ -82,6 +82,16 @@ static int64_t call_ms(const fccl_store_t *s, int64_t timeout_ms)
     return timeout_ms < 0 ? s->timeout_ms : timeout_ms;
 }
 
+/* The end of one watch of a waiting loop: a timeout says what it waited
+ * for, EC_AGAIN (the watch ended early) goes round again as FCCL_OK. */
+static int watch_end(struct ecall *k, int rc, const char *what, int64_t ms)
+{
+    if (rc == FCCL_ERR_TIMEOUT)
+        return ec_soft(k, FCCL_ERR_TIMEOUT, "timed out after %.3f s waiting "
+                       "for %s", elapsed_s(k, ms), what);
+    return rc == EC_AGAIN ? FCCL_OK : rc;
+}
+
 int etcd_get(fccl_store_t *s, const char *key, void **val, size_t *len,
              int64_t timeout_ms)
 {
@@ -118,12 +128,7 @@ int etcd_get(fccl_store_t *s, const char *key, void **val, size_t *len,
             rc = rc < 0 ? ec_fail(&k, rc) : FCCL_OK;
             break;
         }
-        if (rc == FCCL_ERR_TIMEOUT)
-            rc = ec_soft(&k, FCCL_ERR_TIMEOUT, "timed out after %.3f s "
-                         "waiting for the key",
-                         elapsed_s(&k, call_ms(s, timeout_ms)));
-        else if (rc == EC_AGAIN)
-            rc = FCCL_OK;
+        rc = watch_end(&k, rc, "the key", call_ms(s, timeout_ms));
     }
     if (!ek.p)
         rc = ec_soft(&k, FCCL_ERR_NOMEM, "out of memory");
@@ -208,14 +213,12 @@ int etcd_multi_get(fccl_store_t *s, const char *const *keys, size_t n,
 {
     if (n == 0)
         return FCCL_OK;
-    int rc;
-    if (!vals || !lens)
-        return fccl_err(FCCL_ERR_INVALID, "store %s: MULTI_GET: NULL "
-                        "output", s->name);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; vals && i < n; i++)
         vals[i] = NULL;
     struct ecall k;
-    if ((rc = ec_begin(&k, s, "MULTI_GET", keys[0], timeout_ms)) < 0)
+    int rc = ec_begin_multi(&k, s, "MULTI_GET", keys, vals, lens, "output",
+                            timeout_ms);
+    if (rc < 0)
         return rc;
     /* Read first: a job's records are usually there, and one txn per 128
      * keys fetches them; only missing keys make it wait. */
@@ -389,12 +392,7 @@ int etcd_queue_pop(fccl_store_t *s, const char *key, int block, void **val,
             break;
         }
         rc = ec_watch_put(&k, &r.q, &r.hi, rev + 1, NULL);
-        if (rc == FCCL_ERR_TIMEOUT)
-            rc = ec_soft(&k, FCCL_ERR_TIMEOUT, "timed out after %.3f s "
-                         "waiting for an item",
-                         elapsed_s(&k, call_ms(s, timeout_ms)));
-        else if (rc == EC_AGAIN)
-            rc = FCCL_OK;
+        rc = watch_end(&k, rc, "an item", call_ms(s, timeout_ms));
     }
     ec_queue_free(&r);
     ec_end(&k);

@@ -390,6 +390,7 @@ int fccl_store_from_ops(const fccl_store_ops_t *ops, size_t ops_size,
     return rc;
 }
 
+/* Every back-end fills the same table (store_vt.h): the rows repeat. */
 static const struct store_vt ops_vt = {
     .kind = "a table of operations",
     .prefixed = o_prefixed,

@@ -60,6 +60,7 @@ void tcp_store_close(fccl_store_t *s)
 }
 
 
+/* Every back-end fills the same table (store_vt.h): the rows repeat. */
 const struct store_vt tcp_store_vt = {
     .kind = "tcpstore",
     .prefixed = tcp_store_prefixed,

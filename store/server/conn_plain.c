@@ -122,6 +122,7 @@ static void plain_release(struct store_conn *c, int keep_socket)
     c->bev = NULL;
 }
 
+/* One table per connection kind, the same slots as conn_tls.c's. */
 static const struct conn_type conn_plain = {
     .name = "plain",
     .encrypted = 0,

@@ -85,6 +85,7 @@ static void tls_release(struct store_conn *c, int keep_socket)
     c->in = NULL;
 }
 
+/* One table per connection kind, the same slots as conn_plain.c's. */
 static const struct conn_type conn_tls = {
     .name = "TLS",
     .encrypted = 1,

@@ -131,6 +131,7 @@ struct opt {
 #define FIELD(f) offsetof(fccl_server_opts_t, f), \
                  sizeof(((fccl_server_opts_t *)0)->f)
 
+/* One row per option: the repetition is the table. */
 static const struct opt OPTS[] = {
     {"host", NULL, K_HOST, FIELD(host), 0, 0},
     {"port", NULL, K_INT, FIELD(port), 0, 65535},

@@ -57,17 +57,6 @@ static int open_one(const struct sockaddr *sa, socklen_t len, int v6only,
     return fd;
 }
 
-static int bound_port(int fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0)
-        return -1;
-    if (ss.ss_family == AF_INET6)
-        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
 static int no_ipv6(int err)
 {
     return err == EAFNOSUPPORT || err == EADDRNOTAVAIL ||
@@ -85,7 +74,7 @@ static int open_all(int port, int fds[2], int *n, int *port_out)
         int err = 0, p = port;
         int f6 = open_one((struct sockaddr *)&a6, sizeof(a6), 1, &err);
         if (f6 >= 0)
-            p = bound_port(f6);
+            p = fccl_bound_port(f6);
         else if (!no_ipv6(err))
             return fccl_err_sys(FCCL_ERR_IO, err, "listen on [::]:%d", port);
         struct sockaddr_in a4 = {.sin_family = AF_INET,
@@ -125,7 +114,7 @@ static int open_host(const char *host, int port, int fds[2], int *n,
         return fccl_err_sys(FCCL_ERR_IO, err, "listen on %s", r.where);
     fds[0] = fd;
     *n = 1;
-    *port_out = bound_port(fd);
+    *port_out = fccl_bound_port(fd);
     return FCCL_OK;
 }
 

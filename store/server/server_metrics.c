@@ -72,6 +72,7 @@ static uint64_t bytes_in(const struct store_server *s)
     return n;
 }
 
+/* A name per enum value, as server_quiet.c's table: tables repeat. */
 static const char *const REFUSE_NAMES[STORE_REFUSE__COUNT] = {
     [STORE_REFUSE_LIMIT] = "limit",
     [STORE_REFUSE_NOMEM] = "nomem",

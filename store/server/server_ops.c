@@ -279,6 +279,16 @@ static int op_delete(struct store_server *s, struct store_conn *c,
     return FCCL_OK;
 }
 
+/* Counts a refused reply; the message says which bound it passed. */
+static int refuse_reply(struct store_server *s, const char *op,
+                        uint64_t bytes, const char *passes, uint64_t bound,
+                        const char *what)
+{
+    s->st.refused_replies++;
+    return fccl_err(FCCL_ERR_LIMIT, "%s reply of %llu bytes %s %llu-byte %s",
+                    op, (unsigned long long)bytes, passes,
+                    (unsigned long long)bound, what);
+}
 
 /* A reply that n bytes of request can make huge (MULTI_GET naming one big
  * key many times, a key listing) is sized before it is built: it must fit
@@ -287,24 +297,15 @@ static int op_delete(struct store_server *s, struct store_conn *c,
 static int reply_budget(struct store_server *s, const char *op,
                         uint64_t bytes)
 {
-    if (bytes > s->lim.max_request) {
-        s->st.refused_replies++;
-        return fccl_err(FCCL_ERR_LIMIT,
-                        "%s reply of %llu bytes is over the %llu-byte "
-                        "budget of one reply (2 x max-value-bytes + 2 x "
-                        "max-key-bytes + 4 KiB)",
-                        op, (unsigned long long)bytes,
-                        (unsigned long long)s->lim.max_request);
-    }
-    if (store_would_overflow(s, bytes)) {
-        s->st.refused_replies++;
-        return fccl_err(FCCL_ERR_LIMIT,
-                        "%s reply of %llu bytes would pass the store's "
-                        "%llu-byte limit (stored, held and queued bytes "
-                        "count)",
-                        op, (unsigned long long)bytes,
-                        (unsigned long long)s->cfg.max_total_bytes);
-    }
+    if (bytes > s->lim.max_request)
+        return refuse_reply(s, op, bytes, "is over the",
+                            s->lim.max_request,
+                            "budget of one reply (2 x max-value-bytes + "
+                            "2 x max-key-bytes + 4 KiB)");
+    if (store_would_overflow(s, bytes))
+        return refuse_reply(s, op, bytes, "would pass the store's",
+                            s->cfg.max_total_bytes,
+                            "limit (stored, held and queued bytes count)");
     return FCCL_OK;
 }
 

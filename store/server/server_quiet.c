@@ -17,6 +17,7 @@
 #include "log.h"
 #include "server_int.h"
 
+/* A name per enum value, as server_metrics.c's table: tables repeat. */
 static const char *const what[QUIET__COUNT] = {
     [QUIET_REFUSED] = "refused connections",
     [QUIET_EVICTED] = "connections closed to make room",

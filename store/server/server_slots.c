@@ -152,21 +152,7 @@ static struct addr_slot *slot_find(const struct store_server *s,
 
 static void slots_grow(struct slot_table *t)
 {
-    uint64_t nb = (t->mask + 1) * 2;
-    struct addr_slot **b = calloc(nb, sizeof(*b));
-    if (!b)
-        return; /* longer chains, still correct */
-    for (uint64_t i = 0; i <= t->mask; i++) {
-        struct addr_slot *a = t->b[i], *next;
-        for (; a; a = next) {
-            next = a->next;
-            a->next = b[a->hash & (nb - 1)];
-            b[a->hash & (nb - 1)] = a;
-        }
-    }
-    free(t->b);
-    t->b = b;
-    t->mask = nb - 1;
+    HASH_DOUBLE(struct addr_slot, t->b, t->mask, next, hash);
 }
 
 /* The per-address cap.  auto: max-connections (after capping it to the

@@ -73,6 +73,7 @@ void store_stats_text(struct store_server *s, struct codec_buf *b)
         tls += (uint64_t)c->ct->encrypted;
         kept += c->companion;
     }
+/* one line per counter, in the order the STATS reply documents */
     line(b, "connections", s->nconns);
     line(b, "connections_max", s->cfg.max_conns);
     line(b, "connections_tls", tls);

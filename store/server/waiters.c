@@ -59,20 +59,7 @@ void waiters_free(struct waiters *ws)
 /* Double the buckets; on allocation failure keep the old ones. */
 static void lists_grow(struct waiters *ws)
 {
-    uint64_t n = (ws->mask + 1) * 2;
-    struct wait_keys **nb = calloc(n, sizeof(*nb));
-    if (!nb)
-        return;
-    for (uint64_t b = 0; b <= ws->mask; b++) {
-        for (struct wait_keys *l = ws->lists[b], *nx; l; l = nx) {
-            nx = l->next;
-            l->next = nb[l->hash & (n - 1)];
-            nb[l->hash & (n - 1)] = l;
-        }
-    }
-    free(ws->lists);
-    ws->lists = nb;
-    ws->mask = n - 1;
+    HASH_DOUBLE(struct wait_keys, ws->lists, ws->mask, next, hash);
 }
 
 /* The shared copy of `args` (refcount taken), made if new. */

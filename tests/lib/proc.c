@@ -403,6 +403,16 @@ int th_sh(const char *cmd, int timeout_s, char **out)
     return r.status;
 }
 
+int th_job_on_store(int n, int port, const char *prog_args, int timeout_s,
+                    char **out)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 "
+             "%s/fccl-run -n %d --store 127.0.0.1:%d %s/%s", th_bin_dir(), n,
+             port, th_testbin_dir(), prog_args);
+    return th_sh(cmd, timeout_s, out);
+}
+
 pid_t th_spawn_logged(const char *const argv[], const char *log,
                       int own_group)
 {

@@ -122,6 +122,11 @@ void th_result_free(struct th_result *r);
  * -1 if it could not be started. */
 int th_sh(const char *cmd, int timeout_s, char **out);
 
+/* `fccl-run -n N --store 127.0.0.1:PORT TESTBIN/PROG_ARGS` on shm with
+ * FCCL_TIMEOUT=60, as th_sh runs it: its status, *out its output. */
+int th_job_on_store(int n, int port, const char *prog_args, int timeout_s,
+                    char **out);
+
 /* Start argv[0] (looked up in PATH) in the background, stdout and stderr
  * into the file log, killed when the test dies; with own_group in a
  * process group of its own (kill it with kill(-pid, ...)).  Its pid, or

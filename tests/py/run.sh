@@ -10,7 +10,8 @@
 # FCCL_TEST_QUICK=1 (`make check`, the quick tier) runs the fast cases
 # only: no case marked slow (over 10 s), the multi-rank suites on shm with
 # 4 ranks and on tcp with 2, fccl.torch's on shm with 2, no torch job
-# launches (test_torch_jobs.py: whole jobs, 40 s), the examples.
+# launches (test_torch_jobs.py: whole jobs, 40 s), the examples; the
+# single-process suites beside the rest.
 set -u
 BUILD=${1:-build}
 ROOT=$PWD
@@ -62,9 +63,23 @@ run() { # NAME COMMAND...: run it, count it, show the tail on failure
     fi
 }
 
-cd "$ROOT/tests/py" || exit 1
-run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py test_ft.py test_grow.py \
-    test_install.py test_torch_idle_cpu.py
+single_process() {
+    cd "$ROOT/tests/py" || exit 1
+    run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py \
+        test_ft.py test_grow.py test_install.py test_torch_idle_cpu.py
+}
+# The quick tier runs the single-process suites beside the launches below
+# (both mostly wait on children and timeouts) and prints their report
+# after the others'; `make test` runs them first, alone.
+if [ $quick = 1 ]; then
+    side=$(mktemp -d)
+    trap 'rm -rf "$side"' EXIT
+    (single_process; echo "$pass $fail ${failed[*]}" > "$side/sum") \
+        > "$side/out" 2>&1 &
+    side_pid=$!
+else
+    single_process
+fi
 cd "$ROOT/tests/py/multi" || exit 1
 for pn in "${MULTI_RUNS[@]}"; do
     prov=${pn% *} n=${pn##* }
@@ -92,6 +107,13 @@ else
 fi
 cd "$ROOT" || exit 1
 run "py example" "$BUILD/bin/fccl-run" -n 2 "$PY" python/example.py
+if [ -n "${side_pid:-}" ]; then
+    wait "$side_pid"
+    cat "$side/out"
+    read -r p f names < "$side/sum" || { p=0 f=1 names="py single-process"; }
+    pass=$((pass + p)) fail=$((fail + f))
+    [ -z "$names" ] || failed+=($names)
+fi
 [ ${#failed[@]} -gt 0 ] && echo "python failed: ${failed[*]}"
 echo "python: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -38,6 +38,7 @@ def prefix(tmp_path_factory):
     shutil.rmtree(pfx)
 
 
+@pytest.mark.slow  # about 13 s (a whole `make install`)
 def test_make_install(prefix):
     site = os.path.join(prefix, "lib", f"python{sys.version_info[0]}."
                         f"{sys.version_info[1]}", "dist-packages")

@@ -57,8 +57,8 @@ def same(d, procs, *cmd):
     return d.all(procs, lambda i, p: list(cmd))
 
 
-@pytest.mark.parametrize("provider", [
-    "shm", pytest.param("tcp;ofi_rxm", marks=pytest.mark.slow)])
+@pytest.mark.slow  # about 25 s a provider
+@pytest.mark.parametrize("provider", ["shm", "tcp;ofi_rxm"])
 def test_four_configurations_over_changing_members(store, provider):
     """4 ranks; 3 after one is SIGKILLed while the others have an
     all_reduce pending, which abort() fails within 2 s; 4 with a
@@ -201,6 +201,7 @@ FT_COLLECTIVES = ["allgather", "allgather_into_tensor_coalesced", "allreduce",
                   "reduce_scatter_tensor_coalesced", "send/recv"]
 
 
+@pytest.mark.slow  # about 15 s
 def test_torchft_collectives_3_ranks(store, drv):
     """MultiPgBaseTest.test_collective (WORLD_SIZE 3), every collective,
     on one configuration, and the world-of-1 case of test_gloo_apis."""
@@ -326,6 +327,7 @@ def test_pytorch_shrink_exclude_rank(store, drv, which):
     same(drv, surv, "ft_shrink_broadcast")
 
 
+@pytest.mark.slow  # about 15 s
 def test_pytorch_after_timeout(store, drv):
     """after_timeout (nccl2's there): rank 0 stays out of an all_reduce,
     the others' fails by their 2 s timeout, errored() reports it, and all

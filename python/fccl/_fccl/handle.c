@@ -51,6 +51,16 @@ static int complete(fpy_handle *self, int rc)
     return ok;
 }
 
+/* Wait for req (when there is one) with the GIL released, then release
+ * the n buffers it used: for a request that cannot be tracked. */
+static void wait_release(fccl_request_t *req, fbuf *bufs, int n)
+{
+    Py_BEGIN_ALLOW_THREADS if (req) fccl_wait(req, -1);
+    Py_END_ALLOW_THREADS
+    for (int i = 0; i < n; i++)
+        fbuf_release(&bufs[i]);
+}
+
 PyObject *fpy_handle_new(fccl_request_t *req, fpy_group *grp, fbuf *bufs,
                          int n, void *tmp, fpy_finish_fn finish,
                          void *finish_arg, const char *what)
@@ -58,10 +68,7 @@ PyObject *fpy_handle_new(fccl_request_t *req, fpy_group *grp, fbuf *bufs,
     handle_full *hf = PyObject_New(handle_full, &fpy_HandleType);
     if (!hf) {
         /* cannot track it: wait here so nothing is written later */
-        Py_BEGIN_ALLOW_THREADS fccl_wait(req, -1);
-        Py_END_ALLOW_THREADS
-        for (int i = 0; i < n; i++)
-            fbuf_release(&bufs[i]);
+        wait_release(req, bufs, n);
         PyMem_RawFree(tmp);
         PyMem_RawFree(finish_arg);
         return NULL;
@@ -72,25 +79,6 @@ PyObject *fpy_handle_new(fccl_request_t *req, fpy_group *grp, fbuf *bufs,
     h->grp = (fpy_group *)Py_NewRef(grp);
     h->held = NULL;
     h->nheld = 0;
-    if (n > 0) {
-        h->held = PyMem_RawMalloc(n * sizeof(fbuf));
-        if (!h->held) { /* keep the data safe, then fail */
-            h->req = NULL;
-            h->tmp = tmp;
-            h->finish_arg = finish_arg;
-            h->finish = NULL;
-            h->keep = NULL;
-            h->done = 1;
-            Py_BEGIN_ALLOW_THREADS if (req) fccl_wait(req, -1);
-            Py_END_ALLOW_THREADS
-            for (int i = 0; i < n; i++)
-                fbuf_release(&bufs[i]);
-            Py_DECREF(h);
-            return PyErr_NoMemory();
-        }
-        memcpy(h->held, bufs, n * sizeof(fbuf));
-        h->nheld = n;
-    }
     h->keep = NULL;
     h->tmp = tmp;
     h->finish = finish;
@@ -98,6 +86,20 @@ PyObject *fpy_handle_new(fccl_request_t *req, fpy_group *grp, fbuf *bufs,
     h->status = 0;
     h->done = req == NULL;
     h->what = what;
+    if (n > 0 && !(h->held = PyMem_RawMalloc(n * sizeof(fbuf)))) {
+        /* keep the data safe, then fail (tmp and finish_arg are freed
+         * with the handle, unfinished) */
+        h->req = NULL;
+        h->finish = NULL;
+        h->done = 1;
+        wait_release(req, bufs, n);
+        Py_DECREF(h);
+        return PyErr_NoMemory();
+    }
+    if (n > 0) {
+        memcpy(h->held, bufs, n * sizeof(fbuf));
+        h->nheld = n;
+    }
     if (!req) { /* finished already (nothing to wait for) */
         if (complete(h, FCCL_OK) < 0) {
             Py_DECREF(h);

@@ -151,18 +151,26 @@ static int e_get(void *ctx, const char *key, void **val, size_t *len,
     LEAVE(rc);
 }
 
+/* A method's integer result r (a new reference, NULL when the call
+ * raised) into *out; r is released. */
+static int int_result(PyObject *r, int64_t *out, const char *op,
+                      const char *key)
+{
+    int rc = FCCL_OK;
+    if (!r)
+        rc = py_fail(FCCL_ERR_IO, op, key);
+    else if ((*out = PyLong_AsLongLong(r)) == -1 && PyErr_Occurred())
+        rc = py_fail(FCCL_ERR_PROTOCOL, op, key);
+    Py_XDECREF(r);
+    return rc;
+}
+
 static int e_add(void *ctx, const char *key, int64_t delta, int64_t *out)
 {
     ENTER(ts);
     PyObject *r = PyObject_CallMethod(ts->obj, "add", "sL", key,
                                       (long long)delta);
-    int rc = FCCL_OK;
-    if (!r)
-        rc = py_fail(FCCL_ERR_IO, "add", key);
-    else if ((*out = PyLong_AsLongLong(r)) == -1 && PyErr_Occurred())
-        rc = py_fail(FCCL_ERR_PROTOCOL, "add", key);
-    Py_XDECREF(r);
-    LEAVE(rc);
+    LEAVE(int_result(r, out, "add", key));
 }
 
 static int e_compare_set(void *ctx, const char *key, const void *expected,
@@ -236,13 +244,7 @@ static int e_num_keys(void *ctx, int64_t *n)
 {
     ENTER(ts);
     PyObject *r = PyObject_CallMethod(ts->obj, "num_keys", NULL);
-    int rc = FCCL_OK;
-    if (!r)
-        rc = py_fail(FCCL_ERR_IO, "num_keys", NULL);
-    else if ((*n = PyLong_AsLongLong(r)) == -1 && PyErr_Occurred())
-        rc = py_fail(FCCL_ERR_PROTOCOL, "num_keys", NULL);
-    Py_XDECREF(r);
-    LEAVE(rc);
+    LEAVE(int_result(r, n, "num_keys", NULL));
 }
 
 static void e_close(void *ctx)
