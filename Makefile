@@ -385,9 +385,15 @@ test-multihost: progs tests
 # survivor that did not go on, or a file left in /dev/shm.  Not part of
 # make test (about 3 s a round here); test_ft keeps a few cases of each
 # kind (in a collective, in a shrink, two at once) on both providers.
+# Then issue 37's kills during a torch reconfiguration
+# (bench/reconf_soak.py, RECONF_ROUNDS rounds; test_torch_reconf.py keeps
+# three fixed moments).
 SOAK_ROUNDS ?= 100
+RECONF_ROUNDS ?= 20
 soak-ft: progs benches
 	ROUNDS=$(SOAK_ROUNDS) bench/ft_soak.sh $(BUILD)
+	PYTHONPATH=$(BUILD)/python /usr/bin/python3 bench/reconf_soak.py \
+	  --rounds $(RECONF_ROUNDS) --build $(BUILD)
 
 # A program defining names libfccl uses inside links against the static
 # and the shared library and runs (tests/embed/user.c); part of make test.

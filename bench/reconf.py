@@ -108,4 +108,5 @@ def main():
               f"(n={len(ms)})")
 
 
-main()
+if __name__ == "__main__":
+    main()

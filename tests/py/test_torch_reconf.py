@@ -344,3 +344,29 @@ def test_pytorch_after_timeout(store, drv):
     same(drv, ps, "set_timeout", 60)
     drv.configure(ps, f"{store}/to_recover")
     same(drv, ps, "allreduce_sum", 6)
+
+
+@pytest.mark.slow  # about 17 s a case here
+@pytest.mark.parametrize("delay_ms", [0, 5, 30])
+def test_kill_during_configure(store, delay_ms):
+    """A member SIGKILLed while the 4 are in configure() (delay_ms after
+    the calls went out): every survivor's configure() returns or raises
+    within its timeout (10 s; never a hang), and the 3 then configure on
+    a fresh prefix and pass every collective's check.  The randomized
+    loop of this is bench/reconf_soak.py (make soak-ft)."""
+    drv = Driver(SHM, timeout_s=10)
+    try:
+        ps = drv.start(4)
+        drv.configure(ps, f"{store}/k{delay_ms}a")
+        for i, p in enumerate(ps):
+            p.send("configure", f"{store}/k{delay_ms}b", i, 4)
+        time.sleep(delay_ms / 1000)
+        ps[2].kill()
+        ps[2].p.wait()
+        for p in ps[:2] + ps[3:]:
+            p.answer(timeout=25)  # configured or failed, but answered
+        surv = ps[:2] + ps[3:]
+        drv.configure(surv, f"{store}/k{delay_ms}c")
+        same(drv, surv, "check", 7)
+    finally:
+        drv.close()
