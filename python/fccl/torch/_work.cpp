@@ -44,6 +44,8 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/version.h>
 
+#include <pybind11/chrono.h>
+
 #include "../_fccl/torchq_abi.h"
 
 #include <atomic>
@@ -500,7 +502,17 @@ PYBIND11_MODULE(_work, m)
     py::class_<FcclWork, c10d::Work, c10::intrusive_ptr<FcclWork>>(m, "Work")
         .def(py::init<Tensors, Tensors, Tensors, Tensors, std::string>(),
              py::arg("outputs"), py::arg("dst"), py::arg("src"),
-             py::arg("keep"), py::arg("what"));
+             py::arg("keep"), py::arg("what"))
+        /* torch's wait, less the GIL's release and retake when the Work
+         * has ended already (a small collective run inline) */
+        .def("wait",
+             [](FcclWork &w, std::chrono::milliseconds timeout) {
+                 if (w.isCompleted())
+                     return w.wait(timeout);
+                 py::gil_scoped_release nogil;
+                 return w.wait(timeout);
+             },
+             py::arg("timeout") = kNoTimeout);
     py::class_<ProcessGroupCpp, c10d::ProcessGroup,
                c10::intrusive_ptr<ProcessGroupCpp>>(m, "ProcessGroupCpp")
         .def(py::init<int, int>(), py::arg("rank"), py::arg("size"))
