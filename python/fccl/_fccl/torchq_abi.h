@@ -41,9 +41,11 @@ typedef struct {
  * `a` on `queue`, completing `work` (a reference from the C++ side,
  * handed over) through the queue's complete function.  Call it without
  * the GIL.  Returns 0 when the Work is completed or queued (a failure of
- * the operation fails the Work, not the call); < 0 for a bad argument or
- * a process that cannot use fccl (forked, not initialized): the Work is
- * failed too and err holds the message. */
+ * the operation fails the Work, not the call); TQ_HOT_INVALID for a bad
+ * argument, TQ_HOT_UNUSABLE for a process that cannot use fccl (forked,
+ * not initialized): the Work is failed too and err holds the message. */
+#define TQ_HOT_INVALID (-1)
+#define TQ_HOT_UNUSABLE (-2)
 typedef int (*tq_hot_fn)(void *queue, void *work, const tq_hot_args *a,
                          char *err, size_t errlen);
 

@@ -338,12 +338,12 @@ static PyTypeObject TorchQueueType = {
 
 /* ---- the C++ process group's entry (torchq_abi.h) ---- */
 
-static int hot_refuse(tq *q, void *work, char *err, size_t errlen,
+static int hot_refuse(tq *q, void *work, char *err, size_t errlen, int rc,
                       const char *why)
 {
     snprintf(err, errlen, "fccl: %s", why);
     q->complete(work, FCCL_ERR_INVALID, err, -1);
-    return FCCL_ERR_INVALID;
+    return rc;
 }
 
 static int hot_submit(void *queue, void *work, const tq_hot_args *h,
@@ -351,30 +351,31 @@ static int hot_submit(void *queue, void *work, const tq_hot_args *h,
 {
     tq *q = queue;
     if (fpy_forked)
-        return hot_refuse(q, work, err, errlen, "this process was forked "
+        return hot_refuse(q, work, err, errlen, TQ_HOT_UNUSABLE,
+                          "this process was forked "
                           "from a rank; the parent's process group cannot "
                           "be used here");
     if (!fccl_is_initialized())
-        return hot_refuse(q, work, err, errlen, "the default process group "
-                          "is not initialized (call init_process_group "
-                          "first)");
+        return hot_refuse(q, work, err, errlen, TQ_HOT_UNUSABLE,
+                          "the default process group is not initialized "
+                          "(call init_process_group first)");
     /* the _v forms take per-rank counts, which this entry has not */
     if (h->op < 0 || h->op >= TQ_NUM_OPS || h->op == TQ_ALL_GATHER_V ||
         h->op == TQ_REDUCE_SCATTER_V || h->op == TQ_ALL_TO_ALL_V ||
         h->dtype < 0 || h->dtype >= FCCL_NUM_DTYPES || h->redop < 0 ||
         h->redop >= FCCL_NUM_OPS)
-        return hot_refuse(q, work, err, errlen, "torchq_hot: bad operation, "
-                          "dtype or reduction");
+        return hot_refuse(q, work, err, errlen, TQ_HOT_INVALID,
+                          "torchq_hot: bad operation, dtype or reduction");
     coll_args a = {
         .op = h->op, .sbuf = h->sbuf, .rbuf = h->rbuf, .count = h->count,
         .dtype = (fccl_dtype_t)h->dtype, .redop = (fccl_redop_t)h->redop,
         .root = h->root,
     };
-    int rc = tq_submit_coll(q, work, &a);
-    if (rc < 0)
-        snprintf(err, errlen, "fccl: %s on %s: %s", tq_op_names[h->op],
-                 q->name, fccl_last_error());
-    return rc;
+    if (tq_submit_coll(q, work, &a) == 0)
+        return 0;
+    snprintf(err, errlen, "fccl: %s on %s: %s", tq_op_names[h->op], q->name,
+             fccl_last_error());
+    return TQ_HOT_INVALID;
 }
 
 PyMethodDef fpy_torchq_methods[] = {

@@ -458,8 +458,10 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
         } else {
             rc = hot_(queue_, ref, &a, err, sizeof err);
         }
+        if (rc == TQ_HOT_UNUSABLE)
+            throw std::runtime_error(err);
         if (rc < 0)
-            throw std::invalid_argument(err);
+            throw std::invalid_argument(err); /* ValueError, as from Python */
         return w;
     }
 
