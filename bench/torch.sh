@@ -14,6 +14,9 @@
 #   bench/torch.sh [BUILD]                 the full run (minutes; a quiet machine)
 #   SMOKE=1 bench/torch.sh [BUILD]         8 B and 64 KiB, 2 ranks, no DDP: a check
 #   OVERHEAD_ONLY=1 bench/torch.sh [BUILD] the overhead alone (printed, no file)
+#   OV_PREFIX="chrt -f 10"                 prefixes the overhead's two launches
+#                                          (as py_compare.sh's AB_PREFIX: on a
+#                                          loaded machine, both ranks on a core)
 #   RANKS="2 4" SIZES=8,64K,1M,64M ITERS=200 OUT=bench/TORCH.md  override
 set -u
 BUILD=${1:-build}
@@ -34,12 +37,12 @@ trap 'rm -f "$tmp"' EXIT
 # the overhead section: fccl-bench, then torch, one after the other
 overhead() {
     local b2b t
-    b2b=$(timeout -k 10 300 "$ROOT/$BUILD/bin/fccl-run" -n 2 \
+    b2b=$(timeout -k 10 300 ${OV_PREFIX:-} "$ROOT/$BUILD/bin/fccl-run" -n 2 \
         "$ROOT/$BUILD/bin/fccl-bench" -o all_reduce -b 8 -e 8 \
         -n "$OV_ITERS" --csv 2>/dev/null |
         awk -F, '/^\[0\] all_reduce,/ {print $11}')
     [ -n "$b2b" ] || { echo "torch.sh: fccl-bench failed" >&2; return 1; }
-    t=$(timeout -k 10 600 "$ROOT/$BUILD/bin/fccl-run" -n 2 "$PY" \
+    t=$(timeout -k 10 600 ${OV_PREFIX:-} "$ROOT/$BUILD/bin/fccl-run" -n 2 "$PY" \
         "$ROOT/bench/torch_coll.py" --backend fccl --ops "" --overhead \
         --overhead-iters "$OV_ITERS" 2>/dev/null |
         sed -n 's/^\[0\] RESULT fccl overhead_\([a-z_]*\) 8 2 /\1 /p')
