@@ -17,9 +17,12 @@ Sizes are the bytes of each rank's input (float32).
 --ddp: one DistributedDataParallel step (forward, backward with the
 gradient all_reduce, SGD step) of an MLP of about --ddp-params float32
 parameters, median of 10 steps after 3 warm-up steps.
---overhead (fccl only): the 8-byte all_reduce through torch against the
-same call in a C loop of the extension (_fccl.c_loop on the world group):
-what the torch layer adds per call.
+--overhead (fccl only): the 8-byte all_reduce (2 float32) through torch,
+--overhead-iters (5000) calls back to back, median of 3 rounds; the same
+split into the call (async_op=True) and work.wait(); and the library's
+call in a C loop of the extension (_fccl.c_loop on the world group).
+bench/torch.sh sets the torch time against fccl-bench's back-to-back
+average of the same call: what the torch layer adds per call.
 
 Prints lines "RESULT backend op bytes ranks us_per_call" on rank 0, which
 bench/torch.sh collects into a table.
@@ -119,16 +122,46 @@ def ddp_step_time(params, steps=10):
     return statistics.median(times), nparams
 
 
+def split_calls(iters):
+    """The 8-byte all_reduce as call and wait apart: per round the mean
+    time in dist.all_reduce(async_op=True) and in work.wait(), the
+    slowest rank's, median of 3 rounds (the call runs a small collective
+    inline, so most of the time is in the call)."""
+    x = torch.ones(2)
+    clock = time.perf_counter_ns
+    for _ in range(max(2, iters // 10)):
+        dist.all_reduce(x, async_op=True).wait()
+    calls, waits = [], []
+    for _ in range(3):
+        dist.barrier()
+        c = w = 0
+        for _ in range(iters):
+            t0 = clock()
+            work = dist.all_reduce(x, async_op=True)
+            t1 = clock()
+            work.wait()
+            t2 = clock()
+            c += t1 - t0
+            w += t2 - t1
+        calls.append(slowest(c * 1e-9 / iters))
+        waits.append(slowest(w * 1e-9 / iters))
+    return statistics.median(calls), statistics.median(waits)
+
+
 def overhead(iters):
+    """(torch us, call us, wait us, C loop us) of the 8-byte all_reduce:
+    back to back through torch, the same split into call and wait, and
+    the library's call in a C loop of the extension."""
     from fccl import _fccl
     x = torch.ones(2)
     fn = make_op("all_reduce", "fccl", 8, dist.get_world_size())
     torch_t = time_calls(fn, iters)
+    call_t, wait_t = split_calls(iters)
     c = []
     for _ in range(3):
         dist.barrier()
         c.append(slowest(_fccl.c_loop(x, iters, None) / iters))
-    return torch_t, statistics.median(c)
+    return torch_t, call_t, wait_t, statistics.median(c)
 
 
 def main():
@@ -140,6 +173,7 @@ def main():
     ap.add_argument("--ddp", action="store_true")
     ap.add_argument("--ddp-params", default="25M")
     ap.add_argument("--overhead", action="store_true")
+    ap.add_argument("--overhead-iters", type=int, default=5000)
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.backend == "fccl":
@@ -158,11 +192,10 @@ def main():
         out("RESULT", a.backend, "ddp_step_%dparams" % p, 0, n,
             "%.2f" % (t * 1e6))
     if a.overhead and a.backend == "fccl":
-        t, c = overhead(max(1000, a.iters))
-        out("RESULT", "fccl", "overhead_torch_call", 8, n, "%.2f" % (t * 1e6))
-        out("RESULT", "fccl", "overhead_c_call", 8, n, "%.2f" % (c * 1e6))
-        out("RESULT", "fccl", "overhead_torch_layer", 8, n,
-            "%.2f" % ((t - c) * 1e6))
+        t, call, wait, c = overhead(a.overhead_iters)
+        for name, v in (("torch_call", t), ("call_part", call),
+                        ("wait_part", wait), ("c_loop", c)):
+            out("RESULT", "fccl", "overhead_" + name, 8, n, "%.3f" % (v * 1e6))
     dist.barrier()
     dist.destroy_process_group()
 

@@ -47,7 +47,7 @@ PYT_CXXFLAGS := -std=c++17 -O2 -fPIC -Wall -Wextra -Werror \
   -I$(PY_INC) -I/usr/include/torch/csrc/api/include
 PYT_LIBS := -ltorch -ltorch_cpu -lc10 -ltorch_python
 
-$(PYT_SO): python/fccl/torch/_work.cpp
+$(PYT_SO): python/fccl/torch/_work.cpp python/fccl/_fccl/torchq_abi.h
 	@mkdir -p $(dir $@)
 	$(CXX) $(PYT_CXXFLAGS) -shared -o $@ $< $(PYT_LIBS)
 

@@ -1,7 +1,7 @@
 """Build the fccl extension against an installed libfccl, found with
 pkg-config (set PKG_CONFIG_PATH for a libfccl installed under another
 prefix).  The extension records libfccl's directory as its run path.
-fccl.torch's C++ Work (fccl/torch/_work.cpp) is built too when torch and
+fccl.torch's C++ part (fccl/torch/_work.cpp) is built too when torch and
 its headers are installed (Debian: python3-torch, libtorch-dev,
 pybind11-dev), as the Makefile does; without them fccl.torch is installed
 but cannot be imported.
@@ -59,7 +59,8 @@ def torch_ext():
                                                   "_work.cpp")],
         include_dirs=incs, library_dirs=libs, runtime_library_dirs=libs,
         libraries=["torch", "torch_cpu", "c10", "torch_python"],
-        extra_compile_args=["-std=c++17"], language="c++")
+        extra_compile_args=["-std=c++17"], language="c++",
+        depends=[os.path.join("fccl", "_fccl", "torchq_abi.h")])
 
 
 exts = [ext] + [e for e in [torch_ext()] if e is not None]

@@ -40,10 +40,23 @@ def sig_text(obj):
     return "(" + ", ".join(parts) + ")"
 
 
+# Public methods a class has from a C++ base, which inspect cannot read:
+# fccl.torch's hot collectives (ProcessGroupCpp, python/fccl/torch/_work.cpp).
+FROM_CPP = {
+    "ProcessGroupFccl": {
+        "allreduce": lambda tensors, opts=None: None,
+        "broadcast": lambda tensors, opts=None: None,
+    },
+}
+
+
 def stub_class(name, cls):
     lines = [f"class {name}:"]
     body = []
-    for attr, val in sorted(vars(cls).items()):
+    members = dict(vars(cls))
+    for attr, fn in FROM_CPP.get(name, {}).items():
+        members.setdefault(attr, fn)
+    for attr, val in sorted(members.items()):
         if attr.startswith("_") and attr != "__init__":
             continue
         if callable(val) or isinstance(val, (staticmethod, classmethod)):

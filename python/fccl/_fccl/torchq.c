@@ -467,11 +467,12 @@ int tq_submit_coll(tq *q, void *work, const coll_args *a)
         pthread_mutex_unlock(&q->lock);
         return FCCL_OK;
     }
-    char full[256];
-    snprintf(full, sizeof full, "%s on %s", what, q->name);
+    char full[256] = ""; /* the operation's name, made only on failure */
     int rc;
     if (!q->head && bytes_of(a) <= q->inline_bytes) {
         rc = start_coll(q, a, NULL);
+        if (rc < 0)
+            snprintf(full, sizeof full, "%s on %s", what, q->name);
         if (rc < 0 && rc != FCCL_ERR_INVALID) {
             char m[1400];
             snprintf(m, sizeof m, "fccl: %s failed: %s (%s)", full,
@@ -496,6 +497,7 @@ int tq_submit_coll(tq *q, void *work, const coll_args *a)
     }
     free(it);
     pthread_mutex_unlock(&q->lock);
+    snprintf(full, sizeof full, "%s on %s", what, q->name);
     finish_work(q, work, rc, full, -1);
     return rc == FCCL_ERR_INVALID ? rc : FCCL_OK;
 }

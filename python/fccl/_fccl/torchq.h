@@ -6,16 +6,13 @@
 #define FCCLPY_TORCHQ_H
 
 #include "fcclpy.h"
+#include "torchq_abi.h"
 
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
-enum tq_op {
-    TQ_BARRIER, TQ_BROADCAST, TQ_REDUCE, TQ_ALL_REDUCE, TQ_ALL_GATHER,
-    TQ_ALL_GATHER_V, TQ_REDUCE_SCATTER, TQ_REDUCE_SCATTER_V, TQ_GATHER,
-    TQ_SCATTER, TQ_ALL_TO_ALL, TQ_ALL_TO_ALL_V, TQ_NUM_OPS
-};
+/* enum tq_op: torchq_abi.h */
 
 extern const char *const tq_op_names[TQ_NUM_OPS]; /* "all_reduce", ... */
 

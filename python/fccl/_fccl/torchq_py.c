@@ -280,6 +280,12 @@ static PyObject *q_get_fccl_name(tq *q, void *c)
     return PyUnicode_FromString(q->g ? fccl_group_name(q->g) : "");
 }
 
+static PyObject *q_get_handle(tq *q, void *c)
+{
+    (void)c;
+    return PyCapsule_New(q, TQ_QUEUE_CAPSULE, NULL);
+}
+
 static PyObject *q_get_pending(tq *q, void *c)
 {
     (void)c;
@@ -312,6 +318,8 @@ static PyGetSetDef q_getset[] = {
     {"size", (getter)q_get_size, NULL, "group size", NULL},
     {"fccl_name", (getter)q_get_fccl_name, NULL, "fccl's group name", NULL},
     {"pending", (getter)q_get_pending, NULL, "queued operations", NULL},
+    {"handle", (getter)q_get_handle, NULL, "the queue for torchq_hot (a "
+     "capsule; keep the TorchQueue alive while using it)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -327,6 +335,48 @@ static PyTypeObject TorchQueueType = {
     .tp_init = (initproc)q_init,
     .tp_new = q_new,
 };
+
+/* ---- the C++ process group's entry (torchq_abi.h) ---- */
+
+static int hot_refuse(tq *q, void *work, char *err, size_t errlen, int rc,
+                      const char *why)
+{
+    snprintf(err, errlen, "fccl: %s", why);
+    q->complete(work, FCCL_ERR_INVALID, err, -1);
+    return rc;
+}
+
+static int hot_submit(void *queue, void *work, const tq_hot_args *h,
+                      char *err, size_t errlen)
+{
+    tq *q = queue;
+    if (fpy_forked)
+        return hot_refuse(q, work, err, errlen, TQ_HOT_UNUSABLE,
+                          "this process was forked "
+                          "from a rank; the parent's process group cannot "
+                          "be used here");
+    if (!fccl_is_initialized())
+        return hot_refuse(q, work, err, errlen, TQ_HOT_UNUSABLE,
+                          "the default process group is not initialized "
+                          "(call init_process_group first)");
+    /* the _v forms take per-rank counts, which this entry has not */
+    if (h->op < 0 || h->op >= TQ_NUM_OPS || h->op == TQ_ALL_GATHER_V ||
+        h->op == TQ_REDUCE_SCATTER_V || h->op == TQ_ALL_TO_ALL_V ||
+        h->dtype < 0 || h->dtype >= FCCL_NUM_DTYPES || h->redop < 0 ||
+        h->redop >= FCCL_NUM_OPS)
+        return hot_refuse(q, work, err, errlen, TQ_HOT_INVALID,
+                          "torchq_hot: bad operation, dtype or reduction");
+    coll_args a = {
+        .op = h->op, .sbuf = h->sbuf, .rbuf = h->rbuf, .count = h->count,
+        .dtype = (fccl_dtype_t)h->dtype, .redop = (fccl_redop_t)h->redop,
+        .root = h->root,
+    };
+    if (tq_submit_coll(q, work, &a) == 0)
+        return 0;
+    snprintf(err, errlen, "fccl: %s on %s: %s", tq_op_names[h->op], q->name,
+             fccl_last_error());
+    return TQ_HOT_INVALID;
+}
 
 PyMethodDef fpy_torchq_methods[] = {
     {NULL, NULL, 0, NULL},
@@ -346,5 +396,11 @@ int fpy_torchq_add_types(PyObject *m)
         if (PyModule_AddIntConstant(m, name, i) < 0)
             return -1;
     }
+    PyObject *hot = PyCapsule_New((void *)(tq_hot_fn)hot_submit,
+                                  TQ_HOT_CAPSULE, NULL);
+    int bad = !hot || PyModule_AddObjectRef(m, "torchq_hot", hot) < 0;
+    Py_XDECREF(hot);
+    if (bad)
+        return -1;
     return PyModule_AddIntConstant(m, "TQ_MB_TAG", MB_TAG);
 }

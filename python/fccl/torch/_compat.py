@@ -5,9 +5,10 @@ Both: a backend is a ``ProcessGroup`` subclass (Python) returned by the
 creator of ``Backend.register_backend(name, creator, extended_api=True)``;
 the creator gets a ``_DistributedBackendOptions`` (store, group_rank,
 group_size, timeout, group_id, global_ranks_in_group) and the pg_options.
-Its Python methods are what torch's callers reach, C++ ones too (DDP's
-reducer, functional collectives' ``group->allreduce``): pybind's
-trampoline sends ProcessGroup's virtual methods to Python.
+Its base, ``_work.ProcessGroupCpp`` (C++, _work.cpp), runs the hot
+collectives itself and sends every other virtual method to the Python
+subclass, so C++ callers (DDP's reducer, functional collectives'
+``group->allreduce``) reach the same code as Python ones.
 
 torch 2.x differs in three ways, all handled here:
 - ``register_backend`` takes ``devices``: ["cpu"].
@@ -17,9 +18,10 @@ torch 2.x differs in three ways, all handled here:
   "ProcessGroup name not set" on a ProcessGroup with no backend, which
   is why they refused "fccl".  A Python Backend is impossible:
   ``torch._C._distributed_c10d.Backend`` has no Python constructor in 2.6
-  ("No constructor defined").  But the trampoline forwards
-  ``getGroupName``/``setGroupName`` (and the description's) to Python, so
-  ``ProcessGroupBase`` keeps them itself.  (Registering torch's
+  ("No constructor defined").  But ``getGroupName``/``setGroupName``
+  (and the description's) are virtual, so ``ProcessGroupCpp`` keeps them
+  itself (the one ``#if TORCH_VERSION_MAJOR`` block of _work.cpp, with
+  the two coalesced collectives only 2.x has).  (Registering torch's
   do-nothing ``FakeProcessGroup`` as the "cpu" backend to hold the name
   was tried and rejected: a call torch sends through the dispatcher, such
   as ``_c10d_functional.all_gather_into_tensor_out``, then returns
@@ -30,6 +32,8 @@ torch 2.x differs in three ways, all handled here:
 import torch
 import torch.distributed as dist
 from torch._C import _distributed_c10d as _c10d
+
+from . import _work
 
 VERSION = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]
                 if x.isdigit())
@@ -45,6 +49,10 @@ for _name, _code in (("SUM", 0), ("PRODUCT", 1), ("MAX", 2), ("MIN", 3),
         ReduceOp, "RedOpType") else getattr(ReduceOp, _name, None)
     if _t is not None:
         _RED[int(_t)] = (_code, _name)
+
+
+# torch's RedOpType number -> fccl's code, for the C++ hot path
+RED_CODES = {t: code for t, (code, _) in _RED.items()}
 
 
 def redop(op):
@@ -70,23 +78,10 @@ def register(name, creator):
         dist.Backend.register_backend(name, creator, extended_api=True)
 
 
-class ProcessGroupBase(ProcessGroup):
-    """What the backend's class derives from: torch's ProcessGroup, plus
-    on torch 2.x the group's name and description kept here (torch sets
-    them after the creator returns; see the top of this module)."""
-
-    if TORCH_2:
-        def getGroupName(self):
-            return getattr(self, "_fccl_group_name", "")
-
-        def setGroupName(self, name):
-            self._fccl_group_name = name
-
-        def getGroupDesc(self):
-            return getattr(self, "_fccl_group_desc", "")
-
-        def setGroupDesc(self, desc):
-            self._fccl_group_desc = desc
+class ProcessGroupBase(_work.ProcessGroupCpp):
+    """What the backend's class derives from: torch's ProcessGroup through
+    _work.ProcessGroupCpp, which runs the hot collectives in C++ and keeps
+    torch 2.x's group name and description (its one #if block)."""
 
 
 def creator_args(opts):
@@ -97,7 +92,7 @@ def creator_args(opts):
 
 
 def pg_init(pg, rank, size):
-    ProcessGroup.__init__(pg, rank, size)
+    _work.ProcessGroupCpp.__init__(pg, rank, size)
 
 
 # torch's option objects, for callers that leave opts out

@@ -118,6 +118,8 @@ class ProcessGroupFccl(C.ProcessGroupBase):
         self._timeout = timeout
         self._ms = max(1, int(timeout.total_seconds() * 1000))
         self._names = {}  # op -> "op on group 'ID' (fccl name)", for Works
+        self._attach(queue, _fccl.torchq_hot,
+                     f" on group {group_id!r} ({queue.fccl_name})")
 
     def getBackendName(self):
         return "fccl"
@@ -167,25 +169,14 @@ class ProcessGroupFccl(C.ProcessGroupBase):
 
     # ---- reductions ----
 
-    def allreduce(self, tensors, opts=None):
-        if len(tensors) != 1:
-            return self._allreduce_list(tensors, opts, "allreduce")
-        t = tensors[0]
-        if t.is_contiguous() and not t.is_complex() and t.is_cpu:
-            dt = _DT.get(t.dtype)
-            if dt is not None and t.layout == torch.strided:
-                red = self._red(opts, "allreduce", dt)
-                w = _Work(tensors, [], [], [], self._name("allreduce"))
-                p = t.data_ptr()
-                self._q.coll(_fccl.TQ_ALL_REDUCE, _retain(w), p, p,
-                             t.numel(), dt, red, 0, None, None)
-                return w
-        return self._allreduce_list(tensors, opts, "allreduce")
+    # allreduce, broadcast, _allgather_base and _reduce_scatter_base are
+    # ProcessGroupCpp's (_work.cpp), which sends what its hot path does
+    # not take to _allreduce_list and the *_py methods here
 
-    def _allreduce_list(self, tensors, opts, what):
+    def _allreduce_list(self, tensors, opts, what="allreduce"):
         """Several tensors (Gloo's semantics: all ranks' and all tensors'
-        values reduced, the result in every tensor) or a non-contiguous
-        or complex one."""
+        values reduced, the result in every tensor) or a non-contiguous,
+        complex or otherwise unusual one (the errors are raised here)."""
         if not tensors:
             _fail(what, "no tensor given")
         ts, dt = _same(tensors, what)
@@ -263,7 +254,7 @@ class ProcessGroupFccl(C.ProcessGroupBase):
         return self._coll(_fccl.TQ_REDUCE_SCATTER_V, what, list(outputs), dst,
                           src, [flat], flat, buf, 0, dt, red, 0, counts)
 
-    def _reduce_scatter_base(self, output, input, opts=None):
+    def _reduce_scatter_base_py(self, output, input, opts=None):
         what = "reduce_scatter_tensor"
         out, dt = _check(output, what)
         inp, idt = _check(input, what)
@@ -281,7 +272,7 @@ class ProcessGroupFccl(C.ProcessGroupBase):
 
     # ---- data movement ----
 
-    def broadcast(self, tensors, opts=None):
+    def _broadcast_py(self, tensors, opts=None):
         what = "broadcast"
         if len(tensors) != 1:
             _fail(what, f"takes exactly one tensor per rank, got "
@@ -319,7 +310,7 @@ class ProcessGroupFccl(C.ProcessGroupBase):
         return self._coll(_fccl.TQ_ALL_GATHER_V, what, list(outs), dst, src,
                           [s], s, flat, s.numel(), dt, 0, 0, counts)
 
-    def _allgather_base(self, output, input, opts=None):
+    def _allgather_base_py(self, output, input, opts=None):
         what = "all_gather_into_tensor"
         out, dt = _check(output, what)
         inp, idt = _check(input, what)
@@ -575,6 +566,19 @@ class ProcessGroupFccl(C.ProcessGroupBase):
 
 _FLOAT_CODES = {_DT[t] for t in _FLOATS if t in _DT}
 _BOOL = _DT[torch.bool]
+
+
+def _set_codes():
+    """The hot path's tables (_work.set_codes): fccl's dtype code by
+    at::ScalarType, fccl's reduction code by torch's RedOpType."""
+    by_st = {_work.scalar_type(torch.empty(0, dtype=t)): c
+             for t, c in _DT.items()}
+    dtype = [by_st.get(i, -1) for i in range(max(by_st) + 1)]
+    redop = [C.RED_CODES.get(i, -1) for i in range(16)]
+    _work.set_codes(dtype, redop)
+
+
+_set_codes()
 
 
 def _splits(sizes, t, n, what, which):

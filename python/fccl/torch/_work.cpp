@@ -1,60 +1,101 @@
 /*
- * fccl.torch._work: the one piece of the torch backend that Python cannot
- * provide, a c10d Work that C++ callers can wait on.
+ * fccl.torch._work: the C++ half of the torch backend: a c10d Work that
+ * C++ callers can wait on, and the base of the process group, whose hot
+ * collectives run here without entering Python.
  *
- * Why C++.  torch 1.13 accepts a ProcessGroup written in Python, but not a
- * Work: a Python subclass of Work is seen only by Python callers, while
- * C++ callers (DDP's parameter check, its reducer, _broadcast_coalesced)
- * call the C++ base wait(), which never returns.  The Work that torch
- * offers for Python backends (_create_work_from_future) works for them but
- * drops the future's error in wait() (a timeout would pass silently),
- * ignores wait's timeout and has no source rank (recv from any source).
- * FcclWork is the base c10d Work completed through the protected
- * finish(), so the base wait(timeout), isCompleted, isSuccess and
- * exception behave as in torch's own backends, plus a future and the
- * source rank.
+ * Why a C++ Work.  torch 1.13 accepts a ProcessGroup written in Python, but
+ * not a Work: a Python subclass of Work is seen only by Python callers,
+ * while C++ callers (DDP's parameter check, its reducer,
+ * _broadcast_coalesced) call the C++ base wait(), which never returns.
+ * The Work that torch offers for Python backends
+ * (_create_work_from_future) drops the future's error in wait() (a timeout
+ * would pass silently), ignores wait's timeout and has no source rank
+ * (recv from any source).  FcclWork is the base c10d Work completed
+ * through the protected finish(), so the base wait(timeout), isCompleted,
+ * isSuccess and exception behave as in torch's own backends, plus a
+ * future and the source rank.
  *
- * Completion without the GIL.  The extension's progress thread
- * (python/fccl/_fccl/torchq.c, plain C) finishes operations; it completes
- * the Work through fccl_work_complete(), a C function handed over in a
- * capsule, without taking the GIL: copying results back into
- * non-contiguous outputs, marking the future (whose C++ callbacks, DDP's
- * included, then run on that thread) and waking waiters are all GIL-free.
- * So completions never wait for the Python thread to give up the GIL.
+ * Why a C++ process group.  A group written in Python costs every call a
+ * trip from torch's C++ into Python (the trampoline), a Work built from
+ * Python and a call back into C: about 5 us for an 8-byte all_reduce, 20
+ * times the collective itself.  ProcessGroupCpp is the base of the Python
+ * group (fccl/torch/_pg.py).  Its hot collectives (allreduce, broadcast,
+ * _allgather_base, _reduce_scatter_base) take one contiguous CPU tensor
+ * each straight to the group's queue (fccl/_fccl/torchq.c, through the
+ * one entry of torchq_abi.h) with the GIL released; anything else (lists,
+ * non-contiguous or complex tensors, the checks that raise) goes to the
+ * Python method of the same job (_allreduce_list, _broadcast_py, ...).  Every other virtual method forwards to
+ * the Python subclass's method, so C++ callers (DDP, functional
+ * collectives) reach it too.  (torch's own trampoline, PyProcessGroup,
+ * cannot serve: it looks the Python object up as a ProcessGroup, which a
+ * subclass of ProcessGroupCpp is not to pybind.)  The rest stays in
+ * Python: those calls are rarer and their cost is in packing lists of
+ * tensors, which C++ would not make cheaper.  One source for torch 1.13
+ * and 2.x; what only 2.x has is in one #if block.
+ *
+ * Completion without the GIL.  The queue's progress thread (plain C)
+ * finishes queued operations and completes the Work through
+ * fccl_work_complete(), handed over in a capsule, without the GIL:
+ * copying results back into non-contiguous outputs, marking the future
+ * (whose C++ callbacks, DDP's included, then run on that thread) and
+ * waking waiters are all GIL-free.
  */
-#include <torch/csrc/distributed/c10d/Work.hpp>
-#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/version.h>
+
+#include <pybind11/chrono.h>
+
+#include "../_fccl/torchq_abi.h"
 
 #include <atomic>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace {
 
+using Tensors = std::vector<at::Tensor>;
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+using Future = c10::ivalue::Future;
+
+const c10::TypePtr &tensor_list_type()
+{
+    static const c10::TypePtr t =
+        c10::ListType::create(c10::TensorType::get());
+    return t;
+}
+
 class FcclWork : public c10d::Work {
   public:
-    FcclWork(std::vector<at::Tensor> outputs, std::vector<at::Tensor> dst,
-             std::vector<at::Tensor> src, std::vector<at::Tensor> keep,
+    FcclWork(Tensors outputs, Tensors dst, Tensors src, Tensors keep,
              std::string what)
+        : FcclWork(std::move(outputs),
+                   std::make_shared<const std::string>(std::move(what)))
+    {
+        dst_ = std::move(dst);
+        src_ = std::move(src);
+        keep_ = std::move(keep);
+    }
+
+    /* The hot path's: no copy-back, a name shared by the group's calls. */
+    FcclWork(Tensors outputs, std::shared_ptr<const std::string> what)
         : c10d::Work(-1, c10d::OpType::UNKNOWN), outputs_(std::move(outputs)),
-          dst_(std::move(dst)), src_(std::move(src)), keep_(std::move(keep)),
-          what_(std::move(what)),
-          fut_(c10::make_intrusive<c10::ivalue::Future>(
-              c10::ListType::create(c10::TensorType::get())))
+          what_(std::move(what))
     {
     }
 
     int sourceRank() const override
     {
         int r = src_rank_.load();
-        TORCH_CHECK(r >= 0, "fccl: ", what_, ": no source rank (only a "
+        TORCH_CHECK(r >= 0, "fccl: ", *what_, ": no source rank (only a "
                     "finished recv from any source has one)");
         return r;
     }
 
-    std::vector<at::Tensor> result() override { return outputs_; }
+    Tensors result() override { return outputs_; }
 
     /* The base wait, with a timeout that names the operation. */
     bool wait(std::chrono::milliseconds timeout) override
@@ -65,15 +106,25 @@ class FcclWork : public c10d::Work {
             if (isCompleted())
                 throw;
             throw std::runtime_error(
-                "fccl: " + what_ + ": not finished after " +
+                "fccl: " + *what_ + ": not finished after " +
                 std::to_string(timeout.count()) +
                 " ms (the wait timed out; the operation goes on and ends "
                 "by the group timeout)");
         }
     }
 
-    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override
+    /* Made on first request (most calls never ask): marked at once if
+     * the Work has ended, else by complete(). */
+    c10::intrusive_ptr<Future> getFuture() override
     {
+        std::lock_guard<std::mutex> g(fut_mu_);
+        if (!fut_) {
+            fut_ = c10::make_intrusive<Future>(tensor_list_type());
+            if (state_ == kOk)
+                fut_->markCompleted(c10::IValue(outputs_));
+            else if (state_ == kFailed)
+                fut_->setError(error_);
+        }
         return fut_;
     }
 
@@ -86,7 +137,7 @@ class FcclWork : public c10d::Work {
                     dst_[i].copy_(src_[i]);
             } catch (const std::exception &e) {
                 rc = -1;
-                copy_error_ = std::string("fccl: ") + what_ +
+                copy_error_ = std::string("fccl: ") + *what_ +
                               ": copying the result out failed: " + e.what();
                 msg = copy_error_.c_str();
             }
@@ -94,24 +145,40 @@ class FcclWork : public c10d::Work {
         dst_.clear();
         src_.clear();
         keep_.clear();
-        if (rc < 0) {
-            auto e = std::make_exception_ptr(std::runtime_error(msg));
-            finish(e);
-            fut_->setError(e);
-            return;
+        std::exception_ptr e;
+        if (rc < 0)
+            e = std::make_exception_ptr(std::runtime_error(msg));
+        else
+            src_rank_.store(src_rank);
+        c10::intrusive_ptr<Future> f;
+        {
+            std::lock_guard<std::mutex> g(fut_mu_);
+            state_ = rc < 0 ? kFailed : kOk;
+            error_ = e;
+            f = fut_;
         }
-        src_rank_.store(src_rank);
-        finish();
-        fut_->markCompleted(c10::IValue(outputs_));
+        if (rc < 0)
+            finish(e);
+        else
+            finish();
+        if (f && rc < 0)
+            f->setError(e);
+        else if (f)
+            f->markCompleted(c10::IValue(outputs_));
     }
 
   private:
+    enum { kRunning, kOk, kFailed };
     /* outputs_: the future's value; dst_[i] gets src_[i] (a contiguous
      * scratch) before completion; keep_: inputs borrowed until then */
-    std::vector<at::Tensor> outputs_, dst_, src_, keep_;
-    std::string what_, copy_error_;
+    Tensors outputs_, dst_, src_, keep_;
+    std::shared_ptr<const std::string> what_;
+    std::string copy_error_;
     std::atomic<int> src_rank_{-1};
-    c10::intrusive_ptr<c10::ivalue::Future> fut_;
+    std::mutex fut_mu_; /* fut_, state_, error_ */
+    c10::intrusive_ptr<Future> fut_;
+    int state_ = kRunning;
+    std::exception_ptr error_;
 };
 
 /* The C side: complete the Work whose reference retain() took, then drop
@@ -131,17 +198,329 @@ uintptr_t retain(const c10::intrusive_ptr<FcclWork> &w)
         c10::intrusive_ptr<FcclWork>(w).release());
 }
 
+/* The fccl codes of torch's dtypes and reductions, -1 where fccl has
+ * none; set once by fccl.torch (_pg.py) from the extension's tables. */
+struct Codes {
+    std::vector<int> dtype; /* by at::ScalarType */
+    std::vector<int> redop; /* by c10d::ReduceOp::RedOpType */
+};
+Codes codes;
+
+int code_of(const std::vector<int> &table, size_t i)
+{
+    return i < table.size() ? table[i] : -1;
+}
+
+class ProcessGroupCpp : public c10d::ProcessGroup {
+  public:
+    using c10d::ProcessGroup::ProcessGroup;
+
+    ~ProcessGroupCpp() override
+    {
+        if (queue_obj_ && Py_IsInitialized()) {
+            py::gil_scoped_acquire gil;
+            Py_DECREF(queue_obj_);
+        }
+    }
+
+    /* Attach the group's TorchQueue (kept alive here: C++ callers may
+     * hold the group longer than Python does); suffix names the group in
+     * messages (" on group 'ID' (fccl name)"). */
+    void attach(py::object queue, py::capsule hot, const std::string &suffix)
+    {
+        py::capsule h = queue.attr("handle");
+        void *q = PyCapsule_GetPointer(h.ptr(), TQ_QUEUE_CAPSULE);
+        void *fn = PyCapsule_GetPointer(hot.ptr(), TQ_HOT_CAPSULE);
+        if (!q || !fn)
+            throw py::error_already_set();
+        Py_XDECREF(queue_obj_);
+        queue_obj_ = queue.release().ptr();
+        queue_ = q;
+        hot_ = reinterpret_cast<tq_hot_fn>(fn);
+        for (int op = 0; op < TQ_NUM_OPS; op++)
+            names_[op].reset();
+        suffix_ = suffix;
+    }
+
+    const std::string getBackendName() const override { return "fccl"; }
+
+    /* ---- the hot path: one contiguous CPU tensor each ---- */
+
+    WorkPtr allreduce(Tensors &tensors,
+                      const c10d::AllreduceOptions &opts) override
+    {
+        int dt, red;
+        if (tensors.size() == 1 && plain(tensors[0], &dt) &&
+            reduction(opts.reduceOp, tensors[0], &red)) {
+            void *p = tensors[0].data_ptr();
+            return submit(tensors, {TQ_ALL_REDUCE, p, p, count(tensors[0]),
+                                    dt, red, 0});
+        }
+        return python("_allreduce_list", tensors, opts);
+    }
+
+    WorkPtr broadcast(Tensors &tensors,
+                      const c10d::BroadcastOptions &opts) override
+    {
+        int dt;
+        if (tensors.size() == 1 && plain(tensors[0], &dt) &&
+            opts.rootRank >= 0 && opts.rootRank < getSize()) {
+            void *p = tensors[0].data_ptr();
+            return submit(tensors, {TQ_BROADCAST, nullptr, p,
+                                    count(tensors[0]), dt, 0,
+                                    static_cast<int>(opts.rootRank)});
+        }
+        return python("_broadcast_py", tensors, opts);
+    }
+
+    WorkPtr _allgather_base(at::Tensor &out, at::Tensor &in,
+                            const c10d::AllgatherOptions &opts) override
+    {
+        int dt, odt;
+        if (plain(in, &dt) && plain(out, &odt) && dt == odt &&
+            out.numel() == in.numel() * getSize())
+            return submit({out}, {TQ_ALL_GATHER, in.data_ptr(),
+                                  out.data_ptr(), count(in), dt, 0, 0});
+        return python("_allgather_base_py", out, in, opts);
+    }
+
+    WorkPtr _reduce_scatter_base(at::Tensor &out, at::Tensor &in,
+                                 const c10d::ReduceScatterOptions &opts) override
+    {
+        int dt, idt, red;
+        if (plain(out, &dt) && plain(in, &idt) && dt == idt &&
+            in.numel() == out.numel() * getSize() &&
+            reduction(opts.reduceOp, out, &red))
+            return submit({out}, {TQ_REDUCE_SCATTER, in.data_ptr(),
+                                  out.data_ptr(), count(out), dt, red, 0});
+        return python("_reduce_scatter_base_py", out, in, opts);
+    }
+
+    /* ---- the rest: the Python subclass's ---- */
+
+    WorkPtr allreduce_coalesced(
+        Tensors &tensors, const c10d::AllreduceCoalescedOptions &opts) override
+    {
+        return python("allreduce_coalesced", tensors, opts);
+    }
+
+    WorkPtr reduce(Tensors &tensors, const c10d::ReduceOptions &opts) override
+    {
+        return python("reduce", tensors, opts);
+    }
+
+    WorkPtr allgather(std::vector<Tensors> &outs, Tensors &ins,
+                      const c10d::AllgatherOptions &opts) override
+    {
+        return python("allgather", outs, ins, opts);
+    }
+
+    WorkPtr allgather_coalesced(std::vector<Tensors> &outs, Tensors &ins,
+                                const c10d::AllgatherOptions &opts) override
+    {
+        return python("allgather_coalesced", outs, ins, opts);
+    }
+
+    WorkPtr gather(std::vector<Tensors> &outs, Tensors &ins,
+                   const c10d::GatherOptions &opts) override
+    {
+        return python("gather", outs, ins, opts);
+    }
+
+    WorkPtr scatter(Tensors &outs, std::vector<Tensors> &ins,
+                    const c10d::ScatterOptions &opts) override
+    {
+        return python("scatter", outs, ins, opts);
+    }
+
+    WorkPtr reduce_scatter(Tensors &outs, std::vector<Tensors> &ins,
+                           const c10d::ReduceScatterOptions &opts) override
+    {
+        return python("reduce_scatter", outs, ins, opts);
+    }
+
+    WorkPtr alltoall_base(at::Tensor &out, at::Tensor &in,
+                          std::vector<int64_t> &out_splits,
+                          std::vector<int64_t> &in_splits,
+                          const c10d::AllToAllOptions &opts) override
+    {
+        return python("alltoall_base", out, in, out_splits, in_splits, opts);
+    }
+
+    WorkPtr alltoall(Tensors &outs, Tensors &ins,
+                     const c10d::AllToAllOptions &opts) override
+    {
+        return python("alltoall", outs, ins, opts);
+    }
+
+    WorkPtr send(Tensors &tensors, int dst, int tag) override
+    {
+        return python("send", tensors, dst, tag);
+    }
+
+    WorkPtr recv(Tensors &tensors, int src, int tag) override
+    {
+        return python("recv", tensors, src, tag);
+    }
+
+    WorkPtr recvAnysource(Tensors &tensors, int tag) override
+    {
+        return python("recv_anysource", tensors, tag);
+    }
+
+    WorkPtr barrier(const c10d::BarrierOptions &opts) override
+    {
+        return python("barrier", opts);
+    }
+
+    /* ---- what only torch 2.x has (the one version-dependent part of
+     * this file; fccl/torch/_compat.py has Python's) ---- */
+#if TORCH_VERSION_MAJOR >= 2
+    WorkPtr allgather_into_tensor_coalesced(
+        Tensors &outs, Tensors &ins, const c10d::AllgatherOptions &opts) override
+    {
+        return python("allgather_into_tensor_coalesced", outs, ins, opts);
+    }
+
+    WorkPtr reduce_scatter_tensor_coalesced(
+        Tensors &outs, Tensors &ins,
+        const c10d::ReduceScatterOptions &opts) override
+    {
+        return python("reduce_scatter_tensor_coalesced", outs, ins, opts);
+    }
+
+    /* torch 2.x keeps a group's name in its per-device Backend, which a
+     * ProcessGroup subclass has none of ("ProcessGroup name not set" from
+     * functional collectives, DeviceMesh, DTensor): kept here.  torch
+     * sets them once, after the creator returns. */
+    const std::string &getGroupName() const override { return group_name_; }
+    void setGroupName(const std::string &n) override { group_name_ = n; }
+    const std::string &getGroupDesc() const override { return group_desc_; }
+    void setGroupDesc(const std::string &d) override { group_desc_ = d; }
+#endif
+
+  private:
+    /* A tensor the hot path takes as it is, with its fccl dtype; anything
+     * else goes to Python (which also raises the errors). */
+    static bool plain(const at::Tensor &t, int *dt)
+    {
+        if (!t.defined() || !t.device().is_cpu() ||
+            t.layout() != at::kStrided || !t.is_contiguous() ||
+            t.is_complex())
+            return false;
+        *dt = code_of(codes.dtype, static_cast<size_t>(t.scalar_type()));
+        return *dt >= 0;
+    }
+
+    /* fccl's code of a reduction fccl has and t's dtype allows. */
+    static bool reduction(const c10d::ReduceOp &r, const at::Tensor &t,
+                          int *red)
+    {
+        auto op = static_cast<c10d::ReduceOp::RedOpType>(r);
+        *red = code_of(codes.redop, static_cast<size_t>(op));
+        if (*red < 0)
+            return false;
+        auto st = t.scalar_type();
+        bool bitwise = op == c10d::ReduceOp::BAND ||
+                       op == c10d::ReduceOp::BOR || op == c10d::ReduceOp::BXOR;
+        if (bitwise && at::isFloatingType(st))
+            return false;
+        return !(op == c10d::ReduceOp::AVG && st == at::kBool);
+    }
+
+    static size_t count(const at::Tensor &t)
+    {
+        return static_cast<size_t>(t.numel());
+    }
+
+    /* "allreduce on group 'ID' (fccl name)", made once per operation */
+    const std::shared_ptr<const std::string> &name(int op)
+    {
+        std::lock_guard<std::mutex> g(names_mu_);
+        auto &n = names_[op];
+        if (!n)
+            n = std::make_shared<const std::string>(
+                std::string(kNames[op]) + suffix_);
+        return n;
+    }
+
+    WorkPtr submit(const Tensors &outputs, const tq_hot_args &a)
+    {
+        if (!hot_)
+            throw std::runtime_error("fccl: the process group has no queue");
+        auto w = c10::make_intrusive<FcclWork>(outputs, name(a.op));
+        void *ref = reinterpret_cast<void *>(retain(w));
+        char err[1400];
+        int rc;
+        if (PyGILState_Check()) { /* a caller holding the GIL */
+            py::gil_scoped_release nogil;
+            rc = hot_(queue_, ref, &a, err, sizeof err);
+        } else {
+            rc = hot_(queue_, ref, &a, err, sizeof err);
+        }
+        if (rc == TQ_HOT_UNUSABLE)
+            throw std::runtime_error(err);
+        if (rc < 0)
+            throw std::invalid_argument(err); /* ValueError, as from Python */
+        return w;
+    }
+
+    /* The Python subclass's method `name` for the rest of an operation. */
+    template <typename... Args>
+    WorkPtr python(const char *name, Args &&...args)
+    {
+        py::gil_scoped_acquire gil;
+        py::function f = py::get_override(
+            static_cast<const ProcessGroupCpp *>(this), name);
+        if (!f)
+            throw std::runtime_error(std::string("fccl: ") + name +
+                                     " is not supported");
+        return f(std::forward<Args>(args)...).template cast<WorkPtr>();
+    }
+
+    /* torch's names of the hot operations, for messages */
+    static constexpr const char *kNames[TQ_NUM_OPS] = {
+        "barrier", "broadcast", "reduce", "allreduce",
+        "all_gather_into_tensor", "allgather", "reduce_scatter_tensor",
+        "reduce_scatter", "gather", "scatter", "all_to_all_single",
+        "all_to_all"};
+
+    PyObject *queue_obj_ = nullptr;
+    void *queue_ = nullptr;
+    tq_hot_fn hot_ = nullptr;
+    std::string suffix_;
+    std::mutex names_mu_;
+    std::shared_ptr<const std::string> names_[TQ_NUM_OPS];
+#if TORCH_VERSION_MAJOR >= 2
+    std::string group_name_, group_desc_;
+#endif
+};
+
 } // namespace
 
 PYBIND11_MODULE(_work, m)
 {
-    m.doc() = "fccl.torch's c10d Work (see _work.cpp)";
+    m.doc() = "fccl.torch's c10d Work and process group base (_work.cpp)";
     py::class_<FcclWork, c10d::Work, c10::intrusive_ptr<FcclWork>>(m, "Work")
-        .def(py::init<std::vector<at::Tensor>, std::vector<at::Tensor>,
-                      std::vector<at::Tensor>, std::vector<at::Tensor>,
-                      std::string>(),
+        .def(py::init<Tensors, Tensors, Tensors, Tensors, std::string>(),
              py::arg("outputs"), py::arg("dst"), py::arg("src"),
-             py::arg("keep"), py::arg("what"));
+             py::arg("keep"), py::arg("what"))
+        /* torch's wait, less the GIL's release and retake when the Work
+         * has ended already (a small collective run inline) */
+        .def("wait",
+             [](FcclWork &w, std::chrono::milliseconds timeout) {
+                 if (w.isCompleted())
+                     return w.wait(timeout);
+                 py::gil_scoped_release nogil;
+                 return w.wait(timeout);
+             },
+             py::arg("timeout") = kNoTimeout);
+    py::class_<ProcessGroupCpp, c10d::ProcessGroup,
+               c10::intrusive_ptr<ProcessGroupCpp>>(m, "ProcessGroupCpp")
+        .def(py::init<int, int>(), py::arg("rank"), py::arg("size"))
+        .def("_attach", &ProcessGroupCpp::attach, py::arg("queue"),
+             py::arg("hot"), py::arg("suffix"),
+             "Run the hot collectives on this TorchQueue");
     m.def("retain", &retain,
           "A reference to the Work for fccl_work_complete (an address)");
     m.def("complete",
@@ -155,6 +534,17 @@ PYBIND11_MODULE(_work, m)
           },
           py::arg("work"), py::arg("rc"), py::arg("msg") = "",
           py::arg("src") = -1);
+    m.def("set_codes",
+          [](std::vector<int> dtype, std::vector<int> redop) {
+              codes.dtype = std::move(dtype);
+              codes.redop = std::move(redop);
+          },
+          py::arg("dtype"), py::arg("redop"),
+          "fccl's dtype codes by at::ScalarType and reduction codes by "
+          "RedOpType (-1: none), for the hot path");
+    m.def("scalar_type",
+          [](const at::Tensor &t) { return static_cast<int>(t.scalar_type()); },
+          "A tensor's at::ScalarType as a number (for set_codes)");
     m.attr("complete_fn") = py::capsule(
         reinterpret_cast<void *>(&fccl_work_complete), "fccl_work_complete");
 }

@@ -121,13 +121,31 @@ def test_async_get_future(rank, size):
     assert w.is_completed() and torch.equal(x, torch.stack(ins).sum(0))
 
 
-def test_dispatcher_only_call_raises(rank, size):
-    """A call torch makes only through its dispatcher (which needs a C++
-    Backend for "cpu") fails loudly, never returns its output unchanged."""
+def test_dispatcher_only_calls(rank, size):
+    """Calls torch makes only through its dispatcher ops (as compiled code
+    does) reach the group's C++ methods (ProcessGroupCpp, _work.cpp) and
+    give the right results; with a Python-only group they raised "No
+    backend type associated with device type cpu"."""
+    f = torch.ops._c10d_functional
+    name = dist.group.WORLD.group_name
     out = torch.zeros(2 * size)
-    with pytest.raises(RuntimeError, match="No backend type"):
-        torch.ops._c10d_functional.all_gather_into_tensor_out(
-            torch.ones(2), size, dist.group.WORLD.group_name, out=out)
+    f.all_gather_into_tensor_out(torch.full((2,), float(rank)), size, name,
+                                 out=out)
+    f.wait_tensor(out)
+    assert torch.equal(out, torch.arange(size, dtype=torch.float32)
+                       .repeat_interleave(2))
+    x = torch.arange(2 * size, dtype=torch.float32) + rank
+    total = torch.arange(2 * size, dtype=torch.float32) * size + \
+        sum(range(size))
+    r = f.wait_tensor(f.reduce_scatter_tensor(x, "sum", size, name))
+    assert torch.equal(r, total[2 * rank:2 * rank + 2])
+    a = f.wait_tensor(f.all_reduce(x, "sum", name))
+    assert torch.equal(a, total)
+    t = f.wait_tensor(f.all_to_all_single(x, [2] * size, [2] * size, name))
+    want = torch.cat([torch.arange(2 * rank, 2 * rank + 2,
+                                   dtype=torch.float32) + s
+                      for s in range(size)])
+    assert torch.equal(t, want)
 
 
 def test_group_names(rank, size):
