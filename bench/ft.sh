@@ -63,9 +63,17 @@ one() {
     gloo) job=("$RUN" --no-kill -n "$N" /usr/bin/python3 "$ROOT/bench/ft_gloo.py"
                "$(free_port)" "$(free_port)") ;;
     esac
+    kill_victim "${job[@]}"
+    summary "$t_kill" $((N - 1)) "$tmp"
+}
+
+# kill_victim JOB...: run the job into $tmp, SIGKILL rank VICTIM once all
+# N ranks loop, wait for the job; sets t_kill (us since the epoch).
+kill_victim() {
+    local jpid pid
     : >"$tmp" # now, not in the background child (see ft_soak.sh)
-    timeout -k 5 300 "${job[@]}" >>"$tmp" 2>&1 &
-    local jpid=$!
+    timeout -k 5 300 "$@" >>"$tmp" 2>&1 &
+    jpid=$!
     for _ in $(seq 3600); do
         [ "$(grep -c ' looping' "$tmp")" -ge "$N" ] && break
         sleep 0.05
@@ -75,7 +83,6 @@ one() {
     t_kill=$(date +%s%6N)
     kill -9 "$pid"
     wait "$jpid"
-    summary "$t_kill" $((N - 1)) "$tmp"
 }
 
 median() { sort -n | awk '{a[NR]=$1} END {print NR ? a[int((NR+1)/2)] : "-"}'; }
@@ -197,20 +204,8 @@ col() { printf '%s\n' "${rows[@]}" | grep -v incomplete | awk -v c="$1" '$c != "
 # fccl_init's opening); the first correct all_reduce of the grown group
 # on every rank, from the kill.
 grow_one() {
-    local prov=$1 pid t_kill
-    : >"$tmp" # now, not in the background child (see ft_soak.sh)
-    timeout -k 5 300 "$RUN" --respawn 1 -n "$N" --provider "$prov" \
-        "$HELPER" grow >>"$tmp" 2>&1 &
-    local jpid=$!
-    for _ in $(seq 3600); do
-        [ "$(grep -c ' looping' "$tmp")" -ge "$N" ] && break
-        sleep 0.05
-    done
-    sleep 0.3
-    pid=$(sed -n "s/^\[$VICTIM\] R$VICTIM pid \([0-9]*\) looping.*/\1/p" "$tmp" | head -n1)
-    t_kill=$(date +%s%6N)
-    kill -9 "$pid"
-    wait "$jpid"
+    local prov=$1 t_kill
+    kill_victim "$RUN" --respawn 1 -n "$N" --provider "$prov" "$HELPER" grow
     awk -v t0="$t_kill" -v n="$N" '
         / GROW / { if ($(NF-1) > gc) gc = $(NF-1); if ($NF > gr) gr = $NF }
         / NEWCOMER / { nr = $(NF-1); if ($NF > gr) gr = $NF }

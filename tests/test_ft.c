@@ -19,26 +19,12 @@
 #include <string.h>
 
 #include "lib/etcd.h"
+#include "lib/ftlines.h"
 #include "lib/proc.h"
 #include "lib/srv.h"
 
 #define TCP "tcp;ofi_rxm"
 #define N 6
-
-/* The rest of rank r's line that starts with "R<r> <key>" ("" if none). */
-static void line_of(const char *out, int r, const char *key, char *buf,
-                    size_t len)
-{
-    char want[96];
-    snprintf(want, sizeof(want), "] R%d %s", r, key);
-    th_line_at(out, want, 2, buf, len);
-}
-
-static long long num_after(const char *line, const char *key)
-{
-    const char *p = strstr(line, key);
-    return p ? atoll(p + strlen(key)) : -1;
-}
 
 /* Run the job on the store at `store` (NULL: one fccl-run starts);
  * returns fccl-run's exit status, *out its output. */
@@ -60,39 +46,22 @@ static int job(const char *prov, const char *peer_s, const char *args,
     return job_on(NULL, prov, peer_s, args, out);
 }
 
+/* No /dev/shm file of any rank is left, and every rank printed its pid. */
+static void expect_shm_clean(const char *out)
+{
+    cr_assert(th_expect_shm_clean(out) >= N, "not every rank printed its "
+              "pid:\n%s", out);
+}
+
 /* fccl_<n>_<sha1 of "a_b_c">, computed by sha1sum, of 0..N-1 without
  * `gone` and `gone2` (-1: none). */
 static void expected_name(int gone, int gone2, char *name, size_t len)
 {
-    char list[64] = "", cmd[160], *out = NULL;
-    size_t off = 0;
-    int n = 0;
+    int ranks[N], n = 0;
     for (int r = 0; r < N; r++)
         if (r != gone && r != gone2)
-            off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%d",
-                                    n++ ? "_" : "", r);
-    snprintf(cmd, sizeof(cmd), "printf %s | sha1sum | cut -c1-40", list);
-    cr_assert_eq(th_sh(cmd, 10, &out), 0);
-    out[strcspn(out, "\n")] = '\0';
-    snprintf(name, len, "fccl_%d_%s", n, out);
-    free(out);
-}
-
-/* No /dev/shm file of any rank ("R<r> pid <pid>") is left. */
-static void expect_shm_clean(const char *out)
-{
-    for (int r = 0; r < N; r++) {
-        char line[128], cmd[160], *ls = NULL;
-        line_of(out, r, "pid ", line, sizeof(line));
-        long long pid = num_after(line, "pid ");
-        cr_assert(pid > 0, "rank %d printed no pid:\n%s", r, out);
-        snprintf(cmd, sizeof(cmd), "ls /dev/shm | grep -c '^%lld:'; "
-                 "rm -f /dev/shm/%lld:*", pid, pid);
-        th_sh(cmd, 10, &ls);
-        cr_expect(atoi(ls) == 0, "rank %d (pid %lld) left %s file(s) in "
-                  "/dev/shm", r, pid, ls);
-        free(ls);
-    }
+            ranks[n++] = r;
+    th_group_name(ranks, n, name, len);
 }
 
 /* Every rank but `gone` and `gone2` (-1: none) shrank to the same group
@@ -109,24 +78,24 @@ static void expect_shrunk(const char *out, int gone, int gone2,
     for (int r = 0; r < N; r++) {
         if (r == gone || r == gone2)
             continue;
-        line_of(out, r, "SHRINK ", line, sizeof(line));
+        th_rank_line(out, r, "SHRINK ", line, sizeof(line));
         snprintf(want, sizeof(want), "rc success size %d name %s", size,
                  name);
         cr_expect(strstr(line, want), "rank %d: want \"%s\" in \"%s\":\n%s",
                   r, want, line, out);
-        long long c = num_after(line, "call "), t = num_after(line, "ret ");
+        long long c = th_num_after(line, "call "), t = th_num_after(line, "ret ");
         last_call = c > last_call ? c : last_call;
         last_ret = t > last_ret ? t : last_ret;
-        line_of(out, r, "AGREED ", line, sizeof(line));
+        th_rank_line(out, r, "AGREED ", line, sizeof(line));
         snprintf(want, sizeof(want), "AGREED %d %s", N - size, failed);
         cr_expect(strstr(line, want), "rank %d: want \"%s\", got \"%s\"", r,
                   want, line);
-        line_of(out, r, "NEWGROUP ok rank ", line, sizeof(line));
-        cr_expect(num_after(line, "rank ") ==
+        th_rank_line(out, r, "NEWGROUP ok rank ", line, sizeof(line));
+        cr_expect(th_num_after(line, "rank ") ==
                       r - (gone >= 0 && r > gone) - (gone2 >= 0 && r > gone2),
                   "rank %d: the survivors keep their order: \"%s\"\n%s", r,
                   line, out);
-        line_of(out, r, "FINALIZE ", line, sizeof(line));
+        th_rank_line(out, r, "FINALIZE ", line, sizeof(line));
         cr_expect(line[0], "rank %d did not return from finalize:\n%s", r,
                   out);
     }
@@ -200,17 +169,17 @@ static void kill_in_shrink_job(const char *prov, int v1, int v2, int ms)
     for (int r = 0; r < N; r++) {
         if (r == v1 || r == v2)
             continue;
-        line_of(out, r, "FINAL ", line, sizeof(line));
+        th_rank_line(out, r, "FINAL ", line, sizeof(line));
         snprintf(want, sizeof(want), "FINAL size %d name %s rank %d", N - 2,
                  name, r - (r > v1) - (r > v2));
         cr_expect(strstr(line, want), "rank %d: want \"%s\", got \"%s\":\n%s",
                   r, want, line, out);
-        line_of(out, r, "GONE ", line, sizeof(line));
+        th_rank_line(out, r, "GONE ", line, sizeof(line));
         snprintf(want, sizeof(want), "GONE [%d,%d]", v1 < v2 ? v1 : v2,
                  v1 < v2 ? v2 : v1);
         cr_expect(strstr(line, want), "rank %d: want \"%s\", got \"%s\"", r,
                   want, line);
-        line_of(out, r, "FINALIZE ", line, sizeof(line));
+        th_rank_line(out, r, "FINALIZE ", line, sizeof(line));
         cr_expect(line[0], "rank %d did not return from finalize:\n%s", r,
                   out);
     }
@@ -256,23 +225,23 @@ static void revoke_job(const char *prov)
     char *out = NULL, line[600];
     int st = job(prov, "0", "revoke", &out);
     cr_expect_eq(st, 0, "exit %d:\n%s", st, out);
-    line_of(out, 0, "REVOKED at ", line, sizeof(line));
-    long long t0 = num_after(line, "at ");
+    th_rank_line(out, 0, "REVOKED at ", line, sizeof(line));
+    long long t0 = th_num_after(line, "at ");
     cr_assert(t0 > 0 && strstr(line, "rc 0"), "%s", out);
     for (int r = 1; r < N; r++) {
-        line_of(out, r, "RELEASED ", line, sizeof(line));
+        th_rank_line(out, r, "RELEASED ", line, sizeof(line));
         cr_expect(strstr(line, r == 1 ? "RELEASED recv" : "RELEASED barrier")
                       && strstr(line, "status group revoked") &&
                       strstr(line, "revoked by rank 0 (world 0)"),
                   "rank %d: \"%s\"\n%s", r, line, out);
-        long long dt = num_after(line, "at ") - t0;
+        long long dt = th_num_after(line, "at ") - t0;
         cr_expect(dt >= 0 && dt < 1000000, "rank %d released %lld us after "
                   "the revoke (bound 1 s)", r, dt);
         fprintf(stderr, "revoke on %s: rank %d released after %.2f ms\n",
                 prov, r, dt / 1e3);
     }
     for (int r = 0; r < N; r++) {
-        line_of(out, r, "NEXT ", line, sizeof(line));
+        th_rank_line(out, r, "NEXT ", line, sizeof(line));
         cr_expect(strstr(line, "NEXT group revoked") &&
                       strstr(line, "revoked by"),
                   "rank %d's next call: \"%s\"", r, line);
@@ -324,7 +293,7 @@ static long long etcd_revision(const struct etcd_cluster *cl)
     char *out = NULL;
     long long rev = -1;
     if (etcd_cluster_ctl(cl, "endpoint status -w json", &out) == 0)
-        rev = num_after(out, "\"revision\":");
+        rev = th_num_after(out, "\"revision\":");
     free(out);
     return rev;
 }

@@ -15,24 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/ftlines.h"
 #include "lib/proc.h"
 
 #define TCP "tcp;ofi_rxm"
 #define N 6
-
-static void line_of(const char *out, int r, const char *key, char *buf,
-                    size_t len)
-{
-    char want[96];
-    snprintf(want, sizeof(want), "] R%d %s", r, key);
-    th_line_at(out, want, 2, buf, len);
-}
-
-static long long num_after(const char *line, const char *key)
-{
-    const char *p = strstr(line, key);
-    return p ? atoll(p + strlen(key)) : -1;
-}
 
 static int job(const char *prov, const char *args, char **out)
 {
@@ -42,40 +29,6 @@ static int job(const char *prov, const char *args, char **out)
              "%s/grow_check %s", prov, th_bin_dir(), N, th_testbin_dir(),
              args);
     return th_sh(cmd, 120, out);
-}
-
-/* fccl_<n>_<sha1 of "a_b_c">, by sha1sum, of the n ascending ranks. */
-static void expected_name(const int *ranks, int n, char *name, size_t len)
-{
-    char list[64] = "", cmd[160], *out = NULL;
-    size_t off = 0;
-    for (int i = 0; i < n; i++)
-        off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%d",
-                                i ? "_" : "", ranks[i]);
-    snprintf(cmd, sizeof(cmd), "printf %s | sha1sum | cut -c1-40", list);
-    cr_assert_eq(th_sh(cmd, 10, &out), 0);
-    out[strcspn(out, "\n")] = '\0';
-    snprintf(name, len, "fccl_%d_%s", n, out);
-    free(out);
-}
-
-/* No /dev/shm file of any process that printed "R<r> pid <pid>" is left
- * (the respawned rank printed two). */
-static void expect_shm_clean(const char *out)
-{
-    for (const char *p = strstr(out, "] R"); p; p = strstr(p + 1, "] R")) {
-        int r;
-        long long pid;
-        if (sscanf(p, "] R%d pid %lld", &r, &pid) != 2)
-            continue;
-        char cmd[160], *ls = NULL;
-        snprintf(cmd, sizeof(cmd), "ls /dev/shm | grep -c '^%lld:'; "
-                 "rm -f /dev/shm/%lld:*", pid, pid);
-        th_sh(cmd, 10, &ls);
-        cr_expect(atoi(ls) == 0, "rank %d (pid %lld) left %s file(s) in "
-                  "/dev/shm", r, pid, ls);
-        free(ls);
-    }
 }
 
 /* The grown group's member list: the survivors in order, then `victim`. */
@@ -101,34 +54,34 @@ static void respawn_job(const char *prov, int victim, int rounds)
     int all[N];
     for (int r = 0; r < N; r++)
         all[r] = r;
-    expected_name(all, N, name, sizeof(name));
+    th_group_name(all, N, name, sizeof(name));
     grown_members(victim, members, sizeof(members));
     long long last_call = 0, last_ret = 0;
     for (int r = 0; r < N; r++) {
         int grank = r == victim ? N - 1 : r - (r > victim);
-        line_of(out, r, "GROWN rank", line, sizeof(line));
+        th_rank_line(out, r, "GROWN rank", line, sizeof(line));
         snprintf(want, sizeof(want), "GROWN rank %d size %d name %s members "
                  "[%s]", grank, N, name, members);
         cr_expect(strstr(line, want), "rank %d: want \"%s\" in \"%s\":\n%s",
                   r, want, line, out);
-        line_of(out, r, "GROWN ok", line, sizeof(line));
+        th_rank_line(out, r, "GROWN ok", line, sizeof(line));
         cr_expect(line[0], "rank %d: the grown group's checks:\n%s", r, out);
-        line_of(out, r, "FINALIZE ", line, sizeof(line));
+        th_rank_line(out, r, "FINALIZE ", line, sizeof(line));
         cr_expect(line[0], "rank %d did not return from finalize", r);
-        line_of(out, r, r == victim ? "REJOIN " : "GROW call ", line,
+        th_rank_line(out, r, r == victim ? "REJOIN " : "GROW call ", line,
                 sizeof(line));
         cr_expect(strstr(line, "rc success"), "rank %d: \"%s\"\n%s", r, line,
                   out);
         if (r == victim)
             cr_expect(strstr(line, "rejoin 1 world 6"), "\"%s\"", line);
-        long long c = num_after(line, "call "), t = num_after(line, "ret ");
+        long long c = th_num_after(line, "call "), t = th_num_after(line, "ret ");
         last_call = c > last_call ? c : last_call;
         last_ret = t > last_ret ? t : last_ret;
     }
     fprintf(stderr, "grow on %s (rank %d respawned): %.2f ms from the last "
             "call (grow or the newcomer's fccl_init) to the last return\n",
             prov, victim, (last_ret - last_call) / 1e3);
-    expect_shm_clean(out);
+    th_expect_shm_clean(out);
     free(out);
 }
 
@@ -152,10 +105,10 @@ static void grow_kill_job(const char *prov, int victim, int killer)
     char dead_k[32], dead_v[32];
     snprintf(dead_k, sizeof(dead_k), "rank %d ", killer);
     snprintf(dead_v, sizeof(dead_v), "rank %d ", victim);
-    line_of(out, victim, "REJOIN ", line, sizeof(line));
+    th_rank_line(out, victim, "REJOIN ", line, sizeof(line));
     cr_expect(strstr(line, "rc peer failed"), "newcomer: \"%s\"\n%s", line,
               out);
-    line_of(out, victim, "REJOINFAIL ", line, sizeof(line));
+    th_rank_line(out, victim, "REJOINFAIL ", line, sizeof(line));
     cr_expect(strstr(line, dead_k), "the newcomer names rank %d: \"%s\"",
               killer, line);
     /* the survivors' grow: failed, naming the killed rank or the newcomer
@@ -166,25 +119,25 @@ static void grow_kill_job(const char *prov, int victim, int killer)
             group[n++] = r;
     for (int i = 0; i < n; i++) {
         int r = group[i];
-        line_of(out, r, "GROW call ", line, sizeof(line));
+        th_rank_line(out, r, "GROW call ", line, sizeof(line));
         cr_expect(strstr(line, "rc peer failed"), "rank %d: \"%s\"\n%s", r,
                   line, out);
-        line_of(out, r, "GROWFAIL ", line, sizeof(line));
+        th_rank_line(out, r, "GROWFAIL ", line, sizeof(line));
         cr_expect(strstr(line, dead_k) || strstr(line, dead_v),
                   "rank %d names no dead rank: \"%s\"", r, line);
-        line_of(out, r, "RESHRUNK ", line, sizeof(line));
+        th_rank_line(out, r, "RESHRUNK ", line, sizeof(line));
         char want[400], lst[64] = "";
         size_t off = 0;
         for (int j = 0; j < n; j++)
             off += (size_t)snprintf(lst + off, sizeof(lst) - off, "%s%d",
                                     j ? "," : "", group[j]);
-        expected_name(group, n, name, sizeof(name));
+        th_group_name(group, n, name, sizeof(name));
         snprintf(want, sizeof(want), "RESHRUNK rank %d size %d name %s "
                  "members [%s]", i, n, name, lst);
         cr_expect(strstr(line, want), "rank %d: want \"%s\" in \"%s\"\n%s",
                   r, want, line, out);
     }
-    expect_shm_clean(out);
+    th_expect_shm_clean(out);
     free(out);
 }
 
@@ -205,7 +158,7 @@ static void twice_job(const char *prov, int k1, int k2)
     int all[N], order[N], n = 0;
     for (int r = 0; r < N; r++)
         all[r] = r;
-    expected_name(all, N, name, sizeof(name));
+    th_group_name(all, N, name, sizeof(name));
     for (int r = 0; r < N; r++) /* the first grow's order, without k2 */
         if (r != k1 && r != k2)
             order[n++] = r;
@@ -218,16 +171,16 @@ static void twice_job(const char *prov, int k1, int k2)
                                 i ? "," : "", order[i]);
     for (int i = 0; i < N; i++) {
         int r = order[i];
-        line_of(out, r, "GROWN2 ", line, sizeof(line));
+        th_rank_line(out, r, "GROWN2 ", line, sizeof(line));
         snprintf(want, sizeof(want), "GROWN2 rank %d size %d name %s "
                  "members [%s]", i, N, name, lst);
         cr_expect(strstr(line, want), "rank %d: want \"%s\" in \"%s\"\n%s",
                   r, want, line, out);
-        line_of(out, r, "FINALIZE ", line, sizeof(line));
+        th_rank_line(out, r, "FINALIZE ", line, sizeof(line));
         cr_expect(line[0], "rank %d did not finalize:\n%s", r, out);
     }
     cr_expect(!strstr(out, "WRONG"), "%s", out);
-    expect_shm_clean(out);
+    th_expect_shm_clean(out);
     free(out);
 }
 
@@ -254,9 +207,9 @@ static void pair_job(const char *prov)
     int all[N];
     for (int r = 0; r < N; r++)
         all[r] = r;
-    expected_name(all, N, name, sizeof(name));
+    th_group_name(all, N, name, sizeof(name));
     for (int r = 0; r < N; r++) {
-        line_of(out, r, "GROWN rank", line, sizeof(line));
+        th_rank_line(out, r, "GROWN rank", line, sizeof(line));
         const char *m = strstr(line, "members [");
         cr_assert(m && strstr(line, name), "rank %d: \"%s\"\n%s", r, line,
                   out);
@@ -272,12 +225,12 @@ static void pair_job(const char *prov)
         for (int i = 0; i < N; i++)
             if (order[i] == r)
                 place = i;
-        cr_expect_eq(num_after(line, "GROWN rank "), place, "rank %d: \"%s\"",
+        cr_expect_eq(th_num_after(line, "GROWN rank "), place, "rank %d: \"%s\"",
                      r, line);
-        line_of(out, r, "GROWN ok", line, sizeof(line));
+        th_rank_line(out, r, "GROWN ok", line, sizeof(line));
         cr_expect(line[0], "rank %d: the grown group's checks:\n%s", r, out);
     }
-    expect_shm_clean(out);
+    th_expect_shm_clean(out);
     free(out);
 }
 
@@ -302,16 +255,16 @@ Test(grow, newcomer_never_comes, .timeout = 180)
     for (int r = 0; r < 4; r++) {
         if (r == 2)
             continue;
-        line_of(out, r, "GROW call ", line, sizeof(line));
-        long long ms = (num_after(line, "ret ") - num_after(line, "call "))
+        th_rank_line(out, r, "GROW call ", line, sizeof(line));
+        long long ms = (th_num_after(line, "ret ") - th_num_after(line, "call "))
                        / 1000;
         cr_expect(strstr(line, "rc timed out") && ms >= 2900 && ms < 20000,
                   "rank %d: a timeout after ~3 s: \"%s\" (%lld ms)\n%s", r,
                   line, ms, out);
-        line_of(out, r, "GROWFAIL ", line, sizeof(line));
+        th_rank_line(out, r, "GROWFAIL ", line, sizeof(line));
         cr_expect(strstr(line, "newcomer 1 of 1 (number 1) did not come"),
                   "rank %d: \"%s\"", r, line);
-        line_of(out, r, "RESHRUNK ", line, sizeof(line));
+        th_rank_line(out, r, "RESHRUNK ", line, sizeof(line));
         cr_expect(strstr(line, "size 3"), "rank %d: \"%s\"\n%s", r, line,
                   out);
     }
@@ -328,19 +281,19 @@ Test(grow, rejoin_without_grow, .timeout = 180)
              "nogrow 1", th_bin_dir(), th_testbin_dir());
     int st = th_sh(cmd, 120, &out);
     cr_expect_eq(st, 1, "the respawn's failed init: exit %d:\n%s", st, out);
-    line_of(out, 1, "REJOIN ", line, sizeof(line));
-    long long ms = (num_after(line, "ret ") - num_after(line, "call ")) / 1000;
+    th_rank_line(out, 1, "REJOIN ", line, sizeof(line));
+    long long ms = (th_num_after(line, "ret ") - th_num_after(line, "call ")) / 1000;
     cr_expect(strstr(line, "rc timed out") && ms >= 2900 && ms < 20000,
               "\"%s\" (%lld ms)\n%s", line, ms, out);
-    line_of(out, 1, "REJOINFAIL ", line, sizeof(line));
+    th_rank_line(out, 1, "REJOINFAIL ", line, sizeof(line));
     cr_expect(strstr(line, "was not taken in") &&
                   strstr(line, "no member called fccl_group_grow"),
               "\"%s\"", line);
     for (int r = 0; r < 4; r++) {
-        line_of(out, r, "NOGROW done", line, sizeof(line));
+        th_rank_line(out, r, "NOGROW done", line, sizeof(line));
         cr_expect(r == 1 || line[0], "rank %d:\n%s", r, out);
     }
-    expect_shm_clean(out);
+    th_expect_shm_clean(out);
     free(out);
 }
 
