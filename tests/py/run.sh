@@ -66,7 +66,8 @@ run() { # NAME COMMAND...: run it, count it, show the tail on failure
 single_process() {
     cd "$ROOT/tests/py" || exit 1
     run "py single-process" "${PYTEST[@]}" test_store.py test_fault.py \
-        test_ft.py test_grow.py test_install.py test_torch_idle_cpu.py
+        test_ft.py test_grow.py test_elastic.py test_install.py \
+        test_torch_idle_cpu.py
 }
 # The quick tier runs the single-process suites beside the launches below
 # (both mostly wait on children and timeouts) and prints their report
