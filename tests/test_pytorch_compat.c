@@ -814,3 +814,58 @@ Test(compat, pytorch_our_legacy_client_against_pytorch_server)
     fccl_store_close(s);
     srv_stop(&srv);
 }
+
+/* Sets "late1".."late3", 300 ms apart, on its own handle. */
+static void *set_late(void *arg)
+{
+    fccl_store_t *w = arg;
+    const char *k[3] = {"late1", "late2", "late3"};
+    for (int i = 0; i < 3; i++) {
+        usleep(300 * 1000);
+        if (fccl_store_set(w, k[i], "v", 1) < 0)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+/* torch 2.x's classic server (Debian 13's, no libuv) closes the
+ * connection on a GET or MULTI_GET of a missing key: our modern client
+ * must WAIT first there (sc_fetch_pipelined), or a blocking get of a key
+ * not yet set fails with "server closed the connection". */
+Test(compat, pytorch_our_modern_client_waits_on_pytorch_server)
+{
+    NEED_TORCH();
+    if (torch_is_1x())
+        cr_skip("torch 1.x's server speaks the legacy dialect only");
+    start_pytorch(&srv);
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = srv.addr;
+    o.timeout_ms = 10000;
+    fccl_store_t *s, *w;
+    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK, "%s",
+                 fccl_last_error());
+    cr_assert_eq(fccl_store_connect(&o, &w), FCCL_OK, "%s",
+                 fccl_last_error());
+    void *v;
+    size_t len;
+    cr_assert_eq(fccl_store_get(s, "never", &v, &len, 200), FCCL_ERR_TIMEOUT,
+                 "%s", fccl_last_error());
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, set_late, w), 0);
+    cr_assert_eq(fccl_store_get(s, "late1", &v, &len, 5000), FCCL_OK, "%s",
+                 fccl_last_error());
+    want_val(FCCL_OK, v, len, "v");
+    const char *k[2] = {"late2", "late3"};
+    void *vals[2];
+    size_t lens[2];
+    cr_assert_eq(fccl_store_multi_get(s, k, 2, vals, lens, 5000), FCCL_OK,
+                 "%s", fccl_last_error());
+    want_val(FCCL_OK, vals[0], lens[0], "v");
+    want_val(FCCL_OK, vals[1], lens[1], "v");
+    void *ret;
+    pthread_join(t, &ret);
+    cr_assert_null(ret);
+    fccl_store_close(w);
+    fccl_store_close(s);
+}

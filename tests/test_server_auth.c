@@ -119,7 +119,10 @@ Test(auth, auth_required_locks_out_unauthenticated_requests)
     start(&s, 1, 0);
     expect_cli(s.port, "", "--token-file rw set k v", 0, NULL);
     expect_cli(s.port, "", "ping", 0, NULL);
+    /* Our client reads the hello's "needs a token" before a GET's request
+     * goes out (sc_fetch_pipelined) and refuses it itself. */
     expect_cli(s.port, "", "get k", 4, "--auth-required");
+    expect_cli(s.port, "", "set k2 v", 4, "--auth-required");
     cr_assert(srv_log_wait(&s, "before authentication (auth-required",
                            TH_IO_MS));
     /* A PyTorch-style (raw) client: PING answered, GETNUMKEYS closes. */

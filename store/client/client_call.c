@@ -453,3 +453,13 @@ int sc_read_bytes(struct sc_call *k, void **val, size_t *len,
         *len = (size_t)n;
     return FCCL_OK;
 }
+
+int sc_fetch_pipelined(struct sc_call *k)
+{
+    if (k->c->dialect != DIALECT_MODERN)
+        return 0;
+    int rc = sc_hello_reply(k->c, k->io_deadline);
+    if (rc < 0)
+        return sc_fail(k, rc);
+    return k->c->peer == SC_PEER_FCCL;
+}

@@ -136,6 +136,15 @@ void sc_put_keys(struct sc_call *k, const char *const *keys, size_t n);
 /* Send everything in c->out with one send() and reset it. */
 int sc_flush(struct sc_call *k);
 
+/* May GET or MULTI_GET go out behind a CHECK in one send (one round trip
+ * when the keys exist)?  Only where a missing key reads as an empty value:
+ * tcpstore-server (it acknowledged the hello; read now if still due).
+ * PyTorch's classic server (2.x without libuv, Debian 13's) closes the
+ * connection on a GET or MULTI_GET of a missing key, and a legacy
+ * connection has no CHECK-then-fetch either.  1 yes, 0 no, or the hello
+ * reply's error (already applied to the call, sc_fail). */
+int sc_fetch_pipelined(struct sc_call *k);
+
 /*
  * Send the reply-less write(s) in c->out (SET, APPEND, MULTI_SET,
  * QUEUE_PUSH) followed by a fence whose reply tells their outcome:

@@ -3,8 +3,8 @@
  * The modern dialect has MULTI_GET/MULTI_SET; on the legacy one (PyTorch
  * 1.13 has neither) multi_get is one WAIT for all keys followed by N GETs
  * in one send, and multi_set is N SETs in one send.  As for get
- * (client_ops.c), the modern multi_get first sends CHECK+MULTI_GET in one
- * send, one round trip when every key exists.
+ * (client_ops.c), multi_get on tcpstore-server first sends CHECK+MULTI_GET
+ * in one send, one round trip when every key exists (sc_fetch_pipelined).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -95,8 +95,9 @@ static int multi_get_once(fccl_store_t *s, const char *const *keys, size_t n,
         return rc;
     uint64_t dl = sc_call_deadline(&k, timeout_ms);
     struct values_out v = {vals, lens, n};
-    int ready = 0;
-    if (k.c->dialect == DIALECT_MODERN) {
+    int ready = 0, piped;
+    CHECK_GOTO(piped = sc_fetch_pipelined(&k), rc, done);
+    if (piped) {
         CHECK_GOTO(fetch_if_present(&k, keys, &v, &ready), rc, done);
         if (ready)
             goto done;

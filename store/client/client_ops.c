@@ -68,10 +68,10 @@ static int put_get(struct sc_call *k, const char *key)
     return rc;
 }
 
-/* Modern dialect: CHECK and GET in one send, so a key that exists (the
- * common case) costs one round trip.  The GET's reply is only meaningful
- * when the CHECK said READY (a missing key reads as an empty value); the
- * legacy dialect cannot do this, a 1.13 server closes the connection on a
+/* CHECK and GET in one send, so a key that exists (the common case) costs
+ * one round trip.  The GET's reply is only meaningful when the CHECK said
+ * READY (a missing key reads as an empty value); only where
+ * sc_fetch_pipelined says so: PyTorch's servers close the connection on a
  * GET of a missing key. */
 static int get_if_present(struct sc_call *k, const char *key, void **val,
                           size_t *len, int *ready)
@@ -101,8 +101,9 @@ static int get_once(fccl_store_t *s, const char *key, void **val, size_t *len,
         return rc;
     uint64_t dl = sc_call_deadline(&k, timeout_ms);
     const char *keys[1] = {key};
-    int ready = 0;
-    if (k.c->dialect == DIALECT_MODERN) {
+    int ready = 0, piped;
+    CHECK_GOTO(piped = sc_fetch_pipelined(&k), rc, out);
+    if (piped) {
         CHECK_GOTO(get_if_present(&k, key, val, len, &ready), rc, out);
         if (ready)
             goto out;
