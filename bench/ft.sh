@@ -99,10 +99,9 @@ one_host_table() {
             for _ in $(seq "$ROUNDS"); do
                 rows+=("$(one "$sys" "$prov")")
             done
-            bad=$(printf '%s\n' "${rows[@]}" | grep -c incomplete)
             label=$prov
             [ "$sys" = gloo ] && label="gloo (tcp)"
-            echo "| $sys | $label | $(col 1) | $(col 2) | $(col 4) | $(col 3) |$([ "$bad" -gt 0 ] && echo " $bad of $ROUNDS runs incomplete")"
+            row "$sys" "$label" 1 2 4 3
         done
     done
     echo
@@ -182,11 +181,10 @@ netns_table() {
                 port=$((port + 1)) # a fresh store port each run
                 rows+=("$(ns_one "$prov" "$fault" "$port")")
             done
-            bad=$(printf '%s\n' "${rows[@]}" | grep -c incomplete)
             label="rank $NS_VICTIM killed"
             [ "$fault" = host ] && label="host 2's $NS_PER ranks killed"
             [ "$prov" = mixed ] && prov="mixed (shm + tcp;ofi_rxm)"
-            echo "| $label | $prov | $(col 1) | $(col 2) | $(col 4) | $(col 3) |$([ "$bad" -gt 0 ] && echo " $bad of $ROUNDS runs incomplete")"
+            row "$label" "$prov" 1 2 4 3
         done
     done
     echo
@@ -194,6 +192,17 @@ netns_table() {
 }
 
 col() { printf '%s\n' "${rows[@]}" | grep -v incomplete | awk -v c="$1" '$c != "-" {print $c}' | median; }
+
+# row LABEL PROVIDER COLUMN...: a table row of the medians of rows'
+# COLUMNs, and how many runs were incomplete, if any.
+row() {
+    local line="| $1 | $2 |" c bad
+    shift 2
+    for c in "$@"; do line="$line $(col "$c") |"; done
+    bad=$(printf '%s\n' "${rows[@]}" | grep -c incomplete)
+    [ "$bad" -gt 0 ] && line="$line $bad of $ROUNDS runs incomplete"
+    echo "$line"
+}
 
 # Grow (issue 37): the same kill under fccl-run --respawn 1; the survivors
 # shrink, then fccl_group_grow(shrunk, 1) takes the respawned rank back in
@@ -225,9 +234,7 @@ grow_table() {
         for _ in $(seq "$ROUNDS"); do
             rows+=("$(grow_one "$prov")")
         done
-        gcol() { printf '%s\n' "${rows[@]}" | grep -v incomplete | awk -v c="$1" '{print $c}' | median; }
-        bad=$(printf '%s\n' "${rows[@]}" | grep -c incomplete)
-        echo "| grow | $prov | $(gcol 1) | $(gcol 2) | $(gcol 3) |$([ "$bad" -gt 0 ] && echo " $bad of $ROUNDS runs incomplete")"
+        row grow "$prov" 1 2 3
     done
     echo
     echo "grow: N=$N, rank $VICTIM SIGKILLed and respawned by fccl-run --respawn 1, median of $ROUNDS runs (target: grow 100 ms)"

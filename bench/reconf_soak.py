@@ -29,7 +29,7 @@ from reconf import start_store  # noqa: E402  (bench/reconf.py)
 WORKER_TIMEOUT_S = 10
 
 
-def killed_configure(drv, ps, addr, rng):
+def killed_configure(ps, addr, rng):
     """configure all of ps on addr, SIGKILL one at a random moment;
     returns (victim index, survivors' answers)."""
     victim = rng.randrange(len(ps))
@@ -60,7 +60,7 @@ def one_round(store, env, rng, r):
         ps = drv.start(4)
         drv.configure(ps, f"{store}/r{r}a")
         drv.all(ps, lambda i, p: ["check", r])
-        victim, answers = killed_configure(drv, ps, f"{store}/r{r}b", rng)
+        victim, answers = killed_configure(ps, f"{store}/r{r}b", rng)
         ok = sum(1 for a in answers.values() if a.get("ok"))
         surv = [p for i, p in enumerate(ps) if i != victim]
         t = drv.configure(surv, f"{store}/r{r}c")

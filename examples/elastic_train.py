@@ -78,7 +78,7 @@ def train_step(model, group, step):
         mine[s] = shard_grad(model, step, s).numpy()
     every = np.empty((n, SHARDS, nparam), np.float32)
     fccl.all_gather_into_tensor(every, mine, group=group)
-    g = every[0 % n, 0].copy()
+    g = every[0, 0].copy()  # shard 0 is member 0's
     for s in range(1, SHARDS):
         g = g + every[s % n, s]
     flat = flat_params(model).numpy() - np.float32(LR / (SHARDS * SHARD_N)) * g

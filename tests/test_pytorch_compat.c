@@ -647,6 +647,20 @@ static struct th_result cli(const char *addr, const char *dialect,
 /* PyTorch 1.13's client never sends a byte on its second connection and
  * spins on it once the server closes it (issue 33): past the handshake
  * timeout that connection is kept, and the client stays idle. */
+/* A store handle on srv (10 s timeout) in `dialect`. */
+static fccl_store_t *connect_srv(fccl_dialect_t dialect)
+{
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = srv.addr;
+    o.timeout_ms = 10000;
+    o.dialect = dialect;
+    fccl_store_t *s = NULL;
+    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK, "%s",
+                 fccl_last_error());
+    return s;
+}
+
 Test(compat, pytorch_client_keeps_its_silent_connection)
 {
     TH_LONG_CASE("an idle torch client for seconds");
@@ -669,12 +683,7 @@ Test(compat, pytorch_torch_client_against_our_server)
 {
     NEED_TORCH();
     srv_start_local(&srv, NULL);
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = srv.addr;
-    o.timeout_ms = 10000;
-    fccl_store_t *s;
-    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK);
+    fccl_store_t *s = connect_srv(FCCL_DIALECT_MODERN);
     cr_assert_eq(fccl_store_set(s, "from_c", "C\0side", 6), FCCL_OK);
 
     struct th_result r = py(srv.addr, "ops", NULL, NULL);
@@ -726,14 +735,7 @@ Test(compat, pytorch_our_legacy_client_against_pytorch_server)
     if (!torch_is_1x())
         cr_skip("torch 2.x's server speaks the modern dialect only");
     start_pytorch(&srv);
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = srv.addr;
-    o.timeout_ms = 10000;
-    o.dialect = FCCL_DIALECT_LEGACY;
-    fccl_store_t *s;
-    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK, "%s",
-                 fccl_last_error());
+    fccl_store_t *s = connect_srv(FCCL_DIALECT_LEGACY);
     void *v;
     size_t len;
     int64_t n;
@@ -804,7 +806,9 @@ Test(compat, pytorch_our_legacy_client_against_pytorch_server)
     th_expect_out(cli(srv.addr, "legacy", "num-keys", NULL, NULL), 0, "4\n", 2);
     th_expect_out(cli(srv.addr, "legacy", "ping", NULL, NULL), 2, "", 0);
     /* The modern dialect fails against 1.13, saying what to do. */
-    o.dialect = FCCL_DIALECT_MODERN;
+    fccl_store_opts_t o;
+    fccl_store_opts_init(&o);
+    o.addr = srv.addr;
     o.timeout_ms = 2000;
     cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK);
     int rc = fccl_store_get(s, "n", &v, &len, 1000);
@@ -838,15 +842,8 @@ Test(compat, pytorch_our_modern_client_waits_on_pytorch_server)
     if (torch_is_1x())
         cr_skip("torch 1.x's server speaks the legacy dialect only");
     start_pytorch(&srv);
-    fccl_store_opts_t o;
-    fccl_store_opts_init(&o);
-    o.addr = srv.addr;
-    o.timeout_ms = 10000;
-    fccl_store_t *s, *w;
-    cr_assert_eq(fccl_store_connect(&o, &s), FCCL_OK, "%s",
-                 fccl_last_error());
-    cr_assert_eq(fccl_store_connect(&o, &w), FCCL_OK, "%s",
-                 fccl_last_error());
+    fccl_store_t *s = connect_srv(FCCL_DIALECT_MODERN);
+    fccl_store_t *w = connect_srv(FCCL_DIALECT_MODERN);
     void *v;
     size_t len;
     cr_assert_eq(fccl_store_get(s, "never", &v, &len, 200), FCCL_ERR_TIMEOUT,

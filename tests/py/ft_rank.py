@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 import fccl
+from group_checks import check_collectives
 
 fccl.init_process_group()
 r, n = fccl.get_rank(), fccl.get_world_size()
@@ -26,14 +27,7 @@ def go_on(exclude=None):
     g = fccl.shrink_group(world, exclude)
     members = fccl.get_process_group_ranks(g)
     failed = fccl.get_failed_ranks(world)
-    x = np.full(7, r + 1, np.int64)
-    fccl.all_reduce(x, group=g)
-    want = sum(m + 1 for m in members)
-    assert (x == want).all(), (x, want)
-    root = members[-1]
-    y = np.arange(5, dtype=np.float32) + (r if r == root else -100)
-    fccl.broadcast(y, root, group=g)
-    assert (y == np.arange(5, dtype=np.float32) + root).all(), y
+    check_collectives(g, members, r)
     fccl.barrier(group=g)
     print(f"R{r} SHRUNK {g} members {members} failed {failed} ok",
           flush=True)

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 import fccl
+from group_checks import check_collectives
 
 victim = int(sys.argv[1])
 rejoining = fccl.is_rejoining()
@@ -41,14 +42,7 @@ want_name = "fccl_%d_%s" % (len(members), hashlib.sha1("_".join(
     str(m) for m in sorted(members)).encode()).hexdigest())
 assert rejoining or grown == want_name, (grown, want_name)
 assert fccl.get_process_group_ranks(want_name) == members
-x = np.full(9, r + 1, np.int64)
-fccl.all_reduce(x, group=grown)
-want = sum(m + 1 for m in members)
-assert (x == want).all(), (x, want)
-root = members[-1]
-y = np.arange(6, dtype=np.float64) + (r if r == root else -100)
-fccl.broadcast(y, root, group=grown)
-assert (y == np.arange(6, dtype=np.float64) + root).all(), y
+check_collectives(grown, members, r)
 print(f"R{r} GROWN {grown if not rejoining else 'world'} rank "
       f"{fccl.get_group_rank(grown, r)} members {members} ok", flush=True)
 fccl.destroy_process_group()
