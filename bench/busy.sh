@@ -9,8 +9,8 @@
 # under load, LOAD_JOBS (default: one per CPU) busy loops at normal
 # priority started by this script and killed after the block, then idle.
 # Under load: "new" (NEW_BIN, its default policy), "old" (OLD_BIN's
-# default), "spinX" (OLD_BIN with FCCL_SPIN_US=X for X in SPINS, default
-# "5 200 5000": today's rule with that fixed value), Open MPI (vader) and
+# default), "spinX" (NEW_BIN with FCCL_SPIN_US=X for X in SPINS, default
+# "5 200 5000": the same build with that fixed value), Open MPI (vader) and
 # MPICH; idle: new, old, Open MPI, MPICH.  MPICH is left out at more
 # ranks than CPUs (MPICH_OVERSUB=1 keeps it): its ch4:ucx takes 8-60 ms a
 # call there and is never the best MPI.  Iterations: 100 at 8 B, 50 at
@@ -41,7 +41,7 @@ one() { # system op n size -> time in us
     local args="-o $2 -b $4 -e $4 -n $(iters_for "$4") -w 3" dir=$NEW spin=""
     case $1 in
     new|old|spin*)
-        [ "$1" != new ] && dir=$OLD
+        [ "$1" = old ] && dir=$OLD
         case $1 in spin*) spin=${1#spin} ;; esac
         setsid -w env ${spin:+FCCL_SPIN_US=$spin} timeout 180 "$dir/fccl-run" -n "$3" \
             --provider shm --no-prefix "$dir/fccl-bench" -d float32 -r sum \

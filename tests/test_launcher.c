@@ -5,7 +5,8 @@
  * always failing, one killed by a signal, ^C never restarted, two nodes
  * restarting together through the store and leaving no key, an fccl job
  * whose restart gets a fresh job id), --bind-to core (read back from
- * /proc/self/status in the ranks), msrun's variables set for the ranks and
+ * /proc/self/status in the ranks), a session per rank with a terminal's
+ * ^C passed on, msrun's variables set for the ranks and
  * read by env:// in a 2-rank job started without fccl-run.
  */
 #include <criterion/criterion.h>
@@ -263,6 +264,58 @@ Test(fccl_run, interrupt_is_not_restarted)
     cr_expect_eq(r.status, 130, "exit %d: %s", r.status, r.err);
     cr_expect(!strstr(r.out, "seen-0-1"), "%s", r.out);
     th_result_free(&r);
+}
+
+/* Run `n` ranks under "setsid fccl-run", each printing its pid and
+ * session; then a ^C to the terminal's process group (the launcher's).
+ * Fills pid[] and sid[] and returns the launcher's exit status. */
+static int sessions_of_ranks(int n, long *pid, long *sid, long *launcher)
+{
+    char script[4096];
+    snprintf(script, sizeof(script),
+             "setsid %s/fccl-run -n %d sh -c "
+             "'echo sid-$RANK-$$-$(cut -d\" \" -f6 /proc/$$/stat); "
+             "exec sleep 30' & p=$!; echo launcher-$p; "
+             "sleep 1.5; kill -INT -$p; wait $p",
+             bin_dir, n);
+    struct th_result r = run_sh(script, 60);
+    const char *at = strstr(r.out, "launcher-");
+    cr_assert(at && sscanf(at + 9, "%ld", launcher) == 1, "%s", r.out);
+    for (int rank = 0; rank < n; rank++) {
+        char key[32];
+        snprintf(key, sizeof(key), "sid-%d-", rank);
+        at = strstr(r.out, key);
+        cr_assert(at && sscanf(at + strlen(key), "%ld-%ld", &pid[rank],
+                               &sid[rank]) == 2,
+                  "rank %d printed no session: %s", rank, r.out);
+    }
+    int status = r.status;
+    th_result_free(&r);
+    return status;
+}
+
+/* Ranks that fit the CPUs each lead a session of their own (the CPU share
+ * autogroup scheduling gives a session; bind.c), so a ^C to the terminal's
+ * process group reaches only fccl-run, which passes it on: the ranks end
+ * by SIGINT and the launcher exits 130.  One rank more than the CPUs: all
+ * stay in the launcher's session. */
+Test(fccl_run, ranks_lead_their_own_sessions_where_they_fit_the_cpus)
+{
+    long pid[64], sid[64], launcher;
+    cpu_set_t set;
+    cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+    int cpus = CPU_COUNT(&set);
+    int fit = cpus < 2 ? 1 : 2, over = cpus + 1;
+    cr_expect_eq(sessions_of_ranks(fit, pid, sid, &launcher), 130);
+    for (int r = 0; r < fit; r++)
+        cr_expect_eq(pid[r], sid[r], "rank %d (pid %ld) is in session %ld",
+                     r, pid[r], sid[r]);
+    if (over > 64)
+        return; /* a machine this large: the rest costs too many ranks */
+    cr_expect_eq(sessions_of_ranks(over, pid, sid, &launcher), 130);
+    for (int r = 0; r < over; r++)
+        cr_expect_eq(sid[r], launcher, "rank %d of %d is in session %ld, "
+                     "the launcher's is %ld", r, over, sid[r], launcher);
 }
 
 /* Two launchers of one 2-node job on loopback, a plain server between

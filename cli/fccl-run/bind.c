@@ -68,6 +68,29 @@ static cpu_set_t *own_cpus(size_t *size, int *ncpu)
     return NULL;
 }
 
+/* With the kernel's autogroup scheduling (on by default) CPU is shared
+ * between sessions first, then between a session's tasks.  Ranks left in
+ * the launcher's session split one session's share against every other
+ * program: with other work on every core, 2 ranks got about a third of a
+ * core each (64 MiB all_gather, 2 ranks, two busy loops: 36 ms, 24 ms in
+ * sessions of their own; MPICH's mpirun starts its ranks so).  With more
+ * ranks than CPUs they stay together: their waiters yield to the rank
+ * they wait for, and sched_yield() only passes the CPU to a task of the
+ * same session (4 ranks, 2 cores, two busy loops: 8-byte all_reduce 9 us
+ * in one session, 2 ms in four).  bench/RESULTS.md, "Waiting on a busy
+ * machine, fourth pass". */
+int fr_own_sessions(int n)
+{
+    size_t size = 0;
+    int ncpu = 0;
+    cpu_set_t *own = own_cpus(&size, &ncpu);
+    if (!own)
+        return 0;
+    int fits = n <= CPU_COUNT_S(size, own);
+    CPU_FREE(own);
+    return fits;
+}
+
 /* Share the allowed CPUs out by core: cores in the order of their first
  * CPU; C cores, N ranks: rank r gets C/N consecutive cores from r*(C/N),
  * or core r mod C when N > C (wrap-around).  Prints one line per rank. */

@@ -115,6 +115,7 @@ struct launcher {
     int nnodes, node_rank, host_store;
     int max_restarts, attempt, bind_cores;
     int no_kill;              /* --no-kill: a failed rank stops no other */
+    int own_sessions;         /* each rank leads a session (fr_own_sessions) */
     int respawn;              /* --respawn N: a failed rank is started
                                  again, alone, up to N times */
     const char *store_addr, *provider, *fake_nodes, *job_opt, *log_dir;
@@ -190,6 +191,9 @@ int fr_open_logs(struct launcher *L);
 
 /* bind.c */
 int fr_plan_binding(struct launcher *L);
+/* 1 when each of the n ranks should lead a session of its own: they fit
+ * the CPUs this launcher may run on (bind.c says why). */
+int fr_own_sessions(int n);
 
 /* hosted.c */
 int fr_start_store(struct launcher *L, char *host, size_t hostlen,

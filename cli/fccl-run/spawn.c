@@ -74,6 +74,10 @@ static void exec_rank(struct launcher *L, int r, int out_fd, int err_fd)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != fr_launcher_pid)
         _exit(128 + SIGKILL);
+    /* a session of its own, where the ranks fit the CPUs (bind.c); the
+     * launcher passes on the signals a terminal sends its session */
+    if (L->own_sessions)
+        setsid();
     int g = L->node_rank * L->n + r;
     fr_set_env_int("RANK", g);
     fr_set_env_int("LOCAL_RANK", r);
@@ -95,6 +99,7 @@ static void exec_rank(struct launcher *L, int r, int out_fd, int err_fd)
     }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
@@ -177,6 +182,7 @@ void fr_install_signals(void)
     sigaction(SIGCHLD, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
 

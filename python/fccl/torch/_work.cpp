@@ -24,14 +24,19 @@
  * each straight to the group's queue (fccl/_fccl/torchq.c, through the
  * one entry of torchq_abi.h) with the GIL released; anything else (lists,
  * non-contiguous or complex tensors, the checks that raise) goes to the
- * Python method of the same job (_allreduce_list, _broadcast_py, ...).  Every other virtual method forwards to
- * the Python subclass's method, so C++ callers (DDP, functional
- * collectives) reach it too.  (torch's own trampoline, PyProcessGroup,
+ * Python method of the same job (_allreduce_list, _broadcast_py, ...).
+ * Every other virtual method forwards to the Python subclass's method, so
+ * C++ callers (DDP, functional collectives) reach it too.  (torch's own trampoline, PyProcessGroup,
  * cannot serve: it looks the Python object up as a ProcessGroup, which a
- * subclass of ProcessGroupCpp is not to pybind.)  The rest stays in
- * Python: those calls are rarer and their cost is in packing lists of
- * tensors, which C++ would not make cheaper.  One source for torch 1.13
- * and 2.x; what only 2.x has is in one #if block.
+ * subclass of ProcessGroupCpp is not to pybind.)  allreduce and broadcast
+ * are bound here again, in torch's forms: torch 1.13's bindings pass them
+ * through its dispatcher first, and dist.all_reduce's form of allreduce
+ * comes in through a plain CPython door (door_allreduce): an 8-byte
+ * dist.all_reduce took 6.4 us through torch's binding and 5.4 us through
+ * the door, in one process on a slow day (bench/RESULTS.md).  The rest
+ * stays in Python: those calls are rarer and their cost is in packing
+ * lists of tensors, which C++ would not make cheaper.  One source for
+ * torch 1.13 and 2.x; what only 2.x has is in one #if block.
  *
  * Completion without the GIL.  The queue's progress thread (plain C)
  * finishes queued operations and completes the Work through
@@ -40,6 +45,7 @@
  * (whose C++ callbacks, DDP's included, then run on that thread) and
  * waking waiters are all GIL-free.
  */
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/version.h>
@@ -48,6 +54,7 @@
 
 #include "../_fccl/torchq_abi.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -96,6 +103,9 @@ class FcclWork : public c10d::Work {
     }
 
     Tensors result() override { return outputs_; }
+
+    /* Ended without an error: then wait() has nothing to do. */
+    bool ended_well() const { return ok_.load(std::memory_order_acquire); }
 
     /* The base wait, with a timeout that names the operation. */
     bool wait(std::chrono::milliseconds timeout) override
@@ -161,6 +171,7 @@ class FcclWork : public c10d::Work {
             finish(e);
         else
             finish();
+        ok_.store(rc >= 0, std::memory_order_release);
         if (f && rc < 0)
             f->setError(e);
         else if (f)
@@ -175,6 +186,7 @@ class FcclWork : public c10d::Work {
     std::shared_ptr<const std::string> what_;
     std::string copy_error_;
     std::atomic<int> src_rank_{-1};
+    std::atomic<bool> ok_{false};
     std::mutex fut_mu_; /* fut_, state_, error_ */
     c10::intrusive_ptr<Future> fut_;
     int state_ = kRunning;
@@ -237,9 +249,10 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
         queue_obj_ = queue.release().ptr();
         queue_ = q;
         hot_ = reinterpret_cast<tq_hot_fn>(fn);
-        for (int op = 0; op < TQ_NUM_OPS; op++)
-            names_[op].reset();
         suffix_ = suffix;
+        for (int op = 0; op < TQ_NUM_OPS; op++)
+            names_[op] = std::make_shared<const std::string>(
+                std::string(kNames[op]) + suffix_);
     }
 
     const std::string getBackendName() const override { return "fccl"; }
@@ -433,15 +446,10 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
         return static_cast<size_t>(t.numel());
     }
 
-    /* "allreduce on group 'ID' (fccl name)", made once per operation */
-    const std::shared_ptr<const std::string> &name(int op)
+    /* "allreduce on group 'ID' (fccl name)", made by attach() */
+    const std::shared_ptr<const std::string> &name(int op) const
     {
-        std::lock_guard<std::mutex> g(names_mu_);
-        auto &n = names_[op];
-        if (!n)
-            n = std::make_shared<const std::string>(
-                std::string(kNames[op]) + suffix_);
-        return n;
+        return names_[op];
     }
 
     WorkPtr submit(const Tensors &outputs, const tq_hot_args &a)
@@ -489,12 +497,88 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
     void *queue_ = nullptr;
     tq_hot_fn hot_ = nullptr;
     std::string suffix_;
-    std::mutex names_mu_;
     std::shared_ptr<const std::string> names_[TQ_NUM_OPS];
 #if TORCH_VERSION_MAJOR >= 2
     std::string group_name_, group_desc_;
 #endif
 };
+
+constexpr auto kSum = c10d::ReduceOp::SUM;
+
+/* allreduce's door from Python.  dist.all_reduce calls
+ * pg.allreduce([tensor], opts): that one form is read here with the
+ * CPython calling convention, skipping pybind11's overload machinery
+ * (argument records, the list's conversion: about a third of a
+ * microsecond of a 3 us call); every other form goes to the bound
+ * overloads (forms_allreduce), which also raise the errors. */
+PyObject *forms_allreduce;
+
+PyObject *raise_current()
+{
+    try {
+        throw;
+    } catch (py::error_already_set &e) {
+        e.restore();
+    } catch (const std::invalid_argument &e) {
+        PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const c10::Error &e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+    } catch (const std::exception &e) {
+        PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+    return nullptr;
+}
+
+PyObject *door_allreduce(PyObject *self, PyObject *const *args,
+                         Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *t = nargs == 2 && !kwnames && PyList_CheckExact(args[0]) &&
+                          PyList_GET_SIZE(args[0]) == 1
+                      ? PyList_GET_ITEM(args[0], 0)
+                      : nullptr;
+    py::detail::make_caster<ProcessGroupCpp> pg;
+    py::detail::make_caster<c10d::AllreduceOptions> opts;
+    if (t && THPVariable_Check(t) && pg.load(self, false) &&
+        opts.load(args[1], false)) {
+        try {
+            Tensors ts{THPVariable_Unpack(t)};
+            WorkPtr w = py::detail::cast_op<ProcessGroupCpp &>(pg).allreduce(
+                ts, py::detail::cast_op<const c10d::AllreduceOptions &>(opts));
+            return py::cast(std::move(w)).release().ptr();
+        } catch (...) {
+            return raise_current();
+        }
+    }
+    /* the general door: self first, then the arguments as given */
+    size_t nkw = kwnames ? static_cast<size_t>(PyTuple_GET_SIZE(kwnames)) : 0;
+    std::vector<PyObject *> all(1 + static_cast<size_t>(nargs) + nkw);
+    all[0] = self;
+    std::copy(args, args + nargs + nkw, all.begin() + 1);
+    return PyObject_Vectorcall(forms_allreduce, all.data(),
+                               static_cast<size_t>(nargs) + 1, kwnames);
+}
+
+PyMethodDef door_allreduce_def = {
+    "allreduce", reinterpret_cast<PyCFunction>(
+                     reinterpret_cast<void (*)(void)>(door_allreduce)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "allreduce(tensors, opts) and torch's other forms (see the base class)"};
+
+/* Put the door in front of cls's bound allreduce overloads. */
+void install_door(py::object cls)
+{
+    auto *type = reinterpret_cast<PyTypeObject *>(cls.ptr());
+    PyObject *bound = PyDict_GetItemString(type->tp_dict, "allreduce");
+    if (!bound || !PyInstanceMethod_Check(bound))
+        throw std::runtime_error("fccl: no bound allreduce to put a door on");
+    forms_allreduce = PyInstanceMethod_GET_FUNCTION(bound);
+    Py_INCREF(forms_allreduce);
+    py::object door = py::reinterpret_steal<py::object>(
+        PyDescr_NewMethod(type, &door_allreduce_def));
+    if (!door)
+        throw py::error_already_set();
+    cls.attr("allreduce") = door;
+}
 
 } // namespace
 
@@ -509,6 +593,8 @@ PYBIND11_MODULE(_work, m)
          * has ended already (a small collective run inline) */
         .def("wait",
              [](FcclWork &w, std::chrono::milliseconds timeout) {
+                 if (w.ended_well())
+                     return true;
                  if (w.isCompleted())
                      return w.wait(timeout);
                  py::gil_scoped_release nogil;
@@ -516,11 +602,53 @@ PYBIND11_MODULE(_work, m)
              },
              py::arg("timeout") = kNoTimeout);
     py::class_<ProcessGroupCpp, c10d::ProcessGroup,
-               c10::intrusive_ptr<ProcessGroupCpp>>(m, "ProcessGroupCpp")
+               c10::intrusive_ptr<ProcessGroupCpp>>
+        pg_class(m, "ProcessGroupCpp");
+    pg_class
         .def(py::init<int, int>(), py::arg("rank"), py::arg("size"))
         .def("_attach", &ProcessGroupCpp::attach, py::arg("queue"),
              py::arg("hot"), py::arg("suffix"),
-             "Run the hot collectives on this TorchQueue");
+             "Run the hot collectives on this TorchQueue")
+        /* torch 1.13 binds allreduce and broadcast through its dispatcher
+         * (c10d::ops) before the virtual method: bound here straight to
+         * it, with torch's three forms each (a name defined here hides
+         * the base class's overloads). */
+        .def("allreduce",
+             [](ProcessGroupCpp &pg, Tensors &ts,
+                const c10d::AllreduceOptions &opts) {
+                 return pg.allreduce(ts, opts);
+             },
+             py::arg("tensors"), py::arg("opts") = c10d::AllreduceOptions())
+        .def("allreduce",
+             [](ProcessGroupCpp &pg, Tensors &ts, const c10d::ReduceOp &op) {
+                 c10d::AllreduceOptions o;
+                 o.reduceOp = op;
+                 return pg.allreduce(ts, o);
+             },
+             py::arg("tensors"), py::arg("op") = c10d::ReduceOp(kSum))
+        .def("allreduce",
+             [](ProcessGroupCpp &pg, at::Tensor &t, const c10d::ReduceOp &op) {
+                 c10d::AllreduceOptions o;
+                 o.reduceOp = op;
+                 Tensors ts{t};
+                 return pg.allreduce(ts, o);
+             },
+             py::arg("tensor"), py::arg("op") = c10d::ReduceOp(kSum))
+        .def("broadcast",
+             [](ProcessGroupCpp &pg, Tensors &ts,
+                const c10d::BroadcastOptions &opts) {
+                 return pg.broadcast(ts, opts);
+             },
+             py::arg("tensors"), py::arg("opts") = c10d::BroadcastOptions())
+        .def("broadcast",
+             [](ProcessGroupCpp &pg, at::Tensor &t, int root) {
+                 c10d::BroadcastOptions o;
+                 o.rootRank = root;
+                 Tensors ts{t};
+                 return pg.broadcast(ts, o);
+             },
+             py::arg("tensor"), py::arg("root"));
+    install_door(pg_class);
     m.def("retain", &retain,
           "A reference to the Work for fccl_work_complete (an address)");
     m.def("complete",

@@ -84,6 +84,42 @@ def test_all_reduce_tensor_list(rank, size):
         assert torch.equal(t, torch.full((3,), want))
 
 
+def test_process_group_call_forms(rank, size):
+    """torch's forms of ProcessGroup.allreduce and broadcast, which the
+    backend binds itself (a list and options, a list and an op, one
+    tensor and an op; a list and options, one tensor and a root), keyword
+    arguments, and the TypeError of a form torch does not have."""
+    pg = dist.distributed_c10d._get_default_group()
+    total = sum(r + 1 for r in range(size))
+    top = float(size)
+
+    def mine():
+        return torch.full((3,), float(rank + 1))
+
+    def check(x, want):
+        assert torch.equal(x, torch.full((3,), float(want))), (x, want)
+
+    o = dist.AllreduceOptions()
+    o.reduceOp = dist.ReduceOp.MAX
+    x = mine(); pg.allreduce([x], o).wait(); check(x, top)
+    x = mine(); pg.allreduce([x]).wait(); check(x, total)
+    x = mine(); pg.allreduce([x], dist.ReduceOp.MIN).wait(); check(x, 1)
+    x = mine(); pg.allreduce(x, dist.ReduceOp.MAX).wait(); check(x, top)
+    x = mine(); pg.allreduce(x).wait(); check(x, total)
+    x = mine(); pg.allreduce(tensors=[x], opts=o).wait(); check(x, top)
+    x = mine(); pg.allreduce(tensor=x, op=dist.ReduceOp.MIN).wait()
+    check(x, 1)
+    b = dist.BroadcastOptions()
+    b.rootRank = size - 1
+    x = mine(); pg.broadcast([x], b).wait(); check(x, size)
+    x = mine(); pg.broadcast([x]).wait(); check(x, 1)
+    x = mine(); pg.broadcast(x, size - 1).wait(); check(x, size)
+    with pytest.raises(TypeError, match="allreduce"):
+        pg.allreduce([mine()], "SUM")
+    with pytest.raises(TypeError, match="allreduce"):
+        pg.allreduce([1.0], o)
+
+
 def test_unsupported_dtype_names_it(rank):
     q = torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.quint8)
     with pytest.raises(RuntimeError, match="quint8"):
