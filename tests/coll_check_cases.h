@@ -181,6 +181,9 @@ static void m_blocks(struct rt *t, const size_t *counts, int nc, int smoke)
         run(t, TC("all_gather", F32, FCCL_SUM, 1025, "ring", .inplace = s));
         run(t, TC("all_gather", F32, FCCL_SUM, 7, "bruck", .inplace = s));
         run(t, TC("all_gather", F32, FCCL_SUM, 1025, "shm", .inplace = s));
+        /* blocks for the single copy beyond two ranks (up to 512 KiB) */
+        run(t, TC("all_gather", F32, FCCL_SUM, 40001, "shm", .inplace = s,
+                  .uneven = s - 1));
         /* blocks larger than a slot (2 MiB): several rounds, in place */
         if (!smoke)
             run(t, TC("all_gather", F32, FCCL_SUM, 600001, "shm",

@@ -13,17 +13,30 @@
  * out, where the transport needs (n-1)/n N of process_vm_readv (about half
  * memcpy's speed here) plus the N/n copy of the rank's own block.
  *
- * Two ranks with blocks beyond half a slot: a single copy through the
- * segment (shm/cma.c) where the members may read each other's memory.
- * Each rank exposes its block, reads the peer's straight out of the
- * peer's memory with process_vm_readv, and both end in one barrier: the handshake is a cache
+ * Two ranks with blocks beyond half a slot, or more ranks with blocks
+ * up to AG_SINGLE_MAX: a single copy through the segment (shm/cma.c)
+ * where the members may read each other's memory.  Each rank exposes its
+ * block, reads every peer's straight out of the peer's memory with
+ * process_vm_readv, and all end in one barrier: the handshake is a cache
  * line each way, where the transport's single copy (the ring) sends a
- * descriptor and a FIN message around it.  Both copy at once, each N/2
- * (bench/RESULTS.md, issue 28).  Without CMA, the ring.
+ * descriptor and a FIN message around it.  All copy at once (bench/
+ * RESULTS.md, issue 28).  Without CMA: two ranks take the ring, more
+ * the slots.
  */
 #include <string.h>
 
 #include "algos.h"
+
+/* Beyond two ranks, the single copy up to blocks of this size: it ends in
+ * one barrier where the slots take two, and with more ranks than cores
+ * each barrier waits for every rank to get a core (4 ranks on 2 cores,
+ * 1 MiB: 900-1,100 us through the slots, 280-380 us single copy, Open MPI
+ * 330-420; two busy loops: 700-3,400 against 400-420).  Larger blocks go
+ * through the slots, whose memcpy is faster than process_vm_readv (4
+ * ranks, 4 MiB: 830-1,150 against 970-1,270 us; 64 MiB: 21 against
+ * 32 ms).  bench/RESULTS.md, "all_gather's single copy beyond two
+ * ranks". */
+#define AG_SINGLE_MAX ((size_t)512 << 10)
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -45,24 +58,29 @@ static void copy_out(struct coll_seg *s, const struct coll_layout *l, int me,
     }
 }
 
-/* Two ranks, large blocks, CMA.  I expose my block where it is read
- * from: the input when not in place (its lines are clean; read out of my
- * output, just written by the copy below, they would come from my
- * core's cache: 1 MiB 2 ranks 89 us against 70), else its place in the
- * output. */
+/* Large blocks, CMA.  I expose my block where it is read from: the
+ * input when not in place (its lines are clean; read out of my output,
+ * just written by the copy below, they would come from my core's cache:
+ * 1 MiB 2 ranks 89 us against 70), else its place in the output.  Then I
+ * read every peer's block, beginning with the next member up (the n
+ * readers start on n different buffers), and one barrier ends the call. */
 static int single_copy(struct coll_run *run, struct coll_seg *s,
                        const struct coll_layout *l, const unsigned char *own,
                        unsigned char *out)
 {
-    int me = coll_seg_rank(s), q = 1 - me;
+    int me = coll_seg_rank(s), n = coll_seg_size(s);
     size_t len = lay_bytes(l, me);
     coll_seg_expose(s, own ? own : out + lay_boff(l, me), len, 0);
     if (own)
         memcpy(out + lay_boff(l, me), own, len);
-    int rc = coll_seg_wait_exposed(run, s, q);
-    if (rc >= 0)
-        rc = coll_seg_pull(run, s, q, 0, out + lay_boff(l, q),
-                           lay_bytes(l, q));
+    int rc = FCCL_OK;
+    for (int i = 1; i < n && rc >= 0; i++) {
+        int q = (me + i) % n;
+        rc = coll_seg_wait_exposed(run, s, q);
+        if (rc >= 0)
+            rc = coll_seg_pull(run, s, q, 0, out + lay_boff(l, q),
+                               lay_bytes(l, q));
+    }
     int brc = coll_seg_barrier(run, s);
     return rc < 0 ? rc : brc;
 }
@@ -95,12 +113,12 @@ int coll_allgather_shm(struct coll_run *run)
         return coll_allgather_ring(run);
     size_t big = max_block(&l), slot = coll_seg_slot_bytes(s);
     int tiny = big <= COLL_SHM_SMALL && big <= slot / 2, cma = 0;
-    if (!tiny && g->size == 2) {
-        /* decided by both at once; before my block moves, which the
+    if (!tiny && (g->size == 2 || big <= AG_SINGLE_MAX)) {
+        /* decided by all at once; before my block moves, which the
          * ring does itself */
         if ((cma = coll_seg_cma(run, s)) < 0)
             return cma;
-        if (!cma)
+        if (!cma && g->size == 2)
             return coll_allgather_ring(run);
     }
     /* in place, my block is moved to its final place first; then it is
