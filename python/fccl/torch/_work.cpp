@@ -26,17 +26,18 @@
  * non-contiguous or complex tensors, the checks that raise) goes to the
  * Python method of the same job (_allreduce_list, _broadcast_py, ...).
  * Every other virtual method forwards to the Python subclass's method, so
- * C++ callers (DDP, functional collectives) reach it too.  (torch's own trampoline, PyProcessGroup,
- * cannot serve: it looks the Python object up as a ProcessGroup, which a
- * subclass of ProcessGroupCpp is not to pybind.)  allreduce and broadcast
+ * C++ callers (DDP, functional collectives) reach it too.  (torch's own
+ * trampoline, PyProcessGroup, cannot serve: it looks the Python object up
+ * as a ProcessGroup, which a subclass of ProcessGroupCpp is not to
+ * pybind.)  allreduce and broadcast
  * are bound here again, in torch's forms: torch 1.13's bindings pass them
  * through its dispatcher first, and dist.all_reduce's form of allreduce
- * comes in through a plain CPython door (door_allreduce): an 8-byte
- * dist.all_reduce took 6.4 us through torch's binding and 5.4 us through
- * the door, in one process on a slow day (bench/RESULTS.md).  The rest
- * stays in Python: those calls are rarer and their cost is in packing
- * lists of tensors, which C++ would not make cheaper.  One source for
- * torch 1.13 and 2.x; what only 2.x has is in one #if block.
+ * (and wait) comes in through a plain CPython door (door_allreduce): an
+ * 8-byte dist.all_reduce took 6.4 us through torch's binding and 5.4 us
+ * through the door, in one process on a slow day (bench/RESULTS.md).  The
+ * rest stays in Python: those calls are rarer and their cost is in
+ * packing lists of tensors, which C++ would not make cheaper.  One source
+ * for torch 1.13 and 2.x; what only 2.x has is in one #if block.
  *
  * Completion without the GIL.  The queue's progress thread (plain C)
  * finishes queued operations and completes the Work through
@@ -505,13 +506,15 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
 
 constexpr auto kSum = c10d::ReduceOp::SUM;
 
-/* allreduce's door from Python.  dist.all_reduce calls
- * pg.allreduce([tensor], opts): that one form is read here with the
- * CPython calling convention, skipping pybind11's overload machinery
- * (argument records, the list's conversion: about a third of a
- * microsecond of a 3 us call); every other form goes to the bound
- * overloads (forms_allreduce), which also raise the errors. */
-PyObject *forms_allreduce;
+/* Doors from Python for the two calls every dist.all_reduce makes.  The
+ * common form is read here with the CPython calling convention, skipping
+ * pybind11's overload machinery (argument records, the list's conversion:
+ * about a third of a microsecond of a 3 us call); every other form goes
+ * to the bound overloads behind the door (forms_*), which also raise the
+ * errors:
+ * - allreduce([tensor], opts), from dist.all_reduce;
+ * - wait() on a Work that ended well (then there is nothing to wait for). */
+PyObject *forms_allreduce, *forms_wait;
 
 PyObject *raise_current()
 {
@@ -527,6 +530,18 @@ PyObject *raise_current()
         PyErr_SetString(PyExc_RuntimeError, e.what());
     }
     return nullptr;
+}
+
+/* The bound overloads: self first, then the arguments as given. */
+PyObject *through_forms(PyObject *forms, PyObject *self, PyObject *const *args,
+                        Py_ssize_t nargs, PyObject *kwnames)
+{
+    size_t nkw = kwnames ? static_cast<size_t>(PyTuple_GET_SIZE(kwnames)) : 0;
+    std::vector<PyObject *> all(1 + static_cast<size_t>(nargs) + nkw);
+    all[0] = self;
+    std::copy(args, args + nargs + nkw, all.begin() + 1);
+    return PyObject_Vectorcall(forms, all.data(),
+                               static_cast<size_t>(nargs) + 1, kwnames);
 }
 
 PyObject *door_allreduce(PyObject *self, PyObject *const *args,
@@ -549,35 +564,52 @@ PyObject *door_allreduce(PyObject *self, PyObject *const *args,
             return raise_current();
         }
     }
-    /* the general door: self first, then the arguments as given */
-    size_t nkw = kwnames ? static_cast<size_t>(PyTuple_GET_SIZE(kwnames)) : 0;
-    std::vector<PyObject *> all(1 + static_cast<size_t>(nargs) + nkw);
-    all[0] = self;
-    std::copy(args, args + nargs + nkw, all.begin() + 1);
-    return PyObject_Vectorcall(forms_allreduce, all.data(),
-                               static_cast<size_t>(nargs) + 1, kwnames);
+    return through_forms(forms_allreduce, self, args, nargs, kwnames);
+}
+
+PyObject *door_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                    PyObject *kwnames)
+{
+    py::detail::make_caster<FcclWork> w;
+    if (nargs == 0 && !kwnames && w.load(self, false) &&
+        py::detail::cast_op<FcclWork &>(w).ended_well())
+        Py_RETURN_TRUE;
+    return through_forms(forms_wait, self, args, nargs, kwnames);
+}
+
+template <PyObject *(*Door)(PyObject *, PyObject *const *, Py_ssize_t,
+                            PyObject *)>
+PyCFunction as_cfunction()
+{
+    return reinterpret_cast<PyCFunction>(
+        reinterpret_cast<void (*)(void)>(Door));
 }
 
 PyMethodDef door_allreduce_def = {
-    "allreduce", reinterpret_cast<PyCFunction>(
-                     reinterpret_cast<void (*)(void)>(door_allreduce)),
-    METH_FASTCALL | METH_KEYWORDS,
+    "allreduce", as_cfunction<door_allreduce>(), METH_FASTCALL | METH_KEYWORDS,
     "allreduce(tensors, opts) and torch's other forms (see the base class)"};
+PyMethodDef door_wait_def = {
+    "wait", as_cfunction<door_wait>(), METH_FASTCALL | METH_KEYWORDS,
+    "wait(timeout=None): block until the operation ends (True), raise its "
+    "error"};
 
-/* Put the door in front of cls's bound allreduce overloads. */
-void install_door(py::object cls)
+/* Put the door `def` in front of cls's bound overloads of the same name;
+ * returns those overloads (a new reference). */
+PyObject *install_door(py::object cls, PyMethodDef *def)
 {
     auto *type = reinterpret_cast<PyTypeObject *>(cls.ptr());
-    PyObject *bound = PyDict_GetItemString(type->tp_dict, "allreduce");
+    PyObject *bound = PyDict_GetItemString(type->tp_dict, def->ml_name);
     if (!bound || !PyInstanceMethod_Check(bound))
-        throw std::runtime_error("fccl: no bound allreduce to put a door on");
-    forms_allreduce = PyInstanceMethod_GET_FUNCTION(bound);
-    Py_INCREF(forms_allreduce);
+        throw std::runtime_error(std::string("fccl: no bound ") +
+                                 def->ml_name + " to put a door on");
+    PyObject *forms = PyInstanceMethod_GET_FUNCTION(bound);
+    Py_INCREF(forms);
     py::object door = py::reinterpret_steal<py::object>(
-        PyDescr_NewMethod(type, &door_allreduce_def));
+        PyDescr_NewMethod(type, def));
     if (!door)
         throw py::error_already_set();
-    cls.attr("allreduce") = door;
+    cls.attr(def->ml_name) = door;
+    return forms;
 }
 
 } // namespace
@@ -585,7 +617,9 @@ void install_door(py::object cls)
 PYBIND11_MODULE(_work, m)
 {
     m.doc() = "fccl.torch's c10d Work and process group base (_work.cpp)";
-    py::class_<FcclWork, c10d::Work, c10::intrusive_ptr<FcclWork>>(m, "Work")
+    py::class_<FcclWork, c10d::Work, c10::intrusive_ptr<FcclWork>> work_class(
+        m, "Work");
+    work_class
         .def(py::init<Tensors, Tensors, Tensors, Tensors, std::string>(),
              py::arg("outputs"), py::arg("dst"), py::arg("src"),
              py::arg("keep"), py::arg("what"))
@@ -648,7 +682,8 @@ PYBIND11_MODULE(_work, m)
                  return pg.broadcast(ts, o);
              },
              py::arg("tensor"), py::arg("root"));
-    install_door(pg_class);
+    forms_allreduce = install_door(pg_class, &door_allreduce_def);
+    forms_wait = install_door(work_class, &door_wait_def);
     m.def("retain", &retain,
           "A reference to the Work for fccl_work_complete (an address)");
     m.def("complete",
