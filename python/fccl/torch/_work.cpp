@@ -645,8 +645,8 @@ PYBIND11_MODULE(_work, m)
              "Run the hot collectives on this TorchQueue")
         /* torch 1.13 binds allreduce and broadcast through its dispatcher
          * (c10d::ops) before the virtual method: bound here straight to
-         * it, with torch's three forms each (a name defined here hides
-         * the base class's overloads). */
+         * it, in torch's forms (three of allreduce, two of broadcast: a
+         * name defined here hides the base class's overloads). */
         .def("allreduce",
              [](ProcessGroupCpp &pg, Tensors &ts,
                 const c10d::AllreduceOptions &opts) {
