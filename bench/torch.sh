@@ -9,7 +9,10 @@
 # 3 rounds, minus fccl-bench -o all_reduce -b 8 -e 8's back-to-back
 # average of OV_ITERS calls in the same run; with the torch call split
 # into the call (async_op=True) and work.wait(), and the library's call
-# in a C loop of the extension.
+# in a C loop of the extension.  Two more, in interleaved rounds of one
+# process: torch's floor (dist.all_reduce on a backend that does nothing:
+# torch's own wrapper, which no backend avoids) and fccl.torch's own part
+# (the group's allreduce and wait, less the C loop).
 #
 #   bench/torch.sh [BUILD]                 the full run (minutes; a quiet machine)
 #   SMOKE=1 bench/torch.sh [BUILD]         8 B and 64 KiB, 2 ranks, no DDP: a check
@@ -53,11 +56,11 @@ import sys
 b2b = float(sys.argv[1])
 v = {k: float(x) for k, x in (l.split() for l in sys.argv[2].splitlines())}
 print("| torch us/call | call us | wait us | fccl-bench b2b us | "
-      "C loop us | torch layer us |")
-print("|---:|---:|---:|---:|---:|---:|")
-print("| %.2f | %.2f | %.2f | %.2f | %.2f | **%.2f** |" % (
+      "C loop us | torch layer us | torch's floor us | fccl.torch us |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| %.2f | %.2f | %.2f | %.2f | %.2f | **%.2f** | %.2f | **%.2f** |" % (
     v["torch_call"], v["call_part"], v["wait_part"], b2b, v["c_loop"],
-    v["torch_call"] - b2b))
+    v["torch_call"] - b2b, v["torch_floor"], v["fccl_part"]))
 PYEOF
 }
 

@@ -20,9 +20,12 @@ parameters, median of 10 steps after 3 warm-up steps.
 --overhead (fccl only): the 8-byte all_reduce (2 float32) through torch,
 --overhead-iters (5000) calls back to back, median of 3 rounds; the same
 split into the call (async_op=True) and work.wait(); and the library's
-call in a C loop of the extension (_fccl.c_loop on the world group).
-bench/torch.sh sets the torch time against fccl-bench's back-to-back
-average of the same call: what the torch layer adds per call.
+call in a C loop of the extension (_fccl.c_loop on the world group);
+dist.all_reduce on a backend that does nothing (torch's own wrapper:
+its floor); and fccl.torch's own part (the group's allreduce and wait,
+less the C loop).  bench/torch.sh sets the torch time against
+fccl-bench's back-to-back average of the same call: what the torch
+layer adds per call.
 
 Prints lines "RESULT backend op bytes ranks us_per_call" on rank 0, which
 bench/torch.sh collects into a table.
@@ -148,20 +151,59 @@ def split_calls(iters):
     return statistics.median(calls), statistics.median(waits)
 
 
+def noop_group():
+    """A group of a backend that does nothing: its allreduce (a Python
+    method) returns a Work that has ended.  dist.all_reduce on it costs
+    what torch's own wrapper costs (checks, AllreduceOptions, the wait of
+    torch's simplest Work), which no backend can take away."""
+    from torch._C._distributed_c10d import _create_work_from_future
+    fut = torch.futures.Future()
+    fut.set_result([torch.ones(2)])
+    done = _create_work_from_future(fut)
+
+    class Noop(dist.ProcessGroup):
+        def allreduce(self, tensors, opts=None):
+            return done
+
+        def getBackendName(self):
+            return "noop"
+
+    dist.Backend.register_backend("noop", lambda st, r, n, t: Noop(r, n))
+    return dist.new_group(backend="noop")
+
+
 def overhead(iters):
-    """(torch us, call us, wait us, C loop us) of the 8-byte all_reduce:
-    back to back through torch, the same split into call and wait, and
-    the library's call in a C loop of the extension."""
+    """(torch us, call us, wait us, C loop us, torch's floor us, fccl
+    part us) of the 8-byte all_reduce: back to back through torch, the
+    same split into call and wait, the library's call in a C loop of the
+    extension, dist.all_reduce on a backend that does nothing (noop_group)
+    and fccl.torch's own part: the group's allreduce([x], opts).wait()
+    less the C loop.  The last three in interleaved rounds of one process,
+    so that this machine's speed of the minute cancels out."""
     from fccl import _fccl
     x = torch.ones(2)
     fn = make_op("all_reduce", "fccl", 8, dist.get_world_size())
     torch_t = time_calls(fn, iters)
     call_t, wait_t = split_calls(iters)
-    c = []
+    noop = noop_group()
+    pg = dist.distributed_c10d._get_default_group()
+    opts = dist.AllreduceOptions()
+
+    def loop(body):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            body()
+        return slowest((time.perf_counter() - t0) / iters)
+
+    c, floor, part = [], [], []
     for _ in range(3):
         dist.barrier()
         c.append(slowest(_fccl.c_loop(x, iters, None) / iters))
-    return torch_t, call_t, wait_t, statistics.median(c)
+        floor.append(loop(lambda: dist.all_reduce(x, group=noop)))
+        part.append(loop(lambda: pg.allreduce([x], opts).wait()) - c[-1])
+    return (torch_t, call_t, wait_t, statistics.median(c),
+            statistics.median(floor), statistics.median(part))
 
 
 def main():
@@ -192,9 +234,10 @@ def main():
         out("RESULT", a.backend, "ddp_step_%dparams" % p, 0, n,
             "%.2f" % (t * 1e6))
     if a.overhead and a.backend == "fccl":
-        t, call, wait, c = overhead(a.overhead_iters)
+        t, call, wait, c, floor, part = overhead(a.overhead_iters)
         for name, v in (("torch_call", t), ("call_part", call),
-                        ("wait_part", wait), ("c_loop", c)):
+                        ("wait_part", wait), ("c_loop", c),
+                        ("torch_floor", floor), ("fccl_part", part)):
             out("RESULT", "fccl", "overhead_" + name, 8, n, "%.3f" % (v * 1e6))
     dist.barrier()
     dist.destroy_process_group()

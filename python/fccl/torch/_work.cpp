@@ -108,6 +108,24 @@ class FcclWork : public c10d::Work {
     /* Ended without an error: then wait() has nothing to do. */
     bool ended_well() const { return ok_.load(std::memory_order_acquire); }
 
+    /* Make a Work that ended well and that nobody else holds (the caller
+     * checked) a new operation's: its outputs, running.  false if it
+     * cannot be (it failed, or has a future that others may hold). */
+    bool rearm(const Tensors &outputs,
+               const std::shared_ptr<const std::string> &what)
+    {
+        if (!ended_well() || fut_ || !dst_.empty())
+            return false;
+        completed_ = false;
+        exception_ = nullptr;
+        state_ = kRunning;
+        src_rank_.store(-1, std::memory_order_relaxed);
+        ok_.store(false, std::memory_order_relaxed);
+        outputs_ = outputs;
+        what_ = what;
+        return true;
+    }
+
     /* The base wait, with a timeout that names the operation. */
     bool wait(std::chrono::milliseconds timeout) override
     {
@@ -230,9 +248,10 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
 
     ~ProcessGroupCpp() override
     {
-        if (queue_obj_ && Py_IsInitialized()) {
+        if ((queue_obj_ || door_work_) && Py_IsInitialized()) {
             py::gil_scoped_acquire gil;
-            Py_DECREF(queue_obj_);
+            Py_XDECREF(queue_obj_);
+            Py_XDECREF(door_work_);
         }
     }
 
@@ -308,6 +327,41 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
             return submit({out}, {TQ_REDUCE_SCATTER, in.data_ptr(),
                                   out.data_ptr(), count(out), dt, red, 0});
         return python("_reduce_scatter_base_py", out, in, opts);
+    }
+
+    /* dist.all_reduce's call, from the door (GIL held): allreduce() whose
+     * Work, for a small tensor, is the group's previous one again once
+     * nobody holds it (a new Work and its Python object are a third of
+     * the torch layer's cost of a small call).  The Work then keeps its
+     * tensor until the next call, hence the size bound.  Returns a new
+     * reference, or nullptr with a Python error set. */
+    PyObject *allreduce_door(Tensors &ts, const c10d::AllreduceOptions &opts)
+    {
+        int dt, red;
+        if (!(ts.size() == 1 && plain(ts[0], &dt) &&
+              reduction(opts.reduceOp, ts[0], &red) &&
+              ts[0].nbytes() <= kReuseBytes))
+            return py::cast(allreduce(ts, opts)).release().ptr();
+        void *p = ts[0].data_ptr();
+        tq_hot_args a{TQ_ALL_REDUCE, p, p, count(ts[0]), dt, red, 0};
+        /* taken before run() lets the GIL go: another thread calling
+         * meanwhile sees the Work held */
+        py::object o;
+        c10::intrusive_ptr<FcclWork> w;
+        if (door_work_ && Py_REFCNT(door_work_) == 1 &&
+            door_ptr_.use_count() == 2 && door_ptr_.weak_use_count() == 1 &&
+            door_ptr_->rearm(ts, name(a.op))) {
+            o = py::reinterpret_borrow<py::object>(door_work_);
+            w = door_ptr_;
+        } else {
+            w = c10::make_intrusive<FcclWork>(ts, name(a.op));
+            o = py::cast(w);
+            Py_XDECREF(door_work_);
+            door_work_ = py::object(o).release().ptr();
+            door_ptr_ = w;
+        }
+        run(w, a);
+        return o.release().ptr();
     }
 
     /* ---- the rest: the Python subclass's ---- */
@@ -455,9 +509,16 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
 
     WorkPtr submit(const Tensors &outputs, const tq_hot_args &a)
     {
+        auto w = c10::make_intrusive<FcclWork>(outputs, name(a.op));
+        run(w, a);
+        return w;
+    }
+
+    /* Start (or run) operation a, completing w. */
+    void run(const c10::intrusive_ptr<FcclWork> &w, const tq_hot_args &a)
+    {
         if (!hot_)
             throw std::runtime_error("fccl: the process group has no queue");
-        auto w = c10::make_intrusive<FcclWork>(outputs, name(a.op));
         void *ref = reinterpret_cast<void *>(retain(w));
         char err[1400];
         int rc;
@@ -471,7 +532,6 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
             throw std::runtime_error(err);
         if (rc < 0)
             throw std::invalid_argument(err); /* ValueError, as from Python */
-        return w;
     }
 
     /* The Python subclass's method `name` for the rest of an operation. */
@@ -494,7 +554,13 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
         "reduce_scatter", "gather", "scatter", "all_to_all_single",
         "all_to_all"};
 
+    /* the largest tensor whose Work the door reuses */
+    static constexpr size_t kReuseBytes = 64 * 1024;
+
     PyObject *queue_obj_ = nullptr;
+    /* the door's last Work: its Python object (owned) and the Work */
+    PyObject *door_work_ = nullptr;
+    c10::intrusive_ptr<FcclWork> door_ptr_;
     void *queue_ = nullptr;
     tq_hot_fn hot_ = nullptr;
     std::string suffix_;
@@ -515,6 +581,33 @@ constexpr auto kSum = c10d::ReduceOp::SUM;
  * - allreduce([tensor], opts), from dist.all_reduce;
  * - wait() on a Work that ended well (then there is nothing to wait for). */
 PyObject *forms_allreduce, *forms_wait;
+
+/* The pybind11 types of the door's arguments, set at import
+ * (AllreduceOptions on first use: it is torch's). */
+PyTypeObject *pg_type, *work_type, *opts_type;
+
+/* The C++ object of o, a pybind11 instance of (a subclass of) type, or
+ * nullptr: pybind11's caster less its look-up of the type by name (a hash
+ * of the mangled name for each argument of each call). */
+template <typename T>
+T *unwrap(PyObject *o, PyTypeObject *type)
+{
+    if (!type || !PyObject_TypeCheck(o, type))
+        return nullptr;
+    auto vh = reinterpret_cast<py::detail::instance *>(o)
+                  ->get_value_and_holder();
+    return vh.holder_constructed() ? static_cast<T *>(vh.value_ptr())
+                                   : nullptr;
+}
+
+const c10d::AllreduceOptions *unwrap_opts(PyObject *o)
+{
+    if (!opts_type)
+        opts_type = reinterpret_cast<PyTypeObject *>(
+            py::detail::get_type_handle(typeid(c10d::AllreduceOptions), false)
+                .ptr());
+    return unwrap<const c10d::AllreduceOptions>(o, opts_type);
+}
 
 PyObject *raise_current()
 {
@@ -551,15 +644,14 @@ PyObject *door_allreduce(PyObject *self, PyObject *const *args,
                           PyList_GET_SIZE(args[0]) == 1
                       ? PyList_GET_ITEM(args[0], 0)
                       : nullptr;
-    py::detail::make_caster<ProcessGroupCpp> pg;
-    py::detail::make_caster<c10d::AllreduceOptions> opts;
-    if (t && THPVariable_Check(t) && pg.load(self, false) &&
-        opts.load(args[1], false)) {
+    ProcessGroupCpp *pg;
+    const c10d::AllreduceOptions *opts;
+    if (t && THPVariable_Check(t) &&
+        (pg = unwrap<ProcessGroupCpp>(self, pg_type)) &&
+        (opts = unwrap_opts(args[1]))) {
         try {
             Tensors ts{THPVariable_Unpack(t)};
-            WorkPtr w = py::detail::cast_op<ProcessGroupCpp &>(pg).allreduce(
-                ts, py::detail::cast_op<const c10d::AllreduceOptions &>(opts));
-            return py::cast(std::move(w)).release().ptr();
+            return pg->allreduce_door(ts, *opts);
         } catch (...) {
             return raise_current();
         }
@@ -570,9 +662,9 @@ PyObject *door_allreduce(PyObject *self, PyObject *const *args,
 PyObject *door_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                     PyObject *kwnames)
 {
-    py::detail::make_caster<FcclWork> w;
-    if (nargs == 0 && !kwnames && w.load(self, false) &&
-        py::detail::cast_op<FcclWork &>(w).ended_well())
+    FcclWork *w;
+    if (nargs == 0 && !kwnames && (w = unwrap<FcclWork>(self, work_type)) &&
+        w->ended_well())
         Py_RETURN_TRUE;
     return through_forms(forms_wait, self, args, nargs, kwnames);
 }
@@ -682,6 +774,8 @@ PYBIND11_MODULE(_work, m)
                  return pg.broadcast(ts, o);
              },
              py::arg("tensor"), py::arg("root"));
+    pg_type = reinterpret_cast<PyTypeObject *>(pg_class.ptr());
+    work_type = reinterpret_cast<PyTypeObject *>(work_class.ptr());
     forms_allreduce = install_door(pg_class, &door_allreduce_def);
     forms_wait = install_door(work_class, &door_wait_def);
     m.def("retain", &retain,

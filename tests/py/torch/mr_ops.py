@@ -120,6 +120,41 @@ def test_process_group_call_forms(rank, size):
         pg.allreduce([1.0], o)
 
 
+def test_work_reused_only_when_nobody_holds_it(rank, size):
+    """dist.all_reduce of a small tensor takes the group's previous Work
+    again once nobody holds it; a Work someone holds (or whose future was
+    taken) is never reused, and each keeps its own result."""
+    total = float(sum(r + 1 for r in range(size)))
+
+    def mine():
+        return torch.full((4,), float(rank + 1))
+
+    x = mine()
+    w1 = dist.all_reduce(x, async_op=True)
+    w1.wait()
+    first = id(w1)
+    del w1
+    # a Work held meanwhile: it would take w1's memory had w1 been freed
+    held = dist.broadcast(torch.zeros(2), 0, async_op=True)
+    y = mine()
+    w2 = dist.all_reduce(y, async_op=True)
+    assert id(w2) == first and id(held) != first
+    held.wait()
+    w2.wait()
+    assert w2.result()[0] is y and torch.equal(y, torch.full((4,), total))
+    z = mine()
+    w3 = dist.all_reduce(z, async_op=True)  # w2 is held: a new Work
+    w3.wait()
+    assert w3 is not w2 and w2.result()[0] is y and w3.result()[0] is z
+    f = w3.get_future()
+    del w2, w3
+    u = mine()
+    w4 = dist.all_reduce(u, async_op=True)
+    w4.wait()
+    assert f.value()[0] is z and w4.get_future().value()[0] is u
+    assert torch.equal(u, torch.full((4,), total))
+
+
 def test_unsupported_dtype_names_it(rank):
     q = torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.quint8)
     with pytest.raises(RuntimeError, match="quint8"):
