@@ -1,10 +1,9 @@
 /*
  * Broadcast through the shared segment of a one-host group (shm/seg.c).
  *
- * Up to COLL_SHM_TINY bytes among three or more members the broadcast is
- * one-way (shm/oneway.c): the root stamps its bytes into lines of the
- * segment and returns, and the others wait for those lines alone, not
- * for each other; no barrier.
+ * Up to COLL_SHM_TINY bytes the broadcast is one-way (shm/oneway.c): the
+ * root stamps its bytes into lines of the segment and returns, and the
+ * others wait for those lines alone, not for each other; no barrier.
  * Beyond, per round the root copies up to one slot of the buffer into its
  * slot; barrier; the others copy it out; barrier.  Up to COLL_SHM_SMALL
  * (and half a slot) there is one barrier and no second one: the halves of
@@ -75,11 +74,12 @@ int coll_seg_bcast(struct coll_run *run, struct coll_seg *s, int root,
     int rc, me = coll_seg_rank(s);
     unsigned char *buf = buf_, *slot = coll_seg_slot(s, root);
     size_t cap = coll_seg_slot_bytes(s);
-    /* one-way with three or more members; two ranks keep the barrier:
-     * after a barrier (fccl-bench's per-iteration timing) the one-way
-     * call took 0.43 us there against the barrier's 0.31, back to back
-     * 0.15 against 0.27 (bench/RESULTS.md, issue 28) */
-    if (bytes <= COLL_SHM_TINY && coll_seg_size(s) > 2)
+    /* one-way at two ranks too: measured again on a busy machine, the
+     * barrier made 2-rank 8-byte calls 0.9-1.1 us (4.7 back to back)
+     * against one-way's 0.7-0.9 (0.4), and 0.4-1.2 idle against 0.3-0.8
+     * (bench/RESULTS.md, issue 33; issue 28 had measured the opposite,
+     * 0.43 against 0.31, on one idle evening) */
+    if (bytes <= COLL_SHM_TINY)
         return coll_seg_bcast_oneway(run, s, root, buf, bytes);
     if (bytes <= COLL_SHM_SMALL && bytes <= cap / 2) {
         size_t half = coll_seg_small(s);
