@@ -269,21 +269,22 @@ Test(fccl_run, interrupt_is_not_restarted)
 /* Run `n` ranks under "setsid fccl-run", each printing its pid and
  * session; then a ^C to the terminal's process group (the launcher's).
  * Fills pid[] and sid[] and returns the launcher's exit status. */
-static int sessions_of_ranks(int n, long *pid, long *sid, long *launcher)
+static int sessions_of_ranks(int n, const char *opts, int first, long *pid,
+                             long *sid, long *launcher)
 {
     char script[4096];
     snprintf(script, sizeof(script),
-             "setsid %s/fccl-run -n %d sh -c "
+             "setsid %s/fccl-run -n %d %s sh -c "
              "'echo sid-$RANK-$$-$(cut -d\" \" -f6 /proc/$$/stat); "
              "exec sleep 30' & p=$!; echo launcher-$p; "
              "sleep 1.5; kill -INT -$p; wait $p",
-             bin_dir, n);
+             bin_dir, n, opts);
     struct th_result r = run_sh(script, 60);
     const char *at = strstr(r.out, "launcher-");
     cr_assert(at && sscanf(at + 9, "%ld", launcher) == 1, "%s", r.out);
     for (int rank = 0; rank < n; rank++) {
         char key[32];
-        snprintf(key, sizeof(key), "sid-%d-", rank);
+        snprintf(key, sizeof(key), "sid-%d-", first + rank);
         at = strstr(r.out, key);
         cr_assert(at && sscanf(at + strlen(key), "%ld-%ld", &pid[rank],
                                &sid[rank]) == 2,
@@ -298,7 +299,9 @@ static int sessions_of_ranks(int n, long *pid, long *sid, long *launcher)
  * autogroup scheduling gives a session; bind.c), so a ^C to the terminal's
  * process group reaches only fccl-run, which passes it on: the ranks end
  * by SIGINT and the launcher exits 130.  One rank more than the CPUs: all
- * stay in the launcher's session. */
+ * stay in the launcher's session.  So do the ranks of one node of several
+ * (other nodes' ranks may share the machine): node 1 of 2, its one rank
+ * started at once under a given job id, no other node needed. */
 Test(fccl_run, ranks_lead_their_own_sessions_where_they_fit_the_cpus)
 {
     long pid[64], sid[64], launcher;
@@ -306,13 +309,22 @@ Test(fccl_run, ranks_lead_their_own_sessions_where_they_fit_the_cpus)
     cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
     int cpus = CPU_COUNT(&set);
     int fit = cpus < 2 ? 1 : 2, over = cpus + 1;
-    cr_expect_eq(sessions_of_ranks(fit, pid, sid, &launcher), 130);
+    cr_expect_eq(sessions_of_ranks(fit, "", 0, pid, sid, &launcher), 130);
     for (int r = 0; r < fit; r++)
         cr_expect_eq(pid[r], sid[r], "rank %d (pid %ld) is in session %ld",
                      r, pid[r], sid[r]);
+    struct srv srv;
+    srv_start_local(&srv, NULL);
+    char node[384];
+    snprintf(node, sizeof(node), "--nnodes 2 --node-rank 1 --store %s "
+             "--job-id sessions", srv.addr);
+    cr_expect_eq(sessions_of_ranks(1, node, 1, pid, sid, &launcher), 130);
+    cr_expect_eq(sid[0], launcher, "node 1's rank is in session %ld, the "
+                 "launcher's is %ld", sid[0], launcher);
+    srv_stop(&srv);
     if (over > 64)
         return; /* a machine this large: the rest costs too many ranks */
-    cr_expect_eq(sessions_of_ranks(over, pid, sid, &launcher), 130);
+    cr_expect_eq(sessions_of_ranks(over, "", 0, pid, sid, &launcher), 130);
     for (int r = 0; r < over; r++)
         cr_expect_eq(sid[r], launcher, "rank %d of %d is in session %ld, "
                      "the launcher's is %ld", r, over, sid[r], launcher);

@@ -78,9 +78,16 @@ static cpu_set_t *own_cpus(size_t *size, int *ncpu)
  * they wait for, and sched_yield() only passes the CPU to a task of the
  * same session (4 ranks, 2 cores, two busy loops: 8-byte all_reduce 9 us
  * in one session, 2 ms in four).  bench/RESULTS.md, "Waiting on a busy
- * machine, fourth pass". */
-int fr_own_sessions(int n)
+ * machine, fourth pass".  A launcher of several nodes cannot tell whether
+ * other nodes' ranks share this machine (namespace or container hosts on
+ * one kernel, as in tests/multihost and bench/net.sh): there, four
+ * namespace hosts on 2 cores with their ranks in sessions of their own
+ * took an 8-byte all_reduce from 57 to 137 us (2 hosts x 2 ranks), so its
+ * ranks stay in its session. */
+int fr_own_sessions(int n, int nnodes)
 {
+    if (nnodes > 1)
+        return 0;
     size_t size = 0;
     int ncpu = 0;
     cpu_set_t *own = own_cpus(&size, &ncpu);

@@ -49,7 +49,7 @@ int main(int argc, char **argv)
     for (int r = 0; L.ranks && r < L.n; r++)
         L.ranks[r].io[0].fd = L.ranks[r].io[1].fd = L.ranks[r].io[0].log_fd =
             L.ranks[r].io[1].log_fd = -1;
-    L.own_sessions = fr_own_sessions(L.n);
+    L.own_sessions = fr_own_sessions(L.n, L.nnodes);
     if (!L.ranks || (L.bind_cores && fr_plan_binding(&L) < 0) ||
         fr_pick_job_id(&L, host, port) < 0) {
         free_launcher(&L);

@@ -191,9 +191,10 @@ int fr_open_logs(struct launcher *L);
 
 /* bind.c */
 int fr_plan_binding(struct launcher *L);
-/* 1 when each of the n ranks should lead a session of its own: they fit
- * the CPUs this launcher may run on (bind.c says why). */
-int fr_own_sessions(int n);
+/* 1 when each of the n ranks should lead a session of its own: a launch
+ * of one node (nnodes <= 1) whose ranks fit the CPUs this launcher may
+ * run on (bind.c says why). */
+int fr_own_sessions(int n, int nnodes);
 
 /* hosted.c */
 int fr_start_store(struct launcher *L, char *host, size_t hostlen,
