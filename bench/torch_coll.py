@@ -85,17 +85,19 @@ def slowest(seconds):
     return t.item()
 
 
+def round_time(fn, iters):
+    """One round: a barrier, iters calls of fn, the slowest rank's mean."""
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return slowest((time.perf_counter() - t0) / iters)
+
+
 def time_calls(fn, iters):
     for _ in range(max(2, iters // 10)):
         fn()
-    rounds = []
-    for _ in range(3):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        rounds.append(slowest((time.perf_counter() - t0) / iters))
-    return statistics.median(rounds)
+    return statistics.median(round_time(fn, iters) for _ in range(3))
 
 
 def iters_for(nbytes, base):
@@ -188,20 +190,13 @@ def overhead(iters):
     noop = noop_group()
     pg = dist.distributed_c10d._get_default_group()
     opts = dist.AllreduceOptions()
-
-    def loop(body):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            body()
-        return slowest((time.perf_counter() - t0) / iters)
-
     c, floor, part = [], [], []
     for _ in range(3):
         dist.barrier()
         c.append(slowest(_fccl.c_loop(x, iters, None) / iters))
-        floor.append(loop(lambda: dist.all_reduce(x, group=noop)))
-        part.append(loop(lambda: pg.allreduce([x], opts).wait()) - c[-1])
+        floor.append(round_time(lambda: dist.all_reduce(x, group=noop), iters))
+        part.append(round_time(lambda: pg.allreduce([x], opts).wait(), iters)
+                    - c[-1])
     return (torch_t, call_t, wait_t, statistics.median(c),
             statistics.median(floor), statistics.median(part))
 

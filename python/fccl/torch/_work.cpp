@@ -114,7 +114,7 @@ class FcclWork : public c10d::Work {
     bool rearm(const Tensors &outputs,
                const std::shared_ptr<const std::string> &what)
     {
-        if (!ended_well() || fut_ || !dst_.empty())
+        if (!ended_well() || fut_)
             return false;
         completed_ = false;
         exception_ = nullptr;
@@ -282,13 +282,9 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
     WorkPtr allreduce(Tensors &tensors,
                       const c10d::AllreduceOptions &opts) override
     {
-        int dt, red;
-        if (tensors.size() == 1 && plain(tensors[0], &dt) &&
-            reduction(opts.reduceOp, tensors[0], &red)) {
-            void *p = tensors[0].data_ptr();
-            return submit(tensors, {TQ_ALL_REDUCE, p, p, count(tensors[0]),
-                                    dt, red, 0});
-        }
+        tq_hot_args a;
+        if (hot_allreduce(tensors, opts, &a))
+            return submit(tensors, a);
         return python("_allreduce_list", tensors, opts);
     }
 
@@ -337,13 +333,11 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
      * reference, or nullptr with a Python error set. */
     PyObject *allreduce_door(Tensors &ts, const c10d::AllreduceOptions &opts)
     {
-        int dt, red;
-        if (!(ts.size() == 1 && plain(ts[0], &dt) &&
-              reduction(opts.reduceOp, ts[0], &red) &&
-              ts[0].nbytes() <= kReuseBytes))
-            return py::cast(allreduce(ts, opts)).release().ptr();
-        void *p = ts[0].data_ptr();
-        tq_hot_args a{TQ_ALL_REDUCE, p, p, count(ts[0]), dt, red, 0};
+        tq_hot_args a;
+        if (!hot_allreduce(ts, opts, &a))
+            return py::cast(python("_allreduce_list", ts, opts)).release().ptr();
+        if (ts[0].nbytes() > kReuseBytes)
+            return py::cast(submit(ts, a)).release().ptr();
         /* taken before run() lets the GIL go: another thread calling
          * meanwhile sees the Work held */
         py::object o;
@@ -468,6 +462,20 @@ class ProcessGroupCpp : public c10d::ProcessGroup {
 #endif
 
   private:
+    /* allreduce's hot path takes tensors (one plain tensor, a reduction
+     * fccl has for its dtype): then *a is its call. */
+    static bool hot_allreduce(Tensors &ts, const c10d::AllreduceOptions &opts,
+                              tq_hot_args *a)
+    {
+        int dt, red;
+        if (ts.size() != 1 || !plain(ts[0], &dt) ||
+            !reduction(opts.reduceOp, ts[0], &red))
+            return false;
+        void *p = ts[0].data_ptr();
+        *a = {TQ_ALL_REDUCE, p, p, count(ts[0]), dt, red, 0};
+        return true;
+    }
+
     /* A tensor the hot path takes as it is, with its fccl dtype; anything
      * else goes to Python (which also raises the errors). */
     static bool plain(const at::Tensor &t, int *dt)
