@@ -181,6 +181,9 @@ static void m_blocks(struct rt *t, const size_t *counts, int nc, int smoke)
         run(t, TC("all_gather", F32, FCCL_SUM, 1025, "ring", .inplace = s));
         run(t, TC("all_gather", F32, FCCL_SUM, 7, "bruck", .inplace = s));
         run(t, TC("all_gather", F32, FCCL_SUM, 1025, "shm", .inplace = s));
+        /* blocks in the signalling lines (up to 448 B) */
+        run(t, TC("all_gather", F32, FCCL_SUM, 7, "shm", .inplace = s,
+                  .uneven = s - 1));
         /* blocks for the single copy beyond two ranks (up to 512 KiB) */
         run(t, TC("all_gather", F32, FCCL_SUM, 40001, "shm", .inplace = s,
                   .uneven = s - 1));
@@ -193,6 +196,7 @@ static void m_blocks(struct rt *t, const size_t *counts, int nc, int smoke)
     run(t, TC("reduce_scatter", F32, FCCL_SUM, 1025, "ring", .inplace = 1));
     run(t, TC("reduce_scatter", F32, FCCL_SUM, 1025, "shm", .inplace = 1));
     run(t, TC("all_to_all", F32, FCCL_SUM, 1025, "shm", .inplace = 1));
+    run(t, TC("all_to_all", F32, FCCL_SUM, 7, "shm", .inplace = 1));
     /* blocks of more than a slot's share: several rounds, in place */
     if (!smoke)
         run(t, TC("reduce_scatter", F32, FCCL_SUM, 300001, "shm",

@@ -92,14 +92,14 @@ static int tiny(struct coll_run *run, struct coll_seg *s, int root,
     const struct coll_args *a = run->a;
     size_t bytes = count * fccl_dtype_size(a->dtype);
     int n = coll_seg_size(s), me = coll_seg_rank(s);
-    coll_seg_tiny_put(s, src, bytes);
+    coll_seg_tiny_put(s, src, bytes, bytes);
     int rc = coll_seg_tiny_wait(run, s);
     if (rc < 0 || (root >= 0 && root != me))
         return rc;
     _Alignas(64) unsigned char acc[COLL_SHM_TINY], in[COLL_SHM_TINY];
-    coll_seg_tiny_get(s, 0, acc, bytes);
+    coll_seg_tiny_get(s, 0, 0, acc, bytes);
     for (int q = 1; q < n; q++) {
-        coll_seg_tiny_get(s, q, in, bytes);
+        coll_seg_tiny_get(s, q, 0, in, bytes);
         coll_reduce(acc, acc, in, count, a->dtype, a->op);
     }
     memcpy(dst, acc, bytes);

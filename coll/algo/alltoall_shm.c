@@ -3,6 +3,9 @@
  * one-host group (shm/seg.c): every rank copies its whole send buffer into
  * one half of its slot; one barrier; every rank copies block r of every
  * slot out.  The halves alternate from call to call (see allreduce_shm.c).
+ * A send buffer of at most COLL_SHM_TINY bytes travels in the lines that
+ * signal it instead (coll_seg_tiny_put): one cache-line transfer per peer,
+ * not the barrier's and the slot's.
  *
  * Only the even form and blocks up to COLL_SHM_SMALL (all n in half a slot):
  * the choice must be the same on every rank, and with per-peer counts a
@@ -83,13 +86,24 @@ int coll_alltoall_shm(struct coll_run *run)
     if (!s || block > COLL_SHM_SMALL ||
         block * (size_t)n > coll_seg_slot_bytes(s) / 2)
         return coll_alltoall_pairwise(run);
+    unsigned char *out = a->recvbuf;
+    size_t all = block * (size_t)n;
+    if (all <= COLL_SHM_TINY) {
+        /* in place too: the lines hold a copy of what is sent */
+        coll_seg_tiny_put(s, a->sendbuf, all, all);
+        if ((rc = coll_seg_tiny_wait(run, s)) < 0)
+            return rc;
+        for (int q = 0; q < n; q++)
+            coll_seg_tiny_get(s, q, (size_t)me * block,
+                              out + (size_t)q * block, block);
+        return FCCL_OK;
+    }
     size_t half = coll_seg_small(s);
     /* in place the copy into the slot is also the copy that saves the
      * outgoing data from the arriving blocks */
     memcpy(coll_seg_slot(s, me) + half, a->sendbuf, block * (size_t)n);
     if ((rc = coll_seg_barrier(run, s)) < 0)
         return rc;
-    unsigned char *out = a->recvbuf;
     for (int q = 0; q < n; q++)
         memcpy(out + (size_t)q * block,
                coll_seg_slot(s, q) + half + (size_t)me * block, block);

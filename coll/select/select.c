@@ -292,25 +292,21 @@ static int transport_allreduce(const struct coll_run *run)
     return 1;     /* ring */
 }
 
-/* On one host the shared segment, except from 3 ranks between 512 KiB
- * and 4 MiB (1 MiB beyond 4 ranks), where Rabenseifner's pairwise steps
- * through the transport's single copy beat the segment's two barriers
- * over all ranks when ranks outnumber cores (2 cores, fccl-bench, us:
- * 4 ranks 1 MiB 760-860 against 1,050-1,810, 4 MiB 3,960-4,500 against
- * 6,140-6,570; 3 ranks 1 MiB 680-700 against 890-930; 8 ranks 1 MiB
- * 2,220-2,500 against 3,250-3,470; two busy loops, 4 ranks 1 MiB
- * 2,970-3,560 against 4,070-4,620).  The segment keeps 256 KiB at 4
- * ranks (264 against 323) and 16 MiB (level).  bench/RESULTS.md,
- * "all_reduce from 3 ranks, 512 KiB to 4 MiB". */
+/* On one host the shared segment, at every size and rank count.  From 3
+ * ranks between 512 KiB and 4 MiB an earlier machine had Rabenseifner's
+ * pairwise steps through the transport 1.2-2x faster; measured again on
+ * another (2 cores, fccl-bench, us, interleaved launches) they were 2-4x
+ * slower idle (4 ranks 1 MiB 870-1,220 against 230-430, 4 MiB 3,080-4,050
+ * against 1,160-1,850; 3 ranks 1 MiB 670-1,100 against 310-320) and
+ * 3-9x slower with two busy loops (4 ranks 1 MiB 3,180-4,600 against
+ * 450-510), where the segment also beat Open MPI by 2-8x.  At 2 ranks
+ * recursive doubling's single copy is sometimes ahead at 1-4 MiB and
+ * sometimes 2x behind, as the machine's phase changes.  bench/RESULTS.md,
+ * "the one-host all_reduce keeps the segment". */
 static int auto_allreduce(const struct coll_run *run)
 {
     if (!one_host_shm(run->g))
         return transport_allreduce(run);
-    int n = run->g->size;
-    size_t bytes = run->a->count * fccl_dtype_size(run->a->dtype);
-    size_t hi = n <= 4 ? (size_t)4 << 20 : (size_t)1 << 20;
-    if (n >= 3 && bytes > ((size_t)512 << 10) && bytes <= hi)
-        return 2; /* rabenseifner */
     return 4;
 }
 

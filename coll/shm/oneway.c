@@ -108,7 +108,7 @@ int coll_seg_bcast_oneway(struct coll_run *run, struct coll_seg *s, int root,
     int rc = seg_wait(run, s, root_late, stamp, "broadcast");
     if (rc < 0)
         return rc;
-    seg_lines_get(bc_set(s, b), buf, bytes);
+    seg_lines_get(bc_set(s, b), 0, buf, bytes);
     /* release: the reads above are done before the root may reuse the set */
     atomic_store_explicit(consumed(s, s->me), stamp, memory_order_release);
     return FCCL_OK;

@@ -509,19 +509,25 @@ void seg_lines_put(unsigned char *line, const void *src, size_t bytes,
     }
 }
 
-void seg_lines_get(const unsigned char *line, void *dst, size_t bytes)
+void seg_lines_get(const unsigned char *line, size_t off, void *dst,
+                   size_t bytes)
 {
     unsigned char *out = dst;
-    for (size_t i = 0; i * TINY_PAYLOAD < bytes; i++, line += SEG_LINE) {
-        size_t k = bytes - i * TINY_PAYLOAD;
-        memcpy(out + i * TINY_PAYLOAD, line, k < TINY_PAYLOAD ? k : TINY_PAYLOAD);
+    line += off / TINY_PAYLOAD * SEG_LINE;
+    off %= TINY_PAYLOAD;
+    for (size_t done = 0; done < bytes; line += SEG_LINE, off = 0) {
+        size_t k = TINY_PAYLOAD - off < bytes - done ? TINY_PAYLOAD - off
+                                                     : bytes - done;
+        memcpy(out + done, line + off, k);
+        done += k;
     }
 }
 
-void coll_seg_tiny_put(struct coll_seg *s, const void *src, size_t bytes)
+void coll_seg_tiny_put(struct coll_seg *s, const void *src, size_t bytes,
+                       size_t span)
 {
     uint64_t t = ++s->tiny;
-    s->tiny_lines = seg_lines_for(bytes);
+    s->tiny_lines = seg_lines_for(span);
     seg_lines_put(tiny_line(s, s->me, t, 0), src, bytes, s->tiny_lines, t);
 }
 
@@ -530,10 +536,10 @@ int coll_seg_tiny_wait(struct coll_run *run, struct coll_seg *s)
     return seg_wait(run, s, tiny_late, s->tiny, "exchange");
 }
 
-void coll_seg_tiny_get(const struct coll_seg *s, int q, void *dst,
-                       size_t bytes)
+void coll_seg_tiny_get(const struct coll_seg *s, int q, size_t off,
+                       void *dst, size_t bytes)
 {
-    seg_lines_get(tiny_line(s, q, s->tiny, 0), dst, bytes);
+    seg_lines_get(tiny_line(s, q, s->tiny, 0), off, dst, bytes);
 }
 
 struct coll_seg *coll_seg_for_small(struct coll_run *run, size_t bytes,

@@ -101,8 +101,10 @@ static inline _Atomic uint64_t *seg_stamp(unsigned char *line)
  * t (release, after its payload); `lines` of them. */
 void seg_lines_put(unsigned char *line, const void *src, size_t bytes,
                    size_t lines, uint64_t t);
-/* Copy `bytes` out of stamped lines starting at `line`. */
-void seg_lines_get(const unsigned char *line, void *dst, size_t bytes);
+/* Copy `bytes` of payload out of stamped lines starting at `line`, from
+ * payload offset `off` on (the lines' payloads read as one array). */
+void seg_lines_get(const unsigned char *line, size_t off, void *dst,
+                   size_t bytes);
 /* Lines a payload of `bytes` takes (at least one, to carry the stamp). */
 static inline size_t seg_lines_for(size_t bytes)
 {

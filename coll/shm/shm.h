@@ -51,15 +51,18 @@ int coll_seg_large(struct coll_run *run, struct coll_seg *s);
 void coll_seg_free(struct coll_seg *s);
 /* Tiny calls (seg.c): up to COLL_SHM_TINY bytes a member, carried in the
  * lines that signal them.  Every member calls coll_seg_tiny_put with its
- * bytes (all the same length), then coll_seg_tiny_wait (until all have
- * put theirs: errors as the barrier), then reads any member's bytes with
- * coll_seg_tiny_get, until its next tiny call. */
+ * bytes and the call's span (the most any member puts: the same on all,
+ * at most COLL_SHM_TINY), then coll_seg_tiny_wait (until all have put
+ * theirs: errors as the barrier), then reads any member's bytes with
+ * coll_seg_tiny_get (from offset `off` of what it put), before its next
+ * tiny call. */
 #define COLL_SHM_TINY_LINES 8
 #define COLL_SHM_TINY (COLL_SHM_TINY_LINES * 56u)
-void coll_seg_tiny_put(struct coll_seg *s, const void *src, size_t bytes);
+void coll_seg_tiny_put(struct coll_seg *s, const void *src, size_t bytes,
+                       size_t span);
 int coll_seg_tiny_wait(struct coll_run *run, struct coll_seg *s);
-void coll_seg_tiny_get(const struct coll_seg *s, int q, void *dst,
-                       size_t bytes);
+void coll_seg_tiny_get(const struct coll_seg *s, int q, size_t off,
+                       void *dst, size_t bytes);
 /* One-way broadcast of up to COLL_SHM_TINY bytes from member `root`
  * (oneway.c): the root stamps its bytes into lines and returns without
  * waiting for anyone (unless it is SEG_BC_SETS calls ahead of a member);
