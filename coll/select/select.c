@@ -295,11 +295,12 @@ static int transport_allreduce(const struct coll_run *run)
 /* On one host the shared segment, at every size and rank count.  From 3
  * ranks between 512 KiB and 4 MiB an earlier machine had Rabenseifner's
  * pairwise steps through the transport 1.2-2x faster; measured again on
- * another (2 cores, fccl-bench, us, interleaved launches) they were 2-4x
- * slower idle (4 ranks 1 MiB 870-1,220 against 230-430, 4 MiB 3,080-4,050
- * against 1,160-1,850; 3 ranks 1 MiB 670-1,100 against 310-320) and
- * 3-9x slower with two busy loops (4 ranks 1 MiB 3,180-4,600 against
- * 450-510), where the segment also beat Open MPI by 2-8x.  At 2 ranks
+ * another (2 cores, fccl-bench, us, interleaved launches) they were
+ * 1.9-5.5x slower idle (4 ranks 1 MiB 870-1,220 against 230-430, 4 MiB
+ * 3,080-4,050 against 1,160-1,850; 3 ranks 1 MiB 670-1,100 against
+ * 310-320; 8 ranks 1 MiB 5x) and 1.8-28x slower with busy loops (4 ranks
+ * 1 MiB 3,180-4,600 against 450-510), where the segment also beat Open
+ * MPI by 1.8-3.1x idle and 8-11x under load.  At 2 ranks
  * recursive doubling's single copy is sometimes ahead at 1-4 MiB and
  * sometimes 2x behind, as the machine's phase changes.  bench/RESULTS.md,
  * "the one-host all_reduce keeps the segment". */
