@@ -98,6 +98,27 @@ Test(reconnect, survives_restart_between_calls, .timeout = 60)
     remove_dir();
 }
 
+/* Poll the server's STATS until it holds `n` parked waiters: a client's
+ * WAIT has reached it (a fixed sleep lost that race on a loaded machine). */
+static void await_waiters(int port, long n)
+{
+    fccl_store_t *s = srv_store_open(port, 0);
+    long have = -1;
+    for (int i = 0; i < 1000 && have < n; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        cr_assert_eq(fccl_store_stats(s, &text, &len), FCCL_OK, "%s",
+                     fccl_last_error());
+        const char *w = strstr(text, "\nwaiters ");
+        have = w ? atol(w + 9) : -1;
+        free(text);
+        if (have < n)
+            th_sleep_ms(10);
+    }
+    fccl_store_close(s);
+    cr_assert(have >= n, "the server holds %ld waiters, not %ld", have, n);
+}
+
 struct waiter {
     fccl_store_t *s;
     int rc;
@@ -120,7 +141,7 @@ Test(reconnect, pending_wait_reissued, .timeout = 60)
     struct waiter w = {.s = srv_store_open(srv.port, 1), .rc = 99};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, wait_thread, &w), 0);
-    th_sleep_ms(300); /* the WAIT is at the server */
+    await_waiters(srv.port, 1);
     restart(&srv);
     th_sleep_ms(300);
     fccl_store_t *other = srv_store_open(srv.port, 0);
@@ -535,7 +556,7 @@ static int cli_get_across_restart(struct srv *srv, const char *flag,
     struct srv run = {0};
     int outfd;
     srv_spawn(&run, argv, &outfd);
-    th_sleep_ms(300); /* its WAIT is at the server */
+    await_waiters(srv->port, 1);
     restart(srv);
     th_sleep_ms(300);
     fccl_store_t *other = srv_store_open(srv->port, 0);

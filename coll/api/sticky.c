@@ -96,7 +96,7 @@ int coll_fail_op(struct fccl_group *g, int code, const struct coll_opinfo *op)
 {
     if (code >= 0)
         return code;
-    char detail[512];
+    char detail[512], earlier[sizeof(g->errmsg)] = "";
     struct tp_notice n;
     int first = 0, tell = 0;
     snprintf(detail, sizeof(detail), "%s", fccl_last_error());
@@ -105,11 +105,20 @@ int coll_fail_op(struct fccl_group *g, int code, const struct coll_opinfo *op)
         first = 1;
         tell = stick_locked(g, code, op, detail, &n);
         text(detail, sizeof(detail), "%s", g->errmsg);
+    } else {
+        text(earlier, sizeof(earlier), "%s", g->errmsg);
     }
     pthread_mutex_unlock(&g->lock);
     if (tell)
         tp_group_notify(g->tp, &n, g->world, (size_t)g->size);
-    return first ? fccl_err(code, "%s", detail) : code;
+    if (first)
+        return fccl_err(code, "%s", detail);
+    /* Failing second (a wait that ran out as a member's notice came in):
+     * the group's first failure is the cause the caller must see. */
+    if (earlier[0] && !strstr(detail, earlier))
+        return fccl_err(code, "%s; the group had already failed: %s", detail,
+                        earlier);
+    return code;
 }
 
 int coll_fail(struct fccl_group *g, int code)
