@@ -16,8 +16,10 @@
  *                  must fail at once), then the group is destroyed, made
  *                  again and a checked all_reduce runs on it
  *   wait MS S      the same with an asynchronous all_reduce ended by
- *                  fccl_wait(req, MS); then a point-to-point case on a
- *                  new group of ranks 0 and 1: rank 0 waits MS for a
+ *                  fccl_wait(req, MS) and a second one queued behind it
+ *                  ended by fccl_wait(req2, 0) ("SECOND"); then a
+ *                  point-to-point case on a new group of ranks 0 and 1:
+ *                  rank 0 waits MS for a
  *                  message rank 1 never sends, rank 1 polls
  * Lines: "R<r> FAILED <status> after <ms> failed_rank <w>: <message>",
  * "R<r> LEARNED after <ms> failed_rank <w>", "R<r> NEXT <status> in <ms>:
@@ -186,13 +188,20 @@ static int fail_mode(fccl_group_t *w, int async_, long ms, int skip)
         rc = fccl_all_reduce(&in, &out, 1, FCCL_INT32, FCCL_SUM, g, NULL);
         report(g, rc, t0);
     } else {
-        int in = 1, out;
-        fccl_request_t *req;
+        int in = 1, out, in2 = 1, out2;
+        fccl_request_t *req, *req2;
         if ((rc = fccl_all_reduce(&in, &out, 1, FCCL_INT32, FCCL_SUM, g,
-                                  &req)) < 0)
+                                  &req)) < 0 ||
+            (rc = fccl_all_reduce(&in2, &out2, 1, FCCL_INT32, FCCL_SUM, g,
+                                  &req2)) < 0)
             return die("all_reduce async", rc);
         rc = fccl_wait(req, ms);
         report(g, rc, t0);
+        /* queued behind it: given up on at once (done or not), it must
+         * still name the group's first failure */
+        rc = fccl_wait(req2, 0);
+        printf("R%d SECOND %s: %s\n", me, fccl_strerror(rc),
+               rc < 0 ? fccl_last_error() : "(it did not fail)");
     }
     next_call(g);
     recreate(w, &g);

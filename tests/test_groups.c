@@ -236,6 +236,16 @@ Test(groups, next_timeout_fails_group_tcp, .timeout = 120) { timeout_job(TCP); }
 static void wait_job(const char *prov)
 {
     char *out = failing_job(prov, "wait", 1500, 2);
+    /* the call queued behind the failed one names the first failure too */
+    for (int r = 0; r < 4; r++) {
+        char line[1200];
+        if (r == 2)
+            continue;
+        line_of(out, r, "SECOND", line, sizeof(line));
+        cr_expect(strstr(line, "timed out after 1500 ms in all_reduce seq 1 "
+                         "on fccl_4_"), "rank %d's queued call must name the "
+                  "group's first failure: %s\n%s", r, line, out);
+    }
     /* point to point: rank 0 gives up on rank 1, which learns of it */
     long bound = 1500 + PEER_S * 1000 + 1500;
     char line[1200];
