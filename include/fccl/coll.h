@@ -233,7 +233,9 @@ FCCL_API int fccl_group_failed_rank(const fccl_group_t *g);
  * queued ahead of it and itself may take (each ends by its timeout).
  * If timeout_ms passes first, the wait fails the operation as its own
  * timeout would: it returns FCCL_ERR_TIMEOUT ("rank R (world W) timed out
- * after timeout_ms ms in OP seq S on G ..."), the handle is freed, what
+ * after timeout_ms ms in OP seq S on G ..."; if the group had already
+ * failed, the message ends with "the group had already failed: " and
+ * that first failure), the handle is freed, what
  * the operation had posted is cancelled (its buffers are the caller's
  * again when the call returns), and the group fails on every member
  * (see the overview).  To look without failing anything, use
