@@ -19,8 +19,8 @@
  *                  fccl_wait(req, MS) and a second one queued behind it
  *                  ended by fccl_wait(req2, 0) ("SECOND"); then a
  *                  point-to-point case on a new group of ranks 0 and 1:
- *                  rank 0 waits MS for a
- *                  message rank 1 never sends, rank 1 polls
+ *                  rank 0 waits MS for a message rank 1 never sends,
+ *                  rank 1 polls
  * Lines: "R<r> FAILED <status> after <ms> failed_rank <w>: <message>",
  * "R<r> LEARNED after <ms> failed_rank <w>", "R<r> NEXT <status> in <ms>:
  * <message>", "R<r> RECREATED ok|bad".
