@@ -26,6 +26,7 @@
  */
 #include <getopt.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@
 #include "coll_group.h"
 #include "group.h"
 #include "coll_ref.h"
+#include "select.h"
 #include "fccl/pg.h"
 #include "lib/proc.h"
 #include "lib/tp_harness.h"
@@ -53,6 +55,7 @@ struct shared {
     unsigned char same[MAX_CASES];
     char name[MAX_CASES][96];
     uint64_t hash[MAX_CASES][TPH_MAX_RANKS];
+    _Atomic long entered[MAX_CASES]; /* barrier_bcast: barriers entered */
 };
 
 static struct {
@@ -522,6 +525,45 @@ static int op_barrier(struct rt *t, const struct tc *c, int cs, uint64_t *h)
     return finish(fccl_barrier(t->g, REQ(c)), &req, c->async) < 0 ? -1 : 0;
 }
 
+/* Barriers alternating with broadcasts from every root in turn, so that
+ * each barrier after the first is led by the next broadcast's root
+ * (algo/barrier_shm.c).  Nobody may leave barrier k before every rank
+ * has entered it, nor pass barrier k + 1 before I enter it: a count of
+ * entries in the shared page shows both (not with -e, whose ranks do not
+ * share it).  Each broadcast's word is checked too. */
+static int op_barrier_bcast(struct rt *t, const struct tc *c, int cs,
+                            uint64_t *h)
+{
+    long n = t->n;
+    *h = 0;
+    for (long k = 1; k <= (long)c->count; k++) {
+        if (!O.env)
+            atomic_fetch_add(&SH->entered[cs], 1);
+        fccl_request_t *req = NULL;
+        if (finish(fccl_barrier(t->g, REQ(c)), &req, c->async) < 0)
+            return -1;
+        long seen = O.env ? n * k : atomic_load(&SH->entered[cs]);
+        if (seen < n * k || seen > n * (k + 1) - 1) {
+            FAIL(t, c, "after barrier %ld: %ld entries, want %ld to %ld", k,
+                 seen, n * k, n * (k + 1) - 1);
+            return 1;
+        }
+        int root = (int)(k % n);
+        uint64_t want = (uint64_t)cs * 1000003u + (uint64_t)k, got = 0;
+        if (t->rank == root)
+            got = want;
+        if (finish(fccl_broadcast(&got, 1, FCCL_UINT64, root, t->g, REQ(c)),
+                   &req, c->async) < 0)
+            return -1;
+        if (got != want) {
+            FAIL(t, c, "broadcast %ld from rank %d: got %llu, want %llu", k,
+                 root, (unsigned long long)got, (unsigned long long)want);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Ring shift with isend/irecv (async = 1), blocking send/recv ordered by
  * parity (async = 0), or one batch to and from every rank (uneven = 1). */
 static int op_p2p(struct rt *t, const struct tc *c, int cs, uint64_t *h)
@@ -605,6 +647,7 @@ static const struct {
     {"gather", op_gather, 0},           {"scatter", op_scatter, 0},
     {"all_to_all", op_all_to_all, 0},   {"neighbor_exchange", op_neighbor, 0},
     {"barrier", op_barrier, 0},         {"p2p", op_p2p, 0},
+    {"barrier_bcast", op_barrier_bcast, 0},
     {"neighbor_exchange_v2", op_nbr_v2, 0},
     {"all_to_all_dims", op_a2a_dims, 0},
 };

@@ -1,11 +1,11 @@
 /*
  * mpi_coll: OSU-style timing of MPI_Allreduce, MPI_Allgather,
- * MPI_Alltoall, MPI_Bcast (root 0) and MPI_Reduce_scatter_block on float32
- * (sum), the MPI baseline for bench/coll.sh.
+ * MPI_Alltoall, MPI_Bcast (root 0), MPI_Reduce_scatter_block on float32
+ * (sum) and MPI_Barrier, the MPI baseline for bench/coll.sh.
  *
  *   mpirun -n N mpi_coll [-o all_reduce|all_gather|all_to_all|broadcast|
- *                        reduce_scatter] [-b MIN] [-e MAX] [-f FACTOR]
- *                        [-n ITERS] [-w WARMUP] [-c]
+ *                        reduce_scatter|barrier] [-b MIN] [-e MAX]
+ *                        [-f FACTOR] [-n ITERS] [-w WARMUP] [-c]
  *
  * Sizes follow nccl-tests (and fccl-bench): for all_reduce and broadcast
  * the buffer size, for all_gather the whole receive buffer (N blocks), for
@@ -13,8 +13,10 @@
  * whose per-rank block is empty is skipped.
  *
  * Per size: warm-up, then ITERS iterations of { MPI_Barrier; t0; op; t1 },
- * the slowest rank's t1 - t0 (MPI_Reduce MAX, outside the timed part), and
- * the median over iterations ("time"); then ITERS back-to-back operations
+ * the slowest rank's t1 - t0 (one MPI_Allreduce MAX of every iteration's
+ * time after the loop, as fccl-bench does: a reduction inside the loop
+ * would change which rank reaches the next barrier last), and the median
+ * over iterations ("time"); then ITERS back-to-back operations
  * between two barriers, averaged ("avg", as nccl-tests reports).  Large
  * sizes run fewer iterations (at least 5) so a sweep stays short.
  * algbw = size / time, busbw = algbw * factor (all_reduce 2(N-1)/N, the
@@ -28,10 +30,10 @@
 #include <string.h>
 
 enum op { OP_ALL_REDUCE, OP_ALL_GATHER, OP_ALL_TO_ALL, OP_BCAST,
-          OP_REDUCE_SCATTER, OP_COUNT };
+          OP_REDUCE_SCATTER, OP_BARRIER, OP_COUNT };
 static const char *op_names[OP_COUNT] = {"all_reduce", "all_gather",
                                          "all_to_all", "broadcast",
-                                         "reduce_scatter"};
+                                         "reduce_scatter", "barrier"};
 
 
 struct cfg {
@@ -93,7 +95,8 @@ static int parse_args(int argc, char **argv, struct cfg *c)
 /* The operations whose buffer is the whole size (not N blocks). */
 static int whole(const struct cfg *c)
 {
-    return c->op == OP_ALL_REDUCE || c->op == OP_BCAST;
+    return c->op == OP_ALL_REDUCE || c->op == OP_BCAST ||
+           c->op == OP_BARRIER;
 }
 
 /* Elements of a given block: count per block and total block count. */
@@ -123,6 +126,8 @@ static int run_op(const struct cfg *c, const float *in, float *out,
     case OP_REDUCE_SCATTER:
         return MPI_Reduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM,
                                         MPI_COMM_WORLD);
+    case OP_BARRIER:
+        return MPI_Barrier(MPI_COMM_WORLD);
     default: break;
     }
     return MPI_ERR_OTHER;
@@ -165,7 +170,7 @@ static int check(const struct cfg *c, const float *out, size_t count)
     size_t total = whole(c) || c->op == OP_REDUCE_SCATTER
                        ? count : count * (size_t)nranks;
     int bad = 0;
-    for (size_t i = 0; i < total && !bad; i++)
+    for (size_t i = 0; i < total && !bad && c->op != OP_BARRIER; i++)
         bad = out[i] != expect(c, i, count);
     int anybad = 0;
     MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -186,10 +191,10 @@ static double time_median(const struct cfg *c, const float *in, float *out,
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         run_op(c, in, out, count);
-        double dt = MPI_Wtime() - t0, slowest = 0;
-        MPI_Reduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-        samples[it] = slowest;
+        samples[it] = MPI_Wtime() - t0;
     }
+    MPI_Allreduce(MPI_IN_PLACE, samples, iters, MPI_DOUBLE, MPI_MAX,
+                  MPI_COMM_WORLD);
     qsort(samples, (size_t)iters, sizeof(double), cmp_double);
     return iters % 2 ? samples[iters / 2]
                      : (samples[iters / 2 - 1] + samples[iters / 2]) / 2;
@@ -287,8 +292,9 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &c) < 0) {
         if (rank == 0)
             fprintf(stderr, "usage: mpi_coll [-o all_reduce|all_gather|"
-                            "all_to_all|broadcast|reduce_scatter] [-b MIN] [-e MAX] [-f FACTOR] "
-                            "[-n ITERS] [-w WARMUP] [-c]\n");
+                            "all_to_all|broadcast|reduce_scatter|barrier] "
+                            "[-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] "
+                            "[-w WARMUP] [-c]\n");
         MPI_Finalize();
         return 2;
     }

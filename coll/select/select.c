@@ -337,9 +337,12 @@ static int auto_choice(const struct coll_run *run)
             return 2;
         return n > 2 && bytes >= 512 * 1024 ? 1 : 0;
     case COLL_BARRIER:
-        /* the segment, once another operation has made one: a barrier
-         * alone (fccl_init's) is not worth setting it up */
-        return run->st->seg && one_host_shm(run->g) ? 1 : 0;
+        /* the segment, once another operation has made one or from the
+         * group's second barrier on: the first alone (fccl_init's) is
+         * not worth setting it up, a program's barriers are (2 ranks:
+         * 0.4 us a barrier against the tokens' 1.1-1.4) */
+        return (run->st->seg || run->st->barriers > 0) &&
+                       one_host_shm(run->g) ? 1 : 0;
     case COLL_ALLGATHER:
         /* shm: one barrier for small blocks; with 3+ ranks it beat the
          * ring at every size measured; two ranks with larger blocks take
