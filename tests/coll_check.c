@@ -525,10 +525,10 @@ static int op_barrier(struct rt *t, const struct tc *c, int cs, uint64_t *h)
     return finish(fccl_barrier(t->g, REQ(c)), &req, c->async) < 0 ? -1 : 0;
 }
 
-/* Barriers alternating with broadcasts from every root in turn, so that
- * each barrier after the first is led by the next broadcast's root
- * (algo/barrier_shm.c).  Nobody may leave barrier k before every rank
- * has entered it, nor pass barrier k + 1 before I enter it: a count of
+/* Barriers alternating with one-way broadcasts from every root in turn
+ * (with more ranks than CPUs the barrier is led by rank 0,
+ * algo/barrier_shm.c).  Nobody may leave barrier k before every rank has
+ * entered it, nor pass barrier k + 1 before I enter it: a count of
  * entries in the shared page shows both (not with -e, whose ranks do not
  * share it).  Each broadcast's word is checked too. */
 static int op_barrier_bcast(struct rt *t, const struct tc *c, int cs,

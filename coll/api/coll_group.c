@@ -37,7 +37,6 @@ int coll_group_init(struct fccl_group *g)
                         g->name);
     st->g = g;
     st->chunk = env_chunk();
-    st->barrier_lead = -1;
     coll_algo_env(st);
     if (coll_worker_init(&st->worker) < 0) {
         free(st);

@@ -65,20 +65,6 @@ static int moves_nothing(const struct coll_args *a)
     }
 }
 
-/* Every member sees the same calls in the same order, so what this keeps
- * is the same on all of them, as the barrier's choices need (state.h). */
-static void note_call(struct coll_state *st, const struct coll_args *a)
-{
-    if (a->kind == COLL_BARRIER) {
-        st->barriers++;
-        st->after_barrier = 1;
-        return;
-    }
-    if (st->after_barrier)
-        st->barrier_lead = a->kind == COLL_BCAST ? a->root : -1;
-    st->after_barrier = 0;
-}
-
 int coll_execute(struct fccl_group *g, const struct coll_args *a,
                  uint32_t seq, int64_t timeout_ms)
 {
@@ -93,7 +79,10 @@ int coll_execute(struct fccl_group *g, const struct coll_args *a,
     const struct coll_algo *al = coll_select(&run, &rc);
     if (!al)
         return rc;
-    note_call(run.st, a);
+    /* counted after the choice, on every member alike (they all run
+     * the same calls in the same order), so they all choose alike */
+    if (a->kind == COLL_BARRIER)
+        run.st->barriers++;
     run.algo = al->name;
     LOG_TRACE("COLL", "%s seq %u on %s: %s", a->opname, seq, g->name,
               al->name);

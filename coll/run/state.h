@@ -2,7 +2,8 @@
  * Internal: what the collective engine keeps for each group (g->state):
  * scratch memory and requests reused across calls, the forced algorithm
  * per operation, the pipeline chunk, the shared segment of a one-host
- * group, what its barriers have seen, and the queue of the group's worker thread (api/request.c).
+ * group, its count of barriers, and the queue of the group's worker
+ * thread (api/request.c).
  * Created by coll_group_init, freed by coll_group_fini (api/coll_group.c).
  * The floors above fill their own parts (select/ the forced choices,
  * shm/ the segments, api/ the worker); it lives here, on the lowest floor
@@ -50,14 +51,10 @@ struct coll_state {
     struct coll_seg *hseg;     /* segment of this host's members of a
                                   multi-host group (all_reduce[hier]) */
     int hseg_failed;
-    /* Barriers as the group has run them (api/execute.c counts; the
-     * selector and algo/barrier_shm.c read): the segment waits for a
-     * group's second barrier, the first being often fccl_init's, and a
-     * barrier releases first the root of a broadcast that followed the
-     * last barrier. */
-    unsigned barriers;         /* barriers run so far */
-    int after_barrier;         /* the last call run was a barrier */
-    int barrier_lead;          /* that broadcast's root, else -1 */
+    /* barriers run so far (api/execute.c counts, the selector reads):
+     * the segment waits for a group's second, the first being often
+     * fccl_init's */
+    unsigned barriers;
     struct coll_worker worker;
 };
 

@@ -342,7 +342,7 @@ static int auto_choice(const struct coll_run *run)
          * not worth setting it up, a program's barriers are (2 ranks:
          * 0.4 us a barrier against the tokens' 1.1-1.4) */
         return (run->st->seg || run->st->barriers > 0) &&
-                       one_host_shm(run->g) ? 1 : 0;
+               one_host_shm(run->g) ? 1 : 0;
     case COLL_ALLGATHER:
         /* shm: one barrier for small blocks; with 3+ ranks it beat the
          * ring at every size measured; two ranks with larger blocks take

@@ -472,32 +472,29 @@ int coll_seg_barrier(struct coll_run *run, struct coll_seg *s)
     return seg_wait(run, s, barrier_late, target, "barrier");
 }
 
-/* The led barrier's waits: the leader (s->peer) waits for the others; the
- * others wait for the leader, which arrives only once they all have (a
- * member that has not arrived either is named too, for a timeout's
- * message). */
+/* The led barrier's waits: member 0 waits for the others; the others wait
+ * for member 0, which arrives only once they all have (a member that has
+ * not arrived either is named too, for a timeout's message). */
 static int others_late(const struct coll_seg *s, int q, uint64_t target)
 {
-    return q != s->peer && barrier_late(s, q, target);
+    return q != 0 && barrier_late(s, q, target);
 }
 
 static int leader_late(const struct coll_seg *s, int q, uint64_t target)
 {
-    return barrier_late(s, s->peer, target) &&
-           (q == s->peer || barrier_late(s, q, target));
+    return barrier_late(s, 0, target) && (q == 0 || barrier_late(s, q, target));
 }
 
-int coll_seg_barrier_led(struct coll_run *run, struct coll_seg *s, int lead)
+int coll_seg_barrier_led(struct coll_run *run, struct coll_seg *s)
 {
     uint64_t target = ++s->count;
-    s->peer = lead;
-    if (s->me != lead) {
+    if (s->me != 0) {
         atomic_store_explicit(arrive(s, s->me), target, memory_order_release);
         return seg_wait(run, s, leader_late, target, "barrier");
     }
     int rc = seg_wait(run, s, others_late, target, "barrier");
     if (rc >= 0)
-        atomic_store_explicit(arrive(s, lead), target, memory_order_release);
+        atomic_store_explicit(arrive(s, 0), target, memory_order_release);
     return rc;
 }
 

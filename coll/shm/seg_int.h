@@ -47,8 +47,7 @@ struct coll_seg {
     size_t bc_lines;   /* lines of the current call */
     int peer;          /* the member a one-member wait is for (its
                           seg_late_fn reads it: a broadcast's root, a
-                          single copy's owner or writer, a led barrier's
-                          leader) */
+                          single copy's owner or writer) */
     /* single copies (cma.c) */
     int cma;           /* -1 not agreed yet, 0 off, 1 on for every member */
     uint64_t xcall;    /* CMA calls so far */

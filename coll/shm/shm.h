@@ -33,11 +33,12 @@ unsigned char *coll_seg_slot(const struct coll_seg *s, int rank);
  * on the call's deadline, an abort, or a member that has exited. */
 int coll_seg_barrier(struct coll_run *run, struct coll_seg *s);
 /* The same barrier (it counts alike, and may alternate with the one
- * above), but member `lead` leaves first: it arrives last, once everyone
- * else has, and the others leave when they see it.  fccl_barrier uses it
- * where a broadcast from `lead` follows: its data is then written before
- * the receivers leave (algo/barrier_shm.c says when).  Errors as above. */
-int coll_seg_barrier_led(struct coll_run *run, struct coll_seg *s, int lead);
+ * above), but member 0 leaves first: it arrives last, once everyone else
+ * has, and the others leave when they see it.  fccl_barrier uses it: what
+ * follows a barrier is often a broadcast from rank 0, whose data is then
+ * written before the receivers leave (4 ranks on 2 cores: the receivers
+ * otherwise waited for the root to be scheduled again).  Errors as above. */
+int coll_seg_barrier_led(struct coll_run *run, struct coll_seg *s);
 /* Every *_shm.c algorithm is one of two kinds (see allreduce_shm.c for why
  * this is safe).  A one-barrier call (up to COLL_SHM_SMALL) uses half of
  * each slot, alternating from call to call: coll_seg_small returns the

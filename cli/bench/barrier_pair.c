@@ -1,0 +1,116 @@
+/*
+ * barrier_pair: fccl's side of bench/pair.sh.  Times a barrier and the
+ * call after it together, back to back, as a program that synchronizes
+ * before each call sees them:
+ *
+ *   fccl-run -n N build/bench/barrier_pair [-o OP] [-b BYTES] [-n ITERS]
+ *
+ * OP: all_reduce (float32 sum), all_gather, all_to_all, broadcast (root 0)
+ * or barrier (two barriers a pair); BYTES (default 8) as fccl-bench's
+ * sizes: the whole buffer for all_reduce and broadcast, the receive
+ * buffer of all_gather, the send buffer of all_to_all.  Five passes of
+ * ITERS (default 20000) pairs; each pass's time per pair is the slowest
+ * rank's; rank 0 prints the median pass:
+ *
+ *   pair OP RANKS BYTES US
+ *
+ * The "time" column of fccl-bench and cli/bench/mpi_coll.c starts each
+ * rank's clock as it leaves the barrier, so it also measures who leaves
+ * a barrier first; a pair does not.  cli/bench/mpi_barrier_pair.c is the
+ * same for MPI.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fccl/fccl.h"
+
+enum { PASSES = 5 };
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int call(const char *op, float *in, float *out, size_t count,
+                fccl_group_t *w)
+{
+    if (strcmp(op, "all_reduce") == 0)
+        return fccl_all_reduce(in, out, count, FCCL_FLOAT32, FCCL_SUM, w,
+                               NULL);
+    if (strcmp(op, "all_gather") == 0)
+        return fccl_all_gather(in, out, count, FCCL_FLOAT32, w, NULL);
+    if (strcmp(op, "all_to_all") == 0)
+        return fccl_all_to_all(in, out, count, FCCL_FLOAT32, w, NULL);
+    if (strcmp(op, "broadcast") == 0)
+        return fccl_broadcast(out, count, FCCL_FLOAT32, 0, w, NULL);
+    return fccl_barrier(w, NULL);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    const char *op = "all_reduce";
+    size_t bytes = 8;
+    long iters = 20000;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "-o") == 0)
+            op = argv[i + 1];
+        else if (strcmp(argv[i], "-b") == 0)
+            bytes = strtoul(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "-n") == 0)
+            iters = strtol(argv[i + 1], NULL, 10);
+    }
+    if (iters < 1 || bytes < 4) {
+        fprintf(stderr, "usage: barrier_pair [-o OP] [-b BYTES] [-n ITERS]\n");
+        return 2;
+    }
+    fccl_group_t *w;
+    int rc = fccl_init(NULL, &w);
+    if (rc < 0) {
+        fprintf(stderr, "barrier_pair: fccl_init: %s\n", fccl_last_error());
+        return 1;
+    }
+    int n = fccl_group_size(w);
+    int blocked = strcmp(op, "all_gather") == 0 ||
+                  strcmp(op, "all_to_all") == 0;
+    size_t total = bytes / sizeof(float);
+    size_t count = blocked ? total / (size_t)n : total;
+    float *in = calloc(total + 1, sizeof(float));
+    float *out = calloc(total + 1, sizeof(float));
+    double pass[PASSES];
+    if (!in || !out || count == 0) {
+        fprintf(stderr, "barrier_pair: %zu bytes make no block of %d ranks "
+                        "(or no memory)\n", bytes, n);
+        return 2;
+    }
+    for (int p = 0; p < PASSES && rc >= 0; p++) {
+        rc = fccl_barrier(w, NULL);
+        double t0 = now_us();
+        for (long i = 0; i < iters && rc >= 0; i++)
+            if ((rc = fccl_barrier(w, NULL)) >= 0)
+                rc = call(op, in, out, count, w);
+        pass[p] = (now_us() - t0) / (double)iters;
+        if (rc >= 0)
+            rc = fccl_all_reduce(&pass[p], &pass[p], 1, FCCL_FLOAT64,
+                                 FCCL_MAX, w, NULL);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "barrier_pair: %s: %s\n", op, fccl_last_error());
+        return 1;
+    }
+    qsort(pass, PASSES, sizeof(double), cmp_double);
+    if (fccl_group_rank(w) == 0)
+        printf("pair %s %d %zu %.3f\n", op, n, bytes, pass[PASSES / 2]);
+    free(in);
+    free(out);
+    return fccl_finalize() < 0;
+}
