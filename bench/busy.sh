@@ -54,20 +54,9 @@ one() { # system op n size -> time in us
     esac
 }
 
-# Sessions.  With the kernel's autogroup scheduling (on by default,
-# /proc/sys/kernel/sched_autogroup_enabled) CPU is shared fairly between
-# sessions first, then between the tasks of a session.  mpirun.mpich's
-# hydra puts its ranks in a session of their own, fccl-run and Open MPI's
-# mpirun leave them in the caller's: with the busy loops in this script's
-# session MPICH's ranks got a session's share each while fccl's split one
-# with the loops.  So every busy loop runs in a session of its own, as
-# other users' work does, and so does every system measured (one()).
-LOADPIDS=""
-load_on() { for _ in $(seq "$LOAD_JOBS"); do
-                setsid sh -c 'while :; do :; done' &
-                LOADPIDS="$LOADPIDS $!"; done; }
-load_off() { for p in $LOADPIDS; do kill "$p" 2>/dev/null; done
-             wait 2>/dev/null; LOADPIDS=""; }
+# every busy loop and every system measured (one()) in a session of its
+# own: rounds.sh says why
+. "$HERE/rounds.sh" # load_on, load_off
 trap 'load_off' EXIT INT TERM
 
 block() { # load|idle round
@@ -87,7 +76,7 @@ block() { # load|idle round
 }
 
 for r in $(seq "$ROUNDS"); do
-    load_on
+    load_on "$LOAD_JOBS"
     block load "$r"
     load_off
     echo "round $r load done ($(uptime | sed 's/.*load/load/'))" >&2

@@ -55,17 +55,12 @@ one() { # system op n size -> us per pair
     esac | awk '$1 == "pair" {print $5; exit}'
 }
 
-LOADPIDS=""
-load_on() { for _ in $(seq "$(nproc)"); do
-                setsid sh -c 'while :; do :; done' &
-                LOADPIDS="$LOADPIDS $!"; done; }
-load_off() { for p in $LOADPIDS; do kill "$p" 2>/dev/null; done
-             wait 2>/dev/null; LOADPIDS=""; }
+. "$HERE/rounds.sh" # load_on, load_off, MEDIAN_AWK
 trap 'load_off' EXIT INT TERM
 
 for r in $(seq "$ROUNDS"); do
     for load in $LOADS; do
-        [ "$load" = busy ] && load_on
+        [ "$load" = busy ] && load_on "$(nproc)"
         for op in $OPS; do for n in $NPS; do for s in $SIZES; do
             for sys in $SYSTEMS; do
                 printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$load" "$op" \
@@ -78,7 +73,6 @@ for r in $(seq "$ROUNDS"); do
     echo "round $r done ($(uptime | sed 's/.*load/load/'))" >&2
 done
 
-. "$HERE/rounds.sh" # MEDIAN_AWK
 awk -F'\t' -v systems="$SYSTEMS" "$MEDIAN_AWK"'
 { k = $2 "|" $3 "|" $4 "|" $5; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
   if ($7 != "") { us[k, $6, $1] = $7; rounds[$1] = 1 } }

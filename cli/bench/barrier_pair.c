@@ -21,12 +21,10 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "fccl/fccl.h"
-
-enum { PASSES = 5 };
+#include "pair_opts.h"
 
 static double now_us(void)
 {
@@ -50,26 +48,10 @@ static int call(const char *op, float *in, float *out, size_t count,
     return fccl_barrier(w, NULL);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
-    const char *op = "all_reduce";
-    size_t bytes = 8;
-    long iters = 20000;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-o") == 0)
-            op = argv[i + 1];
-        else if (strcmp(argv[i], "-b") == 0)
-            bytes = strtoul(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "-n") == 0)
-            iters = strtol(argv[i + 1], NULL, 10);
-    }
-    if (iters < 1 || bytes < 4) {
+    struct pair_opts o;
+    if (pair_opts_parse(argc, argv, &o) < 0) {
         fprintf(stderr, "usage: barrier_pair [-o OP] [-b BYTES] [-n ITERS]\n");
         return 2;
     }
@@ -80,36 +62,32 @@ int main(int argc, char **argv)
         return 1;
     }
     int n = fccl_group_size(w);
-    int blocked = strcmp(op, "all_gather") == 0 ||
-                  strcmp(op, "all_to_all") == 0;
-    size_t total = bytes / sizeof(float);
-    size_t count = blocked ? total / (size_t)n : total;
+    size_t count = pair_count(&o, n), total = o.bytes / sizeof(float);
     float *in = calloc(total + 1, sizeof(float));
     float *out = calloc(total + 1, sizeof(float));
-    double pass[PASSES];
+    double pass[PAIR_PASSES];
     if (!in || !out || count == 0) {
         fprintf(stderr, "barrier_pair: %zu bytes make no block of %d ranks "
-                        "(or no memory)\n", bytes, n);
+                        "(or no memory)\n", o.bytes, n);
         return 2;
     }
-    for (int p = 0; p < PASSES && rc >= 0; p++) {
+    for (int p = 0; p < PAIR_PASSES && rc >= 0; p++) {
         rc = fccl_barrier(w, NULL);
         double t0 = now_us();
-        for (long i = 0; i < iters && rc >= 0; i++)
+        for (long i = 0; i < o.iters && rc >= 0; i++)
             if ((rc = fccl_barrier(w, NULL)) >= 0)
-                rc = call(op, in, out, count, w);
-        pass[p] = (now_us() - t0) / (double)iters;
+                rc = call(o.op, in, out, count, w);
+        pass[p] = (now_us() - t0) / (double)o.iters;
         if (rc >= 0)
             rc = fccl_all_reduce(&pass[p], &pass[p], 1, FCCL_FLOAT64,
                                  FCCL_MAX, w, NULL);
     }
     if (rc < 0) {
-        fprintf(stderr, "barrier_pair: %s: %s\n", op, fccl_last_error());
+        fprintf(stderr, "barrier_pair: %s: %s\n", o.op, fccl_last_error());
         return 1;
     }
-    qsort(pass, PASSES, sizeof(double), cmp_double);
     if (fccl_group_rank(w) == 0)
-        printf("pair %s %d %zu %.3f\n", op, n, bytes, pass[PASSES / 2]);
+        printf("pair %s %d %zu %.3f\n", o.op, n, o.bytes, pair_median(pass));
     free(in);
     free(out);
     return fccl_finalize() < 0;

@@ -11,9 +11,8 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-enum { PASSES = 5 };
+#include "pair_opts.h"
 
 static int call(const char *op, float *in, float *out, int count)
 {
@@ -31,57 +30,38 @@ static int call(const char *op, float *in, float *out, int count)
     return MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     int rank, n;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
-    const char *op = "all_reduce";
-    size_t bytes = 8;
-    long iters = 20000;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "-o") == 0)
-            op = argv[i + 1];
-        else if (strcmp(argv[i], "-b") == 0)
-            bytes = strtoul(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "-n") == 0)
-            iters = strtol(argv[i + 1], NULL, 10);
-    }
-    int blocked = strcmp(op, "all_gather") == 0 ||
-                  strcmp(op, "all_to_all") == 0;
-    size_t total = bytes / sizeof(float);
-    size_t count = blocked ? total / (size_t)n : total;
+    struct pair_opts o;
+    int bad = pair_opts_parse(argc, argv, &o);
+    size_t count = bad ? 0 : pair_count(&o, n), total = o.bytes / sizeof(float);
     float *in = calloc(total + 1, sizeof(float));
     float *out = calloc(total + 1, sizeof(float));
-    if (iters < 1 || count == 0 || !in || !out) {
+    if (count == 0 || !in || !out) {
         if (rank == 0)
             fprintf(stderr, "usage: mpi_barrier_pair [-o OP] [-b BYTES] "
                             "[-n ITERS] (a block of at least 4 bytes)\n");
         MPI_Finalize();
         return 2;
     }
-    double pass[PASSES];
-    for (int p = 0; p < PASSES; p++) {
+    double pass[PAIR_PASSES];
+    for (int p = 0; p < PAIR_PASSES; p++) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        for (long i = 0; i < iters; i++) {
+        for (long i = 0; i < o.iters; i++) {
             MPI_Barrier(MPI_COMM_WORLD);
-            call(op, in, out, (int)count);
+            call(o.op, in, out, (int)count);
         }
-        pass[p] = (MPI_Wtime() - t0) * 1e6 / (double)iters;
+        pass[p] = (MPI_Wtime() - t0) * 1e6 / (double)o.iters;
         MPI_Allreduce(MPI_IN_PLACE, &pass[p], 1, MPI_DOUBLE, MPI_MAX,
                       MPI_COMM_WORLD);
     }
-    qsort(pass, PASSES, sizeof(double), cmp_double);
     if (rank == 0)
-        printf("pair %s %d %zu %.3f\n", op, n, bytes, pass[PASSES / 2]);
+        printf("pair %s %d %zu %.3f\n", o.op, n, o.bytes, pair_median(pass));
     free(in);
     free(out);
     MPI_Finalize();
