@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/proc.h"
 #include "lib/srv.h"
@@ -248,6 +249,33 @@ Test(fccl_run, no_restart_by_default)
     cr_expect(strstr(r.out, "seen-0-0") && !strstr(r.out, "seen-0-1"), "%s",
               r.out);
     cr_expect(!strstr(r.err, "restart"), "%s", r.err);
+    th_result_free(&r);
+}
+
+/* A rank killed outright leaves its files in /dev/shm: libfabric's
+ * ("<pid>:...") and, killed while setting up a group's segment, fccl's
+ * ("fccl-<pid>-<n>").  fccl-run removes both once the rank is gone. */
+Test(fccl_run, killed_rank_files_in_dev_shm_are_removed)
+{
+    char script[4096];
+    snprintf(script, sizeof(script),
+             "%s/fccl-run -n 1 sh -c 'touch /dev/shm/fccl-$$-7 "
+             "/dev/shm/$$:test; echo pid $$; kill -9 $$'",
+             bin_dir);
+    struct th_result r = run_sh(script, 60);
+    cr_expect_eq(r.status, 137, "exit %d: %s", r.status, r.err);
+    int pid = 0;
+    const char *at = strstr(r.out, "pid ");
+    cr_assert(at && sscanf(at, "pid %d", &pid) == 1, "%s", r.out);
+    char a[64], b[64];
+    snprintf(a, sizeof(a), "/dev/shm/fccl-%d-7", pid);
+    snprintf(b, sizeof(b), "/dev/shm/%d:test", pid);
+    struct stat st;
+    int left_a = stat(a, &st) == 0, left_b = stat(b, &st) == 0;
+    unlink(a);
+    unlink(b);
+    cr_expect(!left_a, "%s left behind", a);
+    cr_expect(!left_b, "%s left behind", b);
     th_result_free(&r);
 }
 

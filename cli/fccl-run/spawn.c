@@ -40,17 +40,22 @@ static void on_signal(int sig)
 }
 
 /* libfabric's shm provider names its segment "/dev/shm/<pid>:..."; a rank
- * that was killed leaves it behind.  The pid is our dead child's. */
+ * that was killed leaves it behind.  So may a rank killed while it set up
+ * a group's shared segment ("/dev/shm/fccl-<pid>-<n>", coll/shm/seg.c,
+ * whose name is removed once every member has mapped it).  The pid is our
+ * dead child's. */
 void fr_remove_shm_files(pid_t pid)
 {
-    char pre[32];
+    char pre[32], seg[40];
     int plen = snprintf(pre, sizeof(pre), "%d:", (int)pid);
+    int slen = snprintf(seg, sizeof(seg), "fccl-%d-", (int)pid);
     DIR *d = opendir("/dev/shm");
     if (!d)
         return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, pre, (size_t)plen) == 0 &&
+        if ((strncmp(e->d_name, pre, (size_t)plen) == 0 ||
+             strncmp(e->d_name, seg, (size_t)slen) == 0) &&
             unlinkat(dirfd(d), e->d_name, 0) == 0)
             LOG_INFO("RUN", "removed /dev/shm/%s of rank pid %d", e->d_name,
                      (int)pid);

@@ -647,8 +647,9 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Remove libfabric shm files (/dev/shm/<pid>:...) of local peers whose
- * process has exited without closing its endpoint.  One pass over the
+/* Remove the shm files of local peers whose process has exited without
+ * closing its endpoint (libfabric's /dev/shm/<pid>:...) or while setting
+ * up a group's segment (fccl-<pid>-<n>).  One pass over the
  * directory for all of them: at finalize many peers exit at once, and a
  * scan per peer made it O(n^2) per rank (n files in /dev/shm). */
 static void clean_exited(struct fccl_tp *tp)
@@ -675,10 +676,15 @@ static void clean_exited(struct fccl_tp *tp)
         qsort(gone, (size_t)ngone, sizeof(int), cmp_int);
         struct dirent *de;
         while ((de = readdir(d))) {
+            /* libfabric's "<pid>:...", and fccl's "fccl-<pid>-<n>" of a
+             * root that died while setting up a group's segment (its
+             * name goes once every member has mapped it: coll/shm/seg.c) */
+            int ours = strncmp(de->d_name, "fccl-", 5) == 0;
+            const char *num = de->d_name + (ours ? 5 : 0);
             char *end;
-            long pid = strtol(de->d_name, &end, 10);
+            long pid = strtol(num, &end, 10);
             int key = (int)pid;
-            if (end == de->d_name || *end != ':' || pid <= 0 ||
+            if (end == num || *end != (ours ? '-' : ':') || pid <= 0 ||
                 pid > INT_MAX ||
                 !bsearch(&key, gone, (size_t)ngone, sizeof(int), cmp_int))
                 continue;

@@ -40,14 +40,15 @@ mh_addr()
 }
 
 # Kill every process in namespace $1 (they are our test's) and remove the
-# libfabric shm files ("/dev/shm/<pid>:...") they can no longer remove,
-# then delete the namespace and its /etc/netns directory.
+# shm files they can no longer remove (libfabric's "/dev/shm/<pid>:...",
+# and fccl's "/dev/shm/fccl-<pid>-<n>" of a rank killed while it set up a
+# group's segment), then delete the namespace and its /etc/netns directory.
 mh_del_ns()
 {
     local ns=$1 pids p
     pids=$(ip netns pids "$ns" 2>/dev/null)
     [ -n "$pids" ] && kill -9 $pids 2>/dev/null
-    for p in $pids; do rm -f /dev/shm/"$p":*; done
+    for p in $pids; do rm -f /dev/shm/"$p":* /dev/shm/fccl-"$p"-*; done
     for _ in 1 2 3 4 5 6 7 8 9 10; do
         [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] && break
         sleep 0.1
@@ -141,15 +142,15 @@ mh_exec()
 
 mh_pids_on() { ip netns pids "$(mh_ns "$1")" 2>/dev/null; }
 
-# Kill every process on our hosts (the hosts stay) and remove the libfabric
-# shm files ("/dev/shm/<pid>:...") the killed ones can no longer remove.
+# Kill every process on our hosts (the hosts stay) and remove the shm files
+# the killed ones can no longer remove (as mh_del_ns).
 mh_kill_all()
 {
     local i p
     for i in "${MH_HOSTS[@]}"; do
         for p in $(mh_pids_on "$i"); do
             kill -9 "$p" 2>/dev/null
-            rm -f /dev/shm/"$p":*
+            rm -f /dev/shm/"$p":* /dev/shm/fccl-"$p"-*
         done
     done
 }

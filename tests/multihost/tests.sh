@@ -603,7 +603,8 @@ t_fault_kill_host()
     kill -9 "${PIDS[2]}" "${PIDS[3]}"
     wait_bg
     kill "$STORE_PID" 2> /dev/null
-    rm -f /dev/shm/"${PIDS[2]}":* /dev/shm/"${PIDS[3]}":*
+    rm -f /dev/shm/"${PIDS[2]}":* /dev/shm/"${PIDS[3]}":* \
+        /dev/shm/fccl-"${PIDS[2]}"-* /dev/shm/fccl-"${PIDS[3]}"-*
     fault_named 0 "$t0" "2 3" && fault_named 1 "$t0" "2 3" || return 1
     shm_clean "${PIDS[0]}" "${PIDS[1]}"
 }
