@@ -31,8 +31,7 @@
  *   resumes finds the verdict queued on its socket, fails at once naming
  *   the rank that declared it dead and why (tp_news reads the socket
  *   right away when a wait wakes from such a gap), and removes its own
- *   libfabric files from /dev/shm, since no survivor may be left to do
- *   it.
+ *   libfabric files from /dev/shm (no survivor may be left to do it).
  * - Group failure notices (tp_group_notify): a rank whose group failed
  *   (a timeout, a size mismatch) tells the group's members, one datagram
  *   each now and two more one period apart; a member's waits on that
@@ -46,7 +45,7 @@
  *   exit after a goodbye is no failure.
  * - A thread not scheduled for half the timeout (stopped, starved)
  *   forgives its neighbours' silence once: the gap was ours.
- * - It removes the shm files (/dev/shm/<pid>:...) of exited local peers;
+ * - It removes exited local peers' shm files (<pid>:..., fccl-<pid>-<n>);
  *   readmit.c rewrites a peer taken back in under tp_hb_hold.
  * Datagrams carry the sender's rank and pid (checked against its blob);
  * local peers are reached on loopback, others at their network address.
@@ -648,8 +647,8 @@ static int cmp_int(const void *a, const void *b)
 }
 
 /* Remove the shm files of local peers whose process has exited without
- * closing its endpoint (libfabric's /dev/shm/<pid>:...) or while setting
- * up a group's segment (fccl-<pid>-<n>).  One pass over the
+ * closing its endpoint (libfabric's <pid>:...) or while setting up a
+ * group's segment (fccl-<pid>-<n>, coll/shm/seg.c).  One pass over the
  * directory for all of them: at finalize many peers exit at once, and a
  * scan per peer made it O(n^2) per rank (n files in /dev/shm). */
 static void clean_exited(struct fccl_tp *tp)
@@ -675,22 +674,17 @@ static void clean_exited(struct fccl_tp *tp)
     if (d) {
         qsort(gone, (size_t)ngone, sizeof(int), cmp_int);
         struct dirent *de;
+        char *end;
         while ((de = readdir(d))) {
-            /* libfabric's "<pid>:...", and fccl's "fccl-<pid>-<n>" of a
-             * root that died while setting up a group's segment (its
-             * name goes once every member has mapped it: coll/shm/seg.c) */
-            int ours = strncmp(de->d_name, "fccl-", 5) == 0;
-            const char *num = de->d_name + (ours ? 5 : 0);
-            char *end;
-            long pid = strtol(num, &end, 10);
+            char *nm = de->d_name, *at = nm + (strncmp(nm, "fccl-", 5) ? 0 : 5);
+            long pid = strtol(at, &end, 10);
             int key = (int)pid;
-            if (end == num || *end != (ours ? '-' : ':') || pid <= 0 ||
+            if (end == at || *end != (at != nm ? '-' : ':') || pid <= 0 ||
                 pid > INT_MAX ||
                 !bsearch(&key, gone, (size_t)ngone, sizeof(int), cmp_int))
                 continue;
-            if (unlinkat(dirfd(d), de->d_name, 0) == 0)
-                LOG_DEBUG("FABRIC", "removed /dev/shm/%s of exited pid %d",
-                          de->d_name, key);
+            if (unlinkat(dirfd(d), nm, 0) == 0)
+                LOG_DEBUG("FABRIC", "removed /dev/shm/%s (exited)", nm);
         }
         closedir(d);
     }
