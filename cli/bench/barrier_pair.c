@@ -19,19 +19,9 @@
  * a barrier first; a pair does not.  cli/bench/mpi_barrier_pair.c is the
  * same for MPI.
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-
+#include "bench_clock.h"
 #include "fccl/fccl.h"
 #include "pair_opts.h"
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
 
 static int call(const char *op, float *in, float *out, size_t count,
                 fccl_group_t *w)
@@ -73,11 +63,12 @@ int main(int argc, char **argv)
     }
     for (int p = 0; p < PAIR_PASSES && rc >= 0; p++) {
         rc = fccl_barrier(w, NULL);
-        double t0 = now_us();
+        double t0 = bench_clock_s(CLOCK_MONOTONIC);
         for (long i = 0; i < o.iters && rc >= 0; i++)
             if ((rc = fccl_barrier(w, NULL)) >= 0)
                 rc = call(o.op, in, out, count, w);
-        pass[p] = (now_us() - t0) / (double)o.iters;
+        pass[p] = (bench_clock_s(CLOCK_MONOTONIC) - t0) * 1e6 /
+                  (double)o.iters;
         if (rc >= 0)
             rc = fccl_all_reduce(&pass[p], &pass[p], 1, FCCL_FLOAT64,
                                  FCCL_MAX, w, NULL);

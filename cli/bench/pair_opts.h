@@ -21,7 +21,9 @@ struct pair_opts {
 static inline int pair_opts_parse(int argc, char **argv, struct pair_opts *o)
 {
     *o = (struct pair_opts){"all_reduce", 8, 20000};
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; i += 2) {
+        if (i + 1 == argc)
+            return -1; /* an option without its value */
         if (strcmp(argv[i], "-o") == 0)
             o->op = argv[i + 1];
         else if (strcmp(argv[i], "-b") == 0)
