@@ -2,7 +2,8 @@
  * All-gather (even and _v) through the shared segment of a one-host group
  * (shm/seg.c).
  *
- * Per round every rank copies up to one slot of its block into its slot;
+ * Per round every rank copies up to coll_seg_round (512 KiB) of its block
+ * into its slot;
  * barrier; every rank copies every slot's piece to its place in the
  * output; barrier.  Blocks may differ in size: the rounds run until the
  * largest block is done.  If every block fits in half a slot there is a
@@ -160,16 +161,16 @@ int coll_seg_all_gather(struct coll_run *run, struct coll_seg *s,
     int me = coll_seg_rank(s);
     unsigned char *out = buf;
     const unsigned char *mine = out + lay_boff(l, me);
-    size_t big = max_block(l), slot = coll_seg_slot_bytes(s);
+    size_t big = max_block(l), round = coll_seg_round(s);
     size_t len = lay_bytes(l, me);
     int rc = coll_seg_large(run, s);
-    for (size_t from = 0; from < big && rc >= 0; from += slot) {
+    for (size_t from = 0; from < big && rc >= 0; from += round) {
         if (from < len)
-            memcpy(coll_seg_slot(s, me), mine + from, min_sz(slot, len - from));
+            memcpy(coll_seg_slot(s, me), mine + from, min_sz(round, len - from));
         rc = coll_seg_barrier(run, s);
         if (rc < 0)
             break;
-        copy_out(s, l, me, out, from, slot, 0);
+        copy_out(s, l, me, out, from, round, 0);
         rc = coll_seg_barrier(run, s);
     }
     return rc;

@@ -2,7 +2,8 @@
  * All-reduce and reduce through a shared-memory segment, for groups on
  * one host (a reduce is the same with only the root copying out).
  *
- * Algorithm, per chunk of up to half a slot per rank: every rank copies
+ * Algorithm, per chunk of up to half a slot per rank and at most
+ * coll_seg_round (512 KiB): every rank copies
  * its chunk into its slot; barrier; rank p reduces portion p of the chunk
  * across all slots (its own first, then the others in rank order) into
  * portion p of its own slot, which only it writes; barrier; every rank
@@ -136,7 +137,8 @@ int coll_seg_reduce(struct coll_run *run, struct coll_seg *s, int root,
     if (bytes <= COLL_SHM_SMALL && bytes <= coll_seg_slot_bytes(s) / 2)
         return small(run, s, root, src, dst, count);
     int rc = FCCL_OK;
-    size_t per = coll_seg_slot_bytes(s) / 2 / es;
+    size_t room = coll_seg_slot_bytes(s) / 2, round = coll_seg_round(s);
+    size_t per = (room < round ? room : round) / es;
     const unsigned char *in = src;
     unsigned char *out = dst;
     for (size_t off = 0; off < count && rc >= 0; off += per) {

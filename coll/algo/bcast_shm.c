@@ -4,8 +4,8 @@
  * Up to COLL_SHM_TINY bytes the broadcast is one-way (shm/oneway.c): the
  * root stamps its bytes into lines of the segment and returns, and the
  * others wait for those lines alone, not for each other; no barrier.
- * Beyond, per round the root copies up to one slot of the buffer into its
- * slot; barrier; the others copy it out; barrier.  Up to COLL_SHM_SMALL
+ * Beyond, per round the root copies up to coll_seg_round (512 KiB) of the
+ * buffer into its slot; barrier; the others copy it out; barrier.  Up to COLL_SHM_SMALL
  * (and half a slot) there is one barrier and no second one: the halves of
  * the root's slot alternate from call to call, as in allreduce_shm.c.
  *
@@ -19,7 +19,7 @@
  * (bench/RESULTS.md, issue 28).
  *
  * Cost per rank: one memcpy of N (the root's in, everyone else's out),
- * plus two barriers per slot; the binomial tree needs log2(n) transfers
+ * plus two barriers per round; the binomial tree needs log2(n) transfers
  * along its deepest path.  Without a segment it is the binomial tree.
  */
 #include <string.h>
@@ -92,8 +92,9 @@ int coll_seg_bcast(struct coll_run *run, struct coll_seg *s, int root,
     }
     if ((rc = coll_seg_large(run, s)) < 0)
         return rc;
-    for (size_t off = 0; off < bytes && rc >= 0; off += cap) {
-        size_t len = min_sz(cap, bytes - off);
+    size_t round = coll_seg_round(s);
+    for (size_t off = 0; off < bytes && rc >= 0; off += round) {
+        size_t len = min_sz(round, bytes - off);
         if (me == root)
             memcpy(slot, buf + off, len);
         if ((rc = coll_seg_barrier(run, s)) < 0)

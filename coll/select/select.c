@@ -300,10 +300,13 @@ static int transport_allreduce(const struct coll_run *run)
  * 3,080-4,050 against 1,160-1,850; 3 ranks 1 MiB 670-1,100 against
  * 310-320; 8 ranks 1 MiB 5x) and 1.8-28x slower with busy loops (4 ranks
  * 1 MiB 3,180-4,600 against 450-510), where the segment also beat Open
- * MPI by 1.8-3.1x idle and 8-11x under load.  At 2 ranks
- * recursive doubling's single copy is sometimes ahead at 1-4 MiB and
- * sometimes 2x behind, as the machine's phase changes.  bench/RESULTS.md,
- * "the one-host all_reduce keeps the segment". */
+ * MPI by 1.8-3.1x idle and 8-11x under load.  At 2 ranks, since the
+ * segment moves at most 512 KiB a round (coll_seg_round), it is ahead of
+ * recursive doubling's single copy at 1-4 MiB too (1 MiB 95 against
+ * 121-134 us, 4 MiB 402-410 against 616-663); in whole-slot rounds it had
+ * been ahead or 2x behind as the machine's phase changed.
+ * bench/RESULTS.md, "the one-host all_reduce keeps the segment" and "the
+ * segment's rounds". */
 static int auto_allreduce(const struct coll_run *run)
 {
     if (!one_host_shm(run->g))

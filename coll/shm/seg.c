@@ -126,6 +126,11 @@ void coll_seg_free(struct coll_seg *s)
 
 size_t coll_seg_slot_bytes(const struct coll_seg *s) { return s->slot; }
 
+size_t coll_seg_round(const struct coll_seg *s)
+{
+    return s->slot < COLL_SHM_ROUND ? s->slot : COLL_SHM_ROUND;
+}
+
 size_t coll_seg_small(struct coll_seg *s)
 {
     s->last_small = 1;

@@ -28,6 +28,14 @@ int coll_seg_host(struct coll_run *run, const struct coll_view *v,
 int coll_seg_size(const struct coll_seg *s);
 int coll_seg_rank(const struct coll_seg *s);
 size_t coll_seg_slot_bytes(const struct coll_seg *s);
+/* The most a member writes into its slot between two barriers in the
+ * chunked (large) paths: the slot, but at most COLL_SHM_ROUND.  Rounds of
+ * a whole 2 MiB slot fell out of the caches: 2 ranks, 1 MiB all_reduce
+ * 207-238 us against 100-111 in rounds of 512 KiB (256 KiB: 117-118,
+ * 128 KiB: 117-126), 4 ranks' 1 MiB broadcast 241-315 against 139-181
+ * (bench/RESULTS.md, "The segment's rounds"). */
+#define COLL_SHM_ROUND (512u << 10)
+size_t coll_seg_round(const struct coll_seg *s);
 unsigned char *coll_seg_slot(const struct coll_seg *s, int rank);
 /* Wait until every member has entered as many barriers as I have: fails
  * on the call's deadline, an abort, or a member that has exited. */
