@@ -3,10 +3,9 @@
  * (shm/seg.c).
  *
  * Per round every rank copies up to coll_seg_round (512 KiB) of its block
- * into its slot;
- * barrier; every rank copies every slot's piece to its place in the
- * output; barrier.  Blocks may differ in size: the rounds run until the
- * largest block is done.  If every block fits in half a slot there is a
+ * into its slot; barrier; every rank copies every slot's piece to its place
+ * in the output; barrier.  Blocks may differ in size: the rounds run until
+ * the largest block is done.  If every block fits in half a slot there is a
  * single barrier, with the halves alternating from call to call (see
  * allreduce_shm.c for why that is safe).  Blocks of at most COLL_SHM_TINY
  * bytes travel in the lines that signal them (coll_seg_tiny_put): one
@@ -166,7 +165,8 @@ int coll_seg_all_gather(struct coll_run *run, struct coll_seg *s,
     int rc = coll_seg_large(run, s);
     for (size_t from = 0; from < big && rc >= 0; from += round) {
         if (from < len)
-            memcpy(coll_seg_slot(s, me), mine + from, min_sz(round, len - from));
+            memcpy(coll_seg_slot(s, me), mine + from,
+                   min_sz(round, len - from));
         rc = coll_seg_barrier(run, s);
         if (rc < 0)
             break;

@@ -3,17 +3,16 @@
  * one host (a reduce is the same with only the root copying out).
  *
  * Algorithm, per chunk of up to half a slot per rank and at most
- * coll_seg_round (512 KiB): every rank copies
- * its chunk into its slot; barrier; rank p reduces portion p of the chunk
- * across all slots (its own first, then the others in rank order) into
- * portion p of its own slot, which only it writes; barrier; every rank
- * copies all portions out.  Every element is combined by one rank in one
- * fixed order and copied by the others, so all ranks get the same bits,
- * run after run.  The chunks alternate between the slots' halves like the
- * one-barrier calls below: the next chunk or call writes the other half,
- * and the one after writes this half only once every member has passed
- * the next one's first barrier, i.e. finished reading this one, so no
- * third barrier is needed before the slots are written again.
+ * coll_seg_round (512 KiB): every rank copies its chunk into its slot;
+ * barrier; rank p reduces portion p of the chunk across all slots (its own
+ * first, then the others in rank order) into portion p of its own slot, which
+ * only it writes; barrier; every rank copies all portions out.  Every element
+ * is combined by one rank in one fixed order and copied by the others, so all
+ * ranks get the same bits, run after run.  The chunks alternate between the
+ * slots' halves like the one-barrier calls below: the next chunk or call
+ * writes the other half, and the one after writes this half only once every
+ * member has passed the next one's first barrier, i.e. finished reading this
+ * one, so no third barrier is needed before the slots are written again.
  *
  * Cost per rank for N bytes: two memcpys of N and a reduction that reads N
  * and writes N/n, plus 2 barriers per chunk; no kernel copy.  Against the

@@ -5,9 +5,10 @@
  * root stamps its bytes into lines of the segment and returns, and the
  * others wait for those lines alone, not for each other; no barrier.
  * Beyond, per round the root copies up to coll_seg_round (512 KiB) of the
- * buffer into its slot; barrier; the others copy it out; barrier.  Up to COLL_SHM_SMALL
- * (and half a slot) there is one barrier and no second one: the halves of
- * the root's slot alternate from call to call, as in allreduce_shm.c.
+ * buffer into its slot; barrier; the others copy it out; barrier.  Up to
+ * COLL_SHM_SMALL (and half a slot) there is one barrier and no second one:
+ * the halves of the root's slot alternate from call to call, as in
+ * allreduce_shm.c.
  *
  * Two ranks, beyond the one-barrier size, where the members may read and
  * write each other's memory (shm/cma.c): both copy at once.  The root

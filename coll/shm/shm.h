@@ -31,8 +31,8 @@ size_t coll_seg_slot_bytes(const struct coll_seg *s);
 /* The most a member writes into its slot between two barriers in the
  * chunked (large) paths: the slot, but at most COLL_SHM_ROUND.  Rounds of
  * a whole 2 MiB slot fell out of the caches: 2 ranks, 1 MiB all_reduce
- * 207-238 us against 100-111 in rounds of 512 KiB (256 KiB: 117-118,
- * 128 KiB: 117-126), 4 ranks' 1 MiB broadcast 241-315 against 139-181
+ * 207-244 us against 99-111 in rounds of 512 KiB (256 KiB: 110-118,
+ * 128 KiB: 117-133), 4 ranks' 1 MiB broadcast 241-315 against 139-181
  * (bench/RESULTS.md, "The segment's rounds"). */
 #define COLL_SHM_ROUND (512u << 10)
 size_t coll_seg_round(const struct coll_seg *s);
