@@ -369,26 +369,46 @@ static int shares_cpu(const struct coll_seg *s, seg_late_fn late,
     return -1;
 }
 
-/* Leave CPU `cpu`, which I share with a member I wait for.  Yielding
- * alone only takes turns on it (5-20 us an 8-byte all_reduce, half the
- * core's speed for large ones), and the kernel does not separate us: the
- * cores are balanced by count, two tasks each.  Excluding the CPU from
- * this thread's mask for a moment moves it now; the mask is restored at
- * once (the thread stays where it was moved, and the balancer then
- * evens the counts with the other work).  Of two members sharing, only
- * the higher moves, and at most every SEG_MOVE_NS, so a stale CPU word
- * costs little. */
-static void move_off(uint64_t now, int cpu)
+/* Members whose last wait was on CPU `cpu` (+ 1). */
+static int members_on(const struct coll_seg *s, uint64_t cpu)
+{
+    int k = 0;
+    for (int q = 0; q < s->n; q++)
+        k += atomic_load_explicit(cpu_word(s, q), memory_order_relaxed) ==
+             cpu;
+    return k;
+}
+
+/* Leave CPU `cpu` (+ 1), which I share with a member I wait for.
+ * Yielding alone only takes turns on it (5-20 us an 8-byte all_reduce,
+ * half the core's speed for large ones), and the kernel does not
+ * separate us: the cores are balanced by count, two tasks each.
+ * Excluding the CPU from this thread's mask for a moment moves it now;
+ * the mask is restored at once (the thread stays where it was moved, and
+ * the balancer then evens the counts with the other work).  Of two
+ * members sharing, only the higher moves, and at most every SEG_MOVE_NS,
+ * so a stale CPU word costs little.  With more members than CPUs
+ * (`over`) some must share: one moves only off a CPU holding more than
+ * its share of them.  As a job starts the kernel may put 3 of 4 ranks on
+ * one of 2 busy cores; moving then made the first hundred 8-byte
+ * all_reduces 19 us each instead of 28, but moving off an even share
+ * made 1 MiB and 64 MiB calls 0.8x as fast (bench/RESULTS.md). */
+static void move_off(const struct coll_seg *s, uint64_t now, uint64_t cpu,
+                     int over)
 {
     static _Thread_local uint64_t last;
     cpu_set_t mine, others;
+    int c = (int)cpu - 1;
     if ((last && now - last < SEG_MOVE_NS) ||
         sched_getaffinity(0, sizeof(mine), &mine) != 0 ||
-        !CPU_ISSET(cpu, &mine) || CPU_COUNT(&mine) < 2)
+        !CPU_ISSET(c, &mine) || CPU_COUNT(&mine) < 2)
         return;
+    int cpus = CPU_COUNT(&mine);
+    if (over && members_on(s, cpu) * cpus <= s->n + cpus - 1)
+        return; /* at most its share, rounded up */
     last = now;
     others = mine;
-    CPU_CLR(cpu, &others);
+    CPU_CLR(c, &others);
     if (sched_setaffinity(0, sizeof(others), &others) == 0)
         sched_setaffinity(0, sizeof(mine), &mine);
 }
@@ -404,9 +424,10 @@ int seg_wait(struct coll_run *run, const struct coll_seg *s,
         return FCCL_OK;
     struct fccl_group *g = run->g;
     /* the clock is first read at the 16th poll: most waits of an 8-byte
-     * call end before it */
+     * call end before it; where waiters yield at once, at every poll (the
+     * yield costs far more, and a move should not wait 16 yields) */
     uint64_t t0 = 0, checked = 0, prev = 0, cpu;
-    int shared = 0, ever = 0, with;
+    int shared = 0, ever = 0, with, over = tp_yields_at_once(g->tp);
     for (unsigned polls = 1;; polls++) {
         if (none_late(s, late, target)) {
             /* the transport's spin budget learns (wait.c) from waits
@@ -416,7 +437,7 @@ int seg_wait(struct coll_run *run, const struct coll_seg *s,
                 tp_wait_done(g->tp, t0);
             return FCCL_OK;
         }
-        if (polls % 16) {
+        if (polls % 16 && !over) {
             /* with more ranks here than CPUs, or a member we wait for on
              * our CPU, this yields at once; else it returns, and the
              * clock read below decides with the transport's rule when to
@@ -431,15 +452,13 @@ int seg_wait(struct coll_run *run, const struct coll_seg *s,
         if (!t0)
             t0 = checked = prev = now;
         /* With more ranks here than CPUs every waiter yields at once
-         * anyway: whom it shares its CPU with changes nothing. */
-        if (!tp_yields_at_once(g->tp)) {
-            cpu = publish_cpu(s);
-            with = shares_cpu(s, late, target, cpu);
-            shared = with >= 0;
-            ever |= shared; /* such a wait's length teaches nothing */
-            if (shared && s->me > with)
-                move_off(now, (int)cpu - 1);
-        }
+         * anyway, but a crowded CPU is still worth leaving (move_off) */
+        cpu = publish_cpu(s);
+        with = shares_cpu(s, late, target, cpu);
+        shared = with >= 0;
+        ever |= shared; /* such a wait's length teaches nothing */
+        if (shared && s->me > with)
+            move_off(s, now, cpu, over);
         int gap = now - prev >= SEG_GAP_NS, dead;
         prev = now;
         if (atomic_load(&g->stop))
@@ -464,7 +483,7 @@ int seg_wait(struct coll_run *run, const struct coll_seg *s,
                 return seg_dead(g, dead, what);
             }
         }
-        if (shared)
+        if (shared && !over)
             sched_yield();
         tp_idle(g->tp, now - t0);
     }
