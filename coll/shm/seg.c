@@ -59,6 +59,7 @@
 #define SEG_STEP_GO 2
 #define SEG_CHECK_NS 200000000ull /* liveness check while waiting */
 #define SEG_MOVE_NS 10000000ull /* at most one move_off per thread this often */
+#define SEG_CROWD_NS 50000ull /* a crowded CPU looked for at most this often */
 #define SEG_GAP_NS 1000000000ull /* clock readings this far apart: we were
                                     stopped (SIGSTOP) or starved */
 
@@ -389,18 +390,22 @@ static int members_on(const struct coll_seg *s, uint64_t cpu)
  * members sharing, only the higher moves, and at most every SEG_MOVE_NS,
  * so a stale CPU word costs little.  With more members than CPUs
  * (`over`) some must share: one moves only off a CPU holding more than
- * its share of them.  As a job starts the kernel may put 3 of 4 ranks on
- * one of 2 busy cores; moving then made the first hundred 8-byte
- * all_reduces 19 us each instead of 28, but moving off an even share
- * made 1 MiB and 64 MiB calls 0.8x as fast (bench/RESULTS.md). */
+ * its share of them: as a job starts its ranks sit where the kernel put
+ * them, and with moves the first hundred 8-byte all_reduces of 4 ranks
+ * on 2 busy cores took 19-24 us each instead of 28-34; moving off an
+ * even share too made 1 MiB and 64 MiB calls 0.8x as fast
+ * (bench/RESULTS.md, "Four ranks on two busy cores"). */
 static void move_off(const struct coll_seg *s, uint64_t now, uint64_t cpu,
                      int over)
 {
-    static _Thread_local uint64_t last;
+    static _Thread_local uint64_t last, looked;
     cpu_set_t mine, others;
     int c = (int)cpu - 1;
     if ((last && now - last < SEG_MOVE_NS) ||
-        sched_getaffinity(0, sizeof(mine), &mine) != 0 ||
+        (over && looked && now - looked < SEG_CROWD_NS))
+        return;
+    looked = now; /* with many members, counting them costs */
+    if (sched_getaffinity(0, sizeof(mine), &mine) != 0 ||
         !CPU_ISSET(c, &mine) || CPU_COUNT(&mine) < 2)
         return;
     int cpus = CPU_COUNT(&mine);
