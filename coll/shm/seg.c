@@ -390,8 +390,8 @@ static int members_on(const struct coll_seg *s, uint64_t cpu)
  * members sharing, only the higher moves, and at most every SEG_MOVE_NS,
  * so a stale CPU word costs little.  With more members than CPUs
  * (`over`) some must share: one moves only off a CPU holding more than
- * its share of them: as a job starts its ranks sit where the kernel put
- * them, and with moves the first hundred 8-byte all_reduces of 4 ranks
+ * its share of them.  As a job starts its ranks sit where the kernel put
+ * them; with moves the first hundred 8-byte all_reduces of 4 ranks
  * on 2 busy cores took 19-24 us each instead of 28-34; moving off an
  * even share too made 1 MiB and 64 MiB calls 0.8x as fast
  * (bench/RESULTS.md, "Four ranks on two busy cores"). */
@@ -443,10 +443,9 @@ int seg_wait(struct coll_run *run, const struct coll_seg *s,
             return FCCL_OK;
         }
         if (polls % 16 && !over) {
-            /* with more ranks here than CPUs, or a member we wait for on
-             * our CPU, this yields at once; else it returns, and the
-             * clock read below decides with the transport's rule when to
-             * stop spinning */
+            /* with a member we wait for on our CPU this yields at once;
+             * else it returns, and the clock read below decides with the
+             * transport's rule when to stop spinning */
             if (shared)
                 sched_yield();
             else
