@@ -22,6 +22,12 @@
 # OUT/raw.tsv (round, load, op, ranks, size, system, us per pair) and
 # prints, per cell, each system's median and the best MPI / fccl ratio
 # (median of the per-round ratios, min..max; >= 1: fccl at least as fast).
+#
+# MODE=stamps runs the programs with -m stamps instead (one stamped pass
+# of ITERS pairs; see cli/bench/barrier_pair.c): raw.tsv then holds three
+# values, time (the "time" column's reading), skew (last exit from the
+# barrier minus the first) and crit (last end of the call minus the last
+# entry into the barrier), and a table is printed for each.
 set -u
 NEW=${1:?build dir} OLD=${2:-}
 ROUNDS=${ROUNDS:-5}
@@ -30,6 +36,7 @@ OPS=${OPS:-all_reduce all_gather all_to_all broadcast barrier}
 NPS=${NPS:-2}
 SIZES=${SIZES:-8}
 ITERS=${ITERS:-20000}
+MODE=${MODE:-pairs}
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
@@ -42,7 +49,7 @@ done
 SYSTEMS="fccl${OLD:+ old} ompi mpich"
 
 one() { # system op n size -> us per pair
-    local args="-o $2 -b $4 -n $ITERS" dir=$NEW
+    local args="-o $2 -b $4 -n $ITERS -m $MODE" dir=$NEW
     case $1 in
     fccl|old) [ "$1" = old ] && dir=$OLD
         setsid -w timeout 120 "$dir/bin/fccl-run" -n "$3" --provider shm \
@@ -52,7 +59,8 @@ one() { # system op n size -> us per pair
               $args 2>/dev/null ;;
     mpich) setsid -w timeout 120 mpirun.mpich -n "$3" \
                "$OUT/mpi_barrier_pair.mpich" $args 2>/dev/null ;;
-    esac | awk '$1 == "pair" {print $5; exit}'
+    esac | awk '$1 == "pair" {print $5; exit}
+                $1 == "stamps" {print $5 "\t" $6 "\t" $7; exit}'
 }
 
 . "$HERE/rounds.sh" # load_on, load_off, MEDIAN_AWK
@@ -73,9 +81,10 @@ for r in $(seq "$ROUNDS"); do
     echo "round $r done ($(uptime | sed 's/.*load/load/'))" >&2
 done
 
-awk -F'\t' -v systems="$SYSTEMS" "$MEDIAN_AWK"'
+report() { # column of raw.tsv
+awk -F'\t' -v systems="$SYSTEMS" -v c="$1" "$MEDIAN_AWK"'
 { k = $2 "|" $3 "|" $4 "|" $5; if (!(k in seen)) { seen[k] = 1; keys[++nk] = k }
-  if ($7 != "") { us[k, $6, $1] = $7; rounds[$1] = 1 } }
+  if ($c != "") { us[k, $6, $1] = $c; rounds[$1] = 1 } }
 END {
     ns = split(systems, sys, " ")
     printf "| load | op | ranks | size |"
@@ -104,3 +113,15 @@ END {
         else printf " - |\n"
     }
 }' "$OUT/raw.tsv"
+}
+
+if [ "$MODE" = stamps ]; then
+    echo "crit (us): last end of the call - last entry into the barrier"
+    report 9
+    echo; echo "time (us): the slowest rank's call from its barrier's exit"
+    report 7
+    echo; echo "skew (us): last exit from the barrier - first"
+    report 8
+else
+    report 7
+fi

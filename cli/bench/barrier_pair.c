@@ -16,8 +16,13 @@
  *
  * The "time" column of fccl-bench and cli/bench/mpi_coll.c starts each
  * rank's clock as it leaves the barrier, so it also measures who leaves
- * a barrier first; a pair does not.  cli/bench/mpi_barrier_pair.c is the
- * same for MPI.
+ * a barrier first; a pair does not.  With -m stamps, one pass of ITERS
+ * pairs (after 1,000 unstamped) is stamped instead, and rank 0 prints
+ * what pair_stamps (pair_opts.h) reads from the stamps, in us:
+ *
+ *   stamps OP RANKS BYTES TIME SKEW CRIT
+ *
+ * cli/bench/mpi_barrier_pair.c is the same for MPI.
  */
 #include "bench_clock.h"
 #include "fccl/fccl.h"
@@ -38,11 +43,50 @@ static int call(const char *op, float *in, float *out, size_t count,
     return fccl_barrier(w, NULL);
 }
 
+/* -m stamps: each pair's three stamps, gathered; rank 0 prints them read
+ * (pair_stamps).  Returns call()'s error, or 2 without memory. */
+static int stamped(const struct pair_opts *o, float *in, float *out,
+                   size_t count, fccl_group_t *w)
+{
+    int n = fccl_group_size(w), rc = FCCL_OK;
+    size_t k = (size_t)o->iters * PAIR_STAMPS;
+    double *st = malloc(k * sizeof(double));
+    double *all = malloc((size_t)n * k * sizeof(double));
+    for (long i = 0; i < 1000 && rc >= 0 && st && all; i++)
+        if ((rc = fccl_barrier(w, NULL)) >= 0)
+            rc = call(o->op, in, out, count, w);
+    for (long i = 0; i < o->iters && rc >= 0 && st && all; i++) {
+        double *s = st + (size_t)i * PAIR_STAMPS;
+        s[0] = bench_clock_s(CLOCK_MONOTONIC);
+        rc = fccl_barrier(w, NULL);
+        s[1] = bench_clock_s(CLOCK_MONOTONIC);
+        if (rc >= 0)
+            rc = call(o->op, in, out, count, w);
+        s[2] = bench_clock_s(CLOCK_MONOTONIC);
+    }
+    if (rc >= 0 && st && all)
+        rc = fccl_all_gather(st, all, k, FCCL_FLOAT64, w, NULL);
+    double t, sk, cr;
+    if (rc >= 0 && st && all && fccl_group_rank(w) == 0) {
+        if (pair_stamps(all, n, o->iters, &t, &sk, &cr) < 0)
+            rc = 2;
+        else
+            printf("stamps %s %d %zu %.3f %.3f %.3f\n", o->op, n, o->bytes,
+                   t, sk, cr);
+    }
+    if (!st || !all)
+        rc = 2;
+    free(st);
+    free(all);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct pair_opts o;
     if (pair_opts_parse(argc, argv, &o) < 0) {
-        fprintf(stderr, "usage: barrier_pair [-o OP] [-b BYTES] [-n ITERS]\n");
+        fprintf(stderr, "usage: barrier_pair [-o OP] [-b BYTES] [-n ITERS] "
+                        "[-m pairs|stamps]\n");
         return 2;
     }
     fccl_group_t *w;
@@ -60,6 +104,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "barrier_pair: %zu bytes make no block of %d ranks "
                         "(or no memory)\n", o.bytes, n);
         return 2;
+    }
+    if (o.stamps) {
+        rc = stamped(&o, in, out, count, w);
+        if (rc == 2)
+            fprintf(stderr, "barrier_pair: no memory for the stamps\n");
+        else if (rc < 0)
+            fprintf(stderr, "barrier_pair: %s: %s\n", o.op,
+                    fccl_last_error());
+        free(in);
+        free(out);
+        return fccl_finalize() < 0 || rc ? 1 : 0;
     }
     for (int p = 0; p < PAIR_PASSES && rc >= 0; p++) {
         rc = fccl_barrier(w, NULL);

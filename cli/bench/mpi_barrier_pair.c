@@ -2,9 +2,11 @@
  * mpi_barrier_pair: the MPI side of bench/pair.sh, as
  * cli/bench/barrier_pair.c (see there): passes of ITERS pairs of
  * MPI_Barrier and the call, the slowest rank's time per pair, the median
- * of five passes.
+ * of five passes; with -m stamps, one pass stamped as there (the same
+ * CLOCK_MONOTONIC, not MPI_Wtime, which need not be one clock for all).
  *
  *   mpirun -n N mpi_barrier_pair [-o OP] [-b BYTES] [-n ITERS]
+ *                                [-m pairs|stamps]
  *
  * Built by bench/pair.sh with mpicc.openmpi and mpicc.mpich.
  */
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_clock.h"
 #include "pair_opts.h"
 
 static int call(const char *op, float *in, float *out, int count)
@@ -30,6 +33,46 @@ static int call(const char *op, float *in, float *out, int count)
     return MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* -m stamps, as barrier_pair.c's; 2 without memory. */
+static int stamped(const struct pair_opts *o, float *in, float *out,
+                   int count, int rank, int n)
+{
+    size_t k = (size_t)o->iters * PAIR_STAMPS;
+    double *st = malloc(k * sizeof(double));
+    double *all = malloc((size_t)n * k * sizeof(double));
+    if (!st || !all) {
+        free(st);
+        free(all);
+        return 2;
+    }
+    for (long i = 0; i < 1000; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        call(o->op, in, out, count);
+    }
+    for (long i = 0; i < o->iters; i++) {
+        double *s = st + (size_t)i * PAIR_STAMPS;
+        s[0] = bench_clock_s(CLOCK_MONOTONIC);
+        MPI_Barrier(MPI_COMM_WORLD);
+        s[1] = bench_clock_s(CLOCK_MONOTONIC);
+        call(o->op, in, out, count);
+        s[2] = bench_clock_s(CLOCK_MONOTONIC);
+    }
+    MPI_Gather(st, (int)k, MPI_DOUBLE, all, (int)k, MPI_DOUBLE, 0,
+               MPI_COMM_WORLD);
+    double t, sk, cr;
+    int rc = 0;
+    if (rank == 0) {
+        if (pair_stamps(all, n, o->iters, &t, &sk, &cr) < 0)
+            rc = 2;
+        else
+            printf("stamps %s %d %zu %.3f %.3f %.3f\n", o->op, n, o->bytes,
+                   t, sk, cr);
+    }
+    free(st);
+    free(all);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -44,9 +87,19 @@ int main(int argc, char **argv)
     if (count == 0 || !in || !out) {
         if (rank == 0)
             fprintf(stderr, "usage: mpi_barrier_pair [-o OP] [-b BYTES] "
-                            "[-n ITERS] (a block of at least 4 bytes)\n");
+                            "[-n ITERS] [-m pairs|stamps] (a block of at "
+                            "least 4 bytes)\n");
         MPI_Finalize();
         return 2;
+    }
+    if (o.stamps) {
+        int rc = stamped(&o, in, out, (int)count, rank, n);
+        if (rc)
+            fprintf(stderr, "mpi_barrier_pair: no memory for the stamps\n");
+        free(in);
+        free(out);
+        MPI_Finalize();
+        return rc ? 1 : 0;
     }
     double pass[PAIR_PASSES];
     for (int p = 0; p < PAIR_PASSES; p++) {

@@ -1,7 +1,8 @@
 /*
  * pair_opts.h: what barrier_pair.c (fccl) and mpi_barrier_pair.c (MPI)
- * share: their options, the elements of a call's buffer or block, and the
- * median of their passes.  bench/pair.sh runs both.
+ * share: their options, the elements of a call's buffer or block, the
+ * median of their passes, and the reading of their stamps (-m stamps).
+ * bench/pair.sh runs both.
  */
 #ifndef FCCL_BENCH_PAIR_OPTS_H
 #define FCCL_BENCH_PAIR_OPTS_H
@@ -15,12 +16,14 @@ struct pair_opts {
     const char *op; /* all_reduce, all_gather, all_to_all, broadcast, barrier */
     size_t bytes;   /* fccl-bench's size convention */
     long iters;     /* pairs a pass */
+    int stamps;     /* -m stamps: one pass, each pair's times (pair_stamps) */
 };
 
-/* -o OP -b BYTES -n ITERS, each optional; 0, or -1 on a bad value. */
+/* -o OP -b BYTES -n ITERS -m pairs|stamps, each optional; 0, or -1 on a
+ * bad value. */
 static inline int pair_opts_parse(int argc, char **argv, struct pair_opts *o)
 {
-    *o = (struct pair_opts){"all_reduce", 8, 20000};
+    *o = (struct pair_opts){"all_reduce", 8, 20000, 0};
     for (int i = 1; i < argc; i += 2) {
         if (i + 1 == argc)
             return -1; /* an option without its value */
@@ -30,6 +33,10 @@ static inline int pair_opts_parse(int argc, char **argv, struct pair_opts *o)
             o->bytes = strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "-n") == 0)
             o->iters = strtol(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "-m") == 0 &&
+                 (strcmp(argv[i + 1], "stamps") == 0 ||
+                  strcmp(argv[i + 1], "pairs") == 0))
+            o->stamps = strcmp(argv[i + 1], "stamps") == 0;
         else
             return -1;
     }
@@ -52,11 +59,65 @@ static inline int pair_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+
+/* -m stamps: each rank stamps every pair with CLOCK_MONOTONIC (one clock
+ * for every process of the machine) as it enters the barrier, leaves it,
+ * and leaves the call; rank 0 gathers the stamps, `st[(r * iters + i) *
+ * PAIR_STAMPS + k]`, and reads three medians over the pairs, in us:
+ *   time: the slowest rank's call, from its barrier's exit (fccl-bench's
+ *         and mpi_coll's "time" column);
+ *   skew: the last rank's exit from the barrier minus the first's;
+ *   crit: the last rank's end of the call minus the last entry into the
+ *         barrier: barrier and call once everyone has come, wherever each
+ *         rank's own clock would start.
+ * A barrier that lets one rank out early lengthens that rank's "time"
+ * by the skew, while crit does not move.  0, or -1 without memory. */
+enum { PAIR_STAMPS = 3 };
+
+/* The median of v[0..k) (sorts it). */
+static inline double pair_median_of(double *v, long k)
+{
+    qsort(v, (size_t)k, sizeof(double), pair_cmp);
+    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
 /* The median of the passes' times (sorts them). */
 static inline double pair_median(double *pass)
 {
-    qsort(pass, PAIR_PASSES, sizeof(double), pair_cmp);
-    return pass[PAIR_PASSES / 2];
+    return pair_median_of(pass, PAIR_PASSES);
+}
+
+static inline int pair_stamps(const double *st, int n, long iters,
+                              double *time, double *skew, double *crit)
+{
+    double *v = malloc(3 * (size_t)iters * sizeof(double));
+    if (!v)
+        return -1;
+    double *vt = v, *vs = v + iters, *vc = v + 2 * iters;
+    for (long i = 0; i < iters; i++) {
+        double slow = 0, out0 = 0, out1 = 0, in = 0, end = 0;
+        for (int r = 0; r < n; r++) {
+            const double *s = st + ((size_t)r * iters + i) * PAIR_STAMPS;
+            if (s[2] - s[1] > slow)
+                slow = s[2] - s[1];
+            if (r == 0 || s[1] < out0)
+                out0 = s[1];
+            if (r == 0 || s[1] > out1)
+                out1 = s[1];
+            if (r == 0 || s[0] > in)
+                in = s[0];
+            if (r == 0 || s[2] > end)
+                end = s[2];
+        }
+        vt[i] = slow * 1e6;
+        vs[i] = (out1 - out0) * 1e6;
+        vc[i] = (end - in) * 1e6;
+    }
+    *time = pair_median_of(vt, iters);
+    *skew = pair_median_of(vs, iters);
+    *crit = pair_median_of(vc, iters);
+    free(v);
+    return 0;
 }
 
 #endif
