@@ -7,12 +7,16 @@
  * 256 KiB in steps of 8 (zero-length blocks, odd and even counts), so a
  * wrong element or a failed call fails the test.  Also: the neighbour
  * exchanges refuse -i, and -s / -t out of range are usage errors.
+ * bench/pair.sh's helpers: what pair_opts.h reads from stamps (against
+ * figures worked out by hand), its -m option, and barrier_pair -m stamps
+ * on 2 ranks.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../cli/bench/pair_opts.h"
 #include "lib/proc.h"
 
 #define TCP "tcp;ofi_rxm"
@@ -78,4 +82,62 @@ Test(bench_ops, usage_errors, .timeout = 60)
     usage_error("-o neighbor_exchange_v2 -i");
     usage_error("-o all_to_all_dims -s 3");
     usage_error("-o all_to_all_dims -t -1");
+}
+
+/* Two ranks, three pairs, stamps in us (entry, exit, end):
+ *   pair 0: r0 0.0 1.0 1.5   r1 0.8 0.9 1.6  time 0.7 skew 0.1 crit 0.8
+ *   pair 1: r0 2.0 2.2 2.6   r1 2.1 2.3 2.5  time 0.4 skew 0.1 crit 0.5
+ *   pair 2: r0 3.0 3.5 4.5   r1 3.4 3.4 3.9  time 1.0 skew 0.1 crit 1.1
+ * medians: time 0.7, skew 0.1, crit 0.8. */
+Test(bench_pair, stamps_read)
+{
+    const double us[2][3][3] = {
+        {{0.0, 1.0, 1.5}, {2.0, 2.2, 2.6}, {3.0, 3.5, 4.5}},
+        {{0.8, 0.9, 1.6}, {2.1, 2.3, 2.5}, {3.4, 3.4, 3.9}},
+    };
+    double st[18], t, sk, cr;
+    for (int i = 0; i < 18; i++)
+        st[i] = (&us[0][0][0])[i] * 1e-6 + 1000.0; /* seconds, as clocks */
+    cr_assert_eq(pair_stamps(st, 2, 3, &t, &sk, &cr), 0);
+    cr_assert_float_eq(t, 0.7, 1e-6, "time %f", t);
+    cr_assert_float_eq(sk, 0.1, 1e-6, "skew %f", sk);
+    cr_assert_float_eq(cr, 0.8, 1e-6, "crit %f", cr);
+}
+
+Test(bench_pair, mode_option)
+{
+    struct pair_opts o;
+    char *ok[] = {"x", "-m", "stamps", "-o", "broadcast"};
+    cr_assert_eq(pair_opts_parse(5, ok, &o), 0);
+    cr_assert(o.stamps && strcmp(o.op, "broadcast") == 0);
+    char *pairs[] = {"x", "-m", "pairs"};
+    cr_assert_eq(pair_opts_parse(3, pairs, &o), 0);
+    cr_assert(!o.stamps);
+    char *bad[] = {"x", "-m", "stamp"};
+    cr_assert_eq(pair_opts_parse(3, bad, &o), -1);
+    char *bare[] = {"x", "-m"};
+    cr_assert_eq(pair_opts_parse(2, bare, &o), -1);
+}
+
+Test(bench_pair, stamps_run_shm_2, .timeout = 120)
+{
+    char cmd[512], *out = NULL, op[32];
+    snprintf(cmd, sizeof(cmd),
+             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 %s/fccl-run -n 2 --no-prefix "
+             "%s/../bench/barrier_pair -o all_reduce -n 2000 -m stamps",
+             th_bin_dir(), th_bin_dir());
+    int rc = th_sh(cmd, 100, &out);
+    cr_assert_eq(rc, 0, "%s: exit %d: %s", cmd, rc, out ? out : "");
+    const char *line = out ? strstr(out, "stamps ") : NULL;
+    int n = 0;
+    size_t bytes = 0;
+    double t = -1, sk = -1, cr = -1;
+    cr_assert(line && sscanf(line, "stamps %31s %d %zu %lf %lf %lf", op, &n,
+                             &bytes, &t, &sk, &cr) == 6,
+              "no stamps line: %s", out ? out : "");
+    cr_assert(strcmp(op, "all_reduce") == 0 && n == 2 && bytes == 8);
+    /* a call takes time; the last to arrive cannot finish before it came */
+    cr_assert(t > 0 && sk >= 0 && cr > 0 && t < 1e6 && cr < 1e6,
+              "time %f skew %f crit %f", t, sk, cr);
+    free(out);
 }
