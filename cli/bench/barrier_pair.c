@@ -52,10 +52,15 @@ static int stamped(const struct pair_opts *o, float *in, float *out,
     size_t k = (size_t)o->iters * PAIR_STAMPS;
     double *st = malloc(k * sizeof(double));
     double *all = malloc((size_t)n * k * sizeof(double));
-    for (long i = 0; i < 1000 && rc >= 0 && st && all; i++)
+    if (!st || !all) {
+        free(st);
+        free(all);
+        return 2;
+    }
+    for (long i = 0; i < 1000 && rc >= 0; i++)
         if ((rc = fccl_barrier(w, NULL)) >= 0)
             rc = call(o->op, in, out, count, w);
-    for (long i = 0; i < o->iters && rc >= 0 && st && all; i++) {
+    for (long i = 0; i < o->iters && rc >= 0; i++) {
         double *s = st + (size_t)i * PAIR_STAMPS;
         s[0] = bench_clock_s(CLOCK_MONOTONIC);
         rc = fccl_barrier(w, NULL);
@@ -64,18 +69,16 @@ static int stamped(const struct pair_opts *o, float *in, float *out,
             rc = call(o->op, in, out, count, w);
         s[2] = bench_clock_s(CLOCK_MONOTONIC);
     }
-    if (rc >= 0 && st && all)
+    if (rc >= 0)
         rc = fccl_all_gather(st, all, k, FCCL_FLOAT64, w, NULL);
     double t, sk, cr;
-    if (rc >= 0 && st && all && fccl_group_rank(w) == 0) {
+    if (rc >= 0 && fccl_group_rank(w) == 0) {
         if (pair_stamps(all, n, o->iters, &t, &sk, &cr) < 0)
             rc = 2;
         else
             printf("stamps %s %d %zu %.3f %.3f %.3f\n", o->op, n, o->bytes,
                    t, sk, cr);
     }
-    if (!st || !all)
-        rc = 2;
     free(st);
     free(all);
     return rc;

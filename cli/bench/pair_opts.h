@@ -59,6 +59,18 @@ static inline int pair_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The median of v[0..k) (sorts it). */
+static inline double pair_median_of(double *v, long k)
+{
+    qsort(v, (size_t)k, sizeof(double), pair_cmp);
+    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
+/* The median of the passes' times (sorts them). */
+static inline double pair_median(double *pass)
+{
+    return pair_median_of(pass, PAIR_PASSES);
+}
 
 /* -m stamps: each rank stamps every pair with CLOCK_MONOTONIC (one clock
  * for every process of the machine) as it enters the barrier, leaves it,
@@ -74,19 +86,6 @@ static inline int pair_cmp(const void *a, const void *b)
  * by the skew, while crit does not move.  0, or -1 without memory. */
 enum { PAIR_STAMPS = 3 };
 
-/* The median of v[0..k) (sorts it). */
-static inline double pair_median_of(double *v, long k)
-{
-    qsort(v, (size_t)k, sizeof(double), pair_cmp);
-    return k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
-}
-
-/* The median of the passes' times (sorts them). */
-static inline double pair_median(double *pass)
-{
-    return pair_median_of(pass, PAIR_PASSES);
-}
-
 static inline int pair_stamps(const double *st, int n, long iters,
                               double *time, double *skew, double *crit)
 {
@@ -95,19 +94,16 @@ static inline int pair_stamps(const double *st, int n, long iters,
         return -1;
     double *vt = v, *vs = v + iters, *vc = v + 2 * iters;
     for (long i = 0; i < iters; i++) {
-        double slow = 0, out0 = 0, out1 = 0, in = 0, end = 0;
-        for (int r = 0; r < n; r++) {
-            const double *s = st + ((size_t)r * iters + i) * PAIR_STAMPS;
-            if (s[2] - s[1] > slow)
-                slow = s[2] - s[1];
-            if (r == 0 || s[1] < out0)
-                out0 = s[1];
-            if (r == 0 || s[1] > out1)
-                out1 = s[1];
-            if (r == 0 || s[0] > in)
-                in = s[0];
-            if (r == 0 || s[2] > end)
-                end = s[2];
+        const double *s = st + (size_t)i * PAIR_STAMPS; /* rank 0's */
+        double slow = s[2] - s[1], out0 = s[1], out1 = s[1], in = s[0],
+               end = s[2];
+        for (int r = 1; r < n; r++) {
+            s = st + ((size_t)r * iters + i) * PAIR_STAMPS;
+            slow = s[2] - s[1] > slow ? s[2] - s[1] : slow;
+            out0 = s[1] < out0 ? s[1] : out0;
+            out1 = s[1] > out1 ? s[1] : out1;
+            in = s[0] > in ? s[0] : in;
+            end = s[2] > end ? s[2] : end;
         }
         vt[i] = slow * 1e6;
         vs[i] = (out1 - out0) * 1e6;
