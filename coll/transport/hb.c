@@ -57,6 +57,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,8 +389,15 @@ void tp_hb_suspect(struct fccl_tp *tp, int rank, const char *why)
 
 int tp_hb_dead(const struct fccl_tp *tp)
 {
-    int r = atomic_load_explicit(&((struct fccl_tp *)tp)->dead_rank,
-                                 memory_order_acquire);
+    _Atomic int *d = &((struct fccl_tp *)tp)->dead_rank;
+    int r = atomic_load_explicit(d, memory_order_acquire);
+    /* -2: another thread is declaring (a few us of vsnprintf).  A rank
+     * that lost that race must still see the verdict, or its failure
+     * would name no culprit (fccl_group_failed_rank() of -1). */
+    while (r == -2) {
+        sched_yield();
+        r = atomic_load_explicit(d, memory_order_acquire);
+    }
     return r >= 0 ? r : -1;
 }
 
