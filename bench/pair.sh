@@ -27,7 +27,9 @@
 # of ITERS pairs; see cli/bench/barrier_pair.c): raw.tsv then holds three
 # values, time (the "time" column's reading), skew (last exit from the
 # barrier minus the first) and crit (last end of the call minus the last
-# entry into the barrier), and a table is printed for each.
+# entry into the barrier), and a table is printed for each.  MODE=loop
+# times ITERS calls back to back instead, with no barrier between them (a
+# job's run of small collectives: no barrier decides who starts first).
 set -u
 NEW=${1:?build dir} OLD=${2:-}
 ROUNDS=${ROUNDS:-5}
@@ -59,7 +61,7 @@ one() { # system op n size -> us per pair
               $args 2>/dev/null ;;
     mpich) setsid -w timeout 120 mpirun.mpich -n "$3" \
                "$OUT/mpi_barrier_pair.mpich" $args 2>/dev/null ;;
-    esac | awk '$1 == "pair" {print $5; exit}
+    esac | awk '$1 == "pair" || $1 == "loop" {print $5; exit}
                 $1 == "stamps" {print $5 "\t" $6 "\t" $7; exit}'
 }
 

@@ -564,6 +564,34 @@ static int op_barrier_bcast(struct rt *t, const struct tc *c, int cs,
     return 0;
 }
 
+/* Small broadcasts back to back, the root changing every 50th call and
+ * the others pausing now and then: a one-way root runs ahead of a slow
+ * member (coll/shm/oneway.c) and wraps its sets several times, and every
+ * member must still get each call's own word. */
+static int op_bcast_run(struct rt *t, const struct tc *c, int cs, uint64_t *h)
+{
+    *h = 0;
+    for (long k = 1; k <= (long)c->count; k++) {
+        int root = (int)(k / 50 % t->n);
+        uint64_t want = (uint64_t)cs * 1000003u + (uint64_t)k, got = 0;
+        if (t->rank == root)
+            got = want;
+        else if (k % 23 == 0)
+            usleep(300); /* lets the root get ahead */
+        fccl_request_t *req = NULL;
+        if (finish(fccl_broadcast(&got, 1, FCCL_UINT64, root, t->g, REQ(c)),
+                   &req, c->async) < 0)
+            return -1;
+        if (got != want) {
+            FAIL(t, c, "broadcast %ld of a run, from rank %d: got %llu, want "
+                 "%llu", k, root, (unsigned long long)got,
+                 (unsigned long long)want);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Ring shift with isend/irecv (async = 1), blocking send/recv ordered by
  * parity (async = 0), or one batch to and from every rank (uneven = 1). */
 static int op_p2p(struct rt *t, const struct tc *c, int cs, uint64_t *h)
@@ -648,6 +676,7 @@ static const struct {
     {"all_to_all", op_all_to_all, 0},   {"neighbor_exchange", op_neighbor, 0},
     {"barrier", op_barrier, 0},         {"p2p", op_p2p, 0},
     {"barrier_bcast", op_barrier_bcast, 0},
+    {"bcast_run", op_bcast_run, 0},
     {"neighbor_exchange_v2", op_nbr_v2, 0},
     {"all_to_all_dims", op_a2a_dims, 0},
 };

@@ -109,10 +109,13 @@ Test(bench_pair, mode_option)
     struct pair_opts o;
     char *ok[] = {"x", "-m", "stamps", "-o", "broadcast"};
     cr_assert_eq(pair_opts_parse(5, ok, &o), 0);
-    cr_assert(o.stamps && strcmp(o.op, "broadcast") == 0);
+    cr_assert(o.mode == PAIR_MODE_STAMPS && strcmp(o.op, "broadcast") == 0);
     char *pairs[] = {"x", "-m", "pairs"};
     cr_assert_eq(pair_opts_parse(3, pairs, &o), 0);
-    cr_assert(!o.stamps);
+    cr_assert_eq(o.mode, PAIR_MODE_PAIRS);
+    char *loop[] = {"x", "-n", "7", "-m", "loop"};
+    cr_assert_eq(pair_opts_parse(5, loop, &o), 0);
+    cr_assert(o.mode == PAIR_MODE_LOOP && o.iters == 7);
     char *bad[] = {"x", "-m", "stamp"};
     cr_assert_eq(pair_opts_parse(3, bad, &o), -1);
     char *bare[] = {"x", "-m"};
@@ -139,5 +142,29 @@ Test(bench_pair, stamps_run_shm_2, .timeout = 120)
     /* a call takes time; the last to arrive cannot finish before it came */
     cr_assert(t > 0 && sk >= 0 && cr > 0 && t < 1e6 && cr < 1e6,
               "time %f skew %f crit %f", t, sk, cr);
+    free(out);
+}
+
+/* -m loop: calls back to back; a loop of 4,000 broadcasts reads a time
+ * per call, and it is the loop's line, not a pair's */
+Test(bench_pair, loop_run_shm_2, .timeout = 120)
+{
+    char cmd[512], *out = NULL, op[32];
+    snprintf(cmd, sizeof(cmd),
+             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 %s/fccl-run -n 2 --no-prefix "
+             "%s/../bench/barrier_pair -o broadcast -b 64 -n 4000 -m loop",
+             th_bin_dir(), th_bin_dir());
+    int rc = th_sh(cmd, 100, &out);
+    cr_assert_eq(rc, 0, "%s: exit %d: %s", cmd, rc, out ? out : "");
+    const char *line = out ? strstr(out, "loop ") : NULL;
+    int n = 0;
+    size_t bytes = 0;
+    double us = -1;
+    cr_assert(line && sscanf(line, "loop %31s %d %zu %lf", op, &n, &bytes,
+                             &us) == 4,
+              "no loop line: %s", out ? out : "");
+    cr_assert(strcmp(op, "broadcast") == 0 && n == 2 && bytes == 64);
+    cr_assert(us > 0 && us < 1e6, "us %f", us);
+    cr_assert(!strstr(out, "pair "), "%s", out);
     free(out);
 }

@@ -22,6 +22,12 @@
  *
  *   stamps OP RANKS BYTES TIME SKEW CRIT
  *
+ * With -m loop, each pass is ITERS calls back to back, with no barrier
+ * between them (a job's run of small collectives), and rank 0 prints the
+ * median pass's slowest-rank time per call:
+ *
+ *   loop OP RANKS BYTES US
+ *
  * cli/bench/mpi_barrier_pair.c is the same for MPI.
  */
 #include "bench_clock.h"
@@ -89,7 +95,7 @@ int main(int argc, char **argv)
     struct pair_opts o;
     if (pair_opts_parse(argc, argv, &o) < 0) {
         fprintf(stderr, "usage: barrier_pair [-o OP] [-b BYTES] [-n ITERS] "
-                        "[-m pairs|stamps]\n");
+                        "[-m pairs|stamps|loop]\n");
         return 2;
     }
     fccl_group_t *w;
@@ -108,7 +114,7 @@ int main(int argc, char **argv)
                         "(or no memory)\n", o.bytes, n);
         return 2;
     }
-    if (o.stamps) {
+    if (o.mode == PAIR_MODE_STAMPS) {
         rc = stamped(&o, in, out, count, w);
         if (rc == 2)
             fprintf(stderr, "barrier_pair: no memory for the stamps\n");
@@ -123,7 +129,8 @@ int main(int argc, char **argv)
         rc = fccl_barrier(w, NULL);
         double t0 = bench_clock_s(CLOCK_MONOTONIC);
         for (long i = 0; i < o.iters && rc >= 0; i++)
-            if ((rc = fccl_barrier(w, NULL)) >= 0)
+            if (o.mode == PAIR_MODE_LOOP ||
+                (rc = fccl_barrier(w, NULL)) >= 0)
                 rc = call(o.op, in, out, count, w);
         pass[p] = (bench_clock_s(CLOCK_MONOTONIC) - t0) * 1e6 /
                   (double)o.iters;
@@ -136,7 +143,8 @@ int main(int argc, char **argv)
         return 1;
     }
     if (fccl_group_rank(w) == 0)
-        printf("pair %s %d %zu %.3f\n", o.op, n, o.bytes, pair_median(pass));
+        printf("%s %s %d %zu %.3f\n", o.mode == PAIR_MODE_LOOP ? "loop" : "pair",
+               o.op, n, o.bytes, pair_median(pass));
     free(in);
     free(out);
     return fccl_finalize() < 0;

@@ -3,10 +3,11 @@
  * cli/bench/barrier_pair.c (see there): passes of ITERS pairs of
  * MPI_Barrier and the call, the slowest rank's time per pair, the median
  * of five passes; with -m stamps, one pass stamped as there (the same
- * CLOCK_MONOTONIC, not MPI_Wtime, which need not be one clock for all).
+ * CLOCK_MONOTONIC, not MPI_Wtime, which need not be one clock for all);
+ * with -m loop, the calls back to back without the barriers.
  *
  *   mpirun -n N mpi_barrier_pair [-o OP] [-b BYTES] [-n ITERS]
- *                                [-m pairs|stamps]
+ *                                [-m pairs|stamps|loop]
  *
  * Built by bench/pair.sh with mpicc.openmpi and mpicc.mpich.
  */
@@ -87,12 +88,12 @@ int main(int argc, char **argv)
     if (count == 0 || !in || !out) {
         if (rank == 0)
             fprintf(stderr, "usage: mpi_barrier_pair [-o OP] [-b BYTES] "
-                            "[-n ITERS] [-m pairs|stamps] (a block of at "
+                            "[-n ITERS] [-m pairs|stamps|loop] (a block of at "
                             "least 4 bytes)\n");
         MPI_Finalize();
         return 2;
     }
-    if (o.stamps) {
+    if (o.mode == PAIR_MODE_STAMPS) {
         int rc = stamped(&o, in, out, (int)count, rank, n);
         if (rc)
             fprintf(stderr, "mpi_barrier_pair: no memory for the stamps\n");
@@ -106,7 +107,8 @@ int main(int argc, char **argv)
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         for (long i = 0; i < o.iters; i++) {
-            MPI_Barrier(MPI_COMM_WORLD);
+            if (o.mode != PAIR_MODE_LOOP)
+                MPI_Barrier(MPI_COMM_WORLD);
             call(o.op, in, out, (int)count);
         }
         pass[p] = (MPI_Wtime() - t0) * 1e6 / (double)o.iters;
@@ -114,7 +116,8 @@ int main(int argc, char **argv)
                       MPI_COMM_WORLD);
     }
     if (rank == 0)
-        printf("pair %s %d %zu %.3f\n", o.op, n, o.bytes, pair_median(pass));
+        printf("%s %s %d %zu %.3f\n", o.mode == PAIR_MODE_LOOP ? "loop" : "pair",
+               o.op, n, o.bytes, pair_median(pass));
     free(in);
     free(out);
     MPI_Finalize();

@@ -12,18 +12,35 @@
 
 enum { PAIR_PASSES = 5 };
 
+/* What a pass times: a barrier and the call, ITERS times (pairs); one
+ * stamped pass of them (stamps, pair_stamps below); or ITERS calls back to
+ * back with no barrier between them, as a job's run of small collectives
+ * (loop: each call starts when the one before ends on that rank). */
+enum pair_mode { PAIR_MODE_PAIRS, PAIR_MODE_STAMPS, PAIR_MODE_LOOP };
+
 struct pair_opts {
     const char *op; /* all_reduce, all_gather, all_to_all, broadcast, barrier */
     size_t bytes;   /* fccl-bench's size convention */
-    long iters;     /* pairs a pass */
-    int stamps;     /* -m stamps: one pass, each pair's times (pair_stamps) */
+    long iters;     /* pairs (or calls) a pass */
+    enum pair_mode mode;
 };
 
-/* -o OP -b BYTES -n ITERS -m pairs|stamps, each optional; 0, or -1 on a
- * bad value. */
+static inline int pair_mode_parse(const char *s, enum pair_mode *m)
+{
+    static const char *const names[] = {"pairs", "stamps", "loop"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *m = (enum pair_mode)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* -o OP -b BYTES -n ITERS -m pairs|stamps|loop, each optional; 0, or -1
+ * on a bad value. */
 static inline int pair_opts_parse(int argc, char **argv, struct pair_opts *o)
 {
-    *o = (struct pair_opts){"all_reduce", 8, 20000, 0};
+    *o = (struct pair_opts){"all_reduce", 8, 20000, PAIR_MODE_PAIRS};
     for (int i = 1; i < argc; i += 2) {
         if (i + 1 == argc)
             return -1; /* an option without its value */
@@ -33,11 +50,8 @@ static inline int pair_opts_parse(int argc, char **argv, struct pair_opts *o)
             o->bytes = strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "-n") == 0)
             o->iters = strtol(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "-m") == 0 &&
-                 (strcmp(argv[i + 1], "stamps") == 0 ||
-                  strcmp(argv[i + 1], "pairs") == 0))
-            o->stamps = strcmp(argv[i + 1], "stamps") == 0;
-        else
+        else if (strcmp(argv[i], "-m") != 0 ||
+                 pair_mode_parse(argv[i + 1], &o->mode) < 0)
             return -1;
     }
     return o->iters < 1 || o->bytes < 4 ? -1 : 0;

@@ -29,8 +29,11 @@
 #define TINY_PAYLOAD (SEG_LINE - sizeof(uint64_t))
 #define TINY_SET_BYTES (COLL_SHM_TINY_LINES * SEG_LINE)
 /* One-way broadcasts in flight: a root may run this many calls ahead of
- * the slowest reader before it waits (oneway.c). */
-#define SEG_BC_SETS 4
+ * the slowest reader before it waits (oneway.c).  4 held 8-byte
+ * broadcasts back to back at 2 ranks to 0.33 us a call, the root waiting
+ * for the reader every third call; 16 (8 KiB of head) make it 0.18-0.19,
+ * and 64 gained nothing more (bench/RESULTS.md, MODE=loop bench/pair.sh). */
+#define SEG_BC_SETS 16
 
 struct coll_seg {
     unsigned char *base;

@@ -38,7 +38,7 @@ void tp_exclude(struct fccl_tp *tp, const int *ranks, size_t n)
     for (size_t i = 0; i < n; i++)
         if (in_range(tp, ranks[i]) && ranks[i] != tp->my_rank)
             atomic_store(&tp->peers[ranks[i]].excluded, 1);
-    int d = atomic_load(&tp->dead_rank);
+    int d = tp_hb_dead(tp); /* settled: not a declaration under way */
     if (d >= 0 && tp_rank_excluded(tp, d))
         atomic_compare_exchange_strong(&tp->dead_rank, &d, -1);
     /* a failure of a rank that stays must still fail the job's waits */
