@@ -564,28 +564,32 @@ static int op_barrier_bcast(struct rt *t, const struct tc *c, int cs,
     return 0;
 }
 
-/* Small broadcasts back to back, the root changing every 50th call and
- * the others pausing now and then: a one-way root runs ahead of a slow
- * member (coll/shm/oneway.c) and wraps its sets several times, and every
- * member must still get each call's own word. */
+/* Small broadcasts back to back, the root changing halfway and the
+ * others pausing every 23rd call: a one-way root (coll/shm/oneway.c) runs
+ * as far ahead of a slow member as it may, wrapping its records or sets
+ * many times, and every member must still get each call's own words.
+ * count calls of `c->shape` uint64 words each (8 B: records; 16 B: sets). */
 static int op_bcast_run(struct rt *t, const struct tc *c, int cs, uint64_t *h)
 {
     *h = 0;
+    long half = (long)c->count / 2;
     for (long k = 1; k <= (long)c->count; k++) {
-        int root = (int)(k / 50 % t->n);
-        uint64_t want = (uint64_t)cs * 1000003u + (uint64_t)k, got = 0;
+        int root = k <= half ? 0 : t->n - 1, words = c->shape;
+        uint64_t want[2], got[2] = {0, 0};
+        for (int i = 0; i < words; i++)
+            want[i] = (uint64_t)cs * 1000003u + (uint64_t)k * 2 + (uint64_t)i;
         if (t->rank == root)
-            got = want;
+            memcpy(got, want, sizeof(want));
         else if (k % 23 == 0)
-            usleep(300); /* lets the root get ahead */
+            usleep(100); /* lets the root get ahead */
         fccl_request_t *req = NULL;
-        if (finish(fccl_broadcast(&got, 1, FCCL_UINT64, root, t->g, REQ(c)),
-                   &req, c->async) < 0)
+        if (finish(fccl_broadcast(got, (size_t)words, FCCL_UINT64, root,
+                                  t->g, REQ(c)), &req, c->async) < 0)
             return -1;
-        if (got != want) {
+        if (memcmp(got, want, (size_t)words * sizeof(uint64_t)) != 0) {
             FAIL(t, c, "broadcast %ld of a run, from rank %d: got %llu, want "
-                 "%llu", k, root, (unsigned long long)got,
-                 (unsigned long long)want);
+                 "%llu", k, root, (unsigned long long)got[0],
+                 (unsigned long long)want[0]);
             return 1;
         }
     }

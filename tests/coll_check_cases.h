@@ -229,7 +229,9 @@ static void m_sync(struct rt *t, const size_t *counts, int nc)
     /* count: rounds of barrier then broadcast */
     run(t, TC("barrier_bcast", FCCL_UINT64, FCCL_SUM, 60, NULL));
     run(t, TC("barrier_bcast", FCCL_UINT64, FCCL_SUM, 20, NULL, .async = 1));
-    run(t, TC("bcast_run", FCCL_UINT64, FCCL_SUM, 200, NULL));
+    /* count: calls; shape: words a call (8 B go in records, 16 in sets) */
+    run(t, TC("bcast_run", FCCL_UINT64, FCCL_SUM, 2400, NULL, .shape = 1));
+    run(t, TC("bcast_run", FCCL_UINT64, FCCL_SUM, 200, NULL, .shape = 2));
     for (int i = 0; i < nc; i++) {
         size_t c = per_rank(counts[i], t->n);
         run(t, TC("p2p", F32, FCCL_SUM, c, NULL));

@@ -21,6 +21,14 @@
  * reads the others' lines once every few calls.  A root may thus run up
  * to SEG_BC_SETS - 1 calls ahead of the slowest member.
  *
+ * A call of at most SEG_BC_WORD_MAX (8) bytes goes in a record of 16
+ * bytes instead (its stamp, then its payload), four to a line, record b
+ * mod SEG_BC_WORDS (1024), with the same flow control.  A root well ahead
+ * has filled a line's four records before its reader fetches it: the
+ * reader takes one line every fourth call, as MPI's eager messages do,
+ * and not one a call (8-byte broadcasts back to back at 2 ranks: 0.10 us
+ * a call against 0.19 in a set of their own; bench/RESULTS.md).
+ *
  * A member's wait fails like every segment wait (deadline, abort, a dead
  * member); the root's only wait is the flow control's.  Each member gets
  * the root's bytes as they were, so all hold the same bits.
@@ -34,6 +42,13 @@ static unsigned char *bc_set(const struct coll_seg *s, uint64_t b)
 {
     return s->base + seg_off_bc(s->n) +
            (size_t)(b % SEG_BC_SETS) * TINY_SET_BYTES;
+}
+
+/* The record of word call b (bc_lines 0): its stamp, then its payload. */
+static unsigned char *bc_word(const struct coll_seg *s, uint64_t b)
+{
+    return s->base + seg_off_bcw(s->n) +
+           (size_t)(b % SEG_BC_WORDS) * SEG_BC_WORD;
 }
 
 static _Atomic uint64_t *consumed(const struct coll_seg *s, int q)
@@ -53,6 +68,9 @@ static int root_late(const struct coll_seg *s, int q, uint64_t target)
 {
     if (q != s->peer)
         return 0;
+    if (!s->bc_lines)
+        return atomic_load_explicit(seg_word(bc_word(s, target - 1), 0),
+                                    memory_order_acquire) < target;
     const unsigned char *line = bc_set(s, target - 1);
     for (size_t i = 0; i < s->bc_lines; i++, line += SEG_LINE)
         if (atomic_load_explicit(seg_stamp((unsigned char *)line),
@@ -74,12 +92,14 @@ static uint64_t least_consumed(const struct coll_seg *s)
     return m;
 }
 
-/* Root of call b: may set b mod SEG_BC_SETS be written? */
-static int make_room(struct coll_run *run, struct coll_seg *s, uint64_t b)
+/* Root of call b: may its set (or record), last used by call b - depth,
+ * be written? */
+static int make_room(struct coll_run *run, struct coll_seg *s, uint64_t b,
+                     uint64_t depth)
 {
-    if (b < SEG_BC_SETS)
+    if (b < depth)
         return FCCL_OK;
-    uint64_t need = b - SEG_BC_SETS + 1;
+    uint64_t need = b - depth + 1;
     if (s->bc_done >= need)
         return FCCL_OK;
     s->bc_done = least_consumed(s);
@@ -95,20 +115,31 @@ int coll_seg_bcast_oneway(struct coll_run *run, struct coll_seg *s, int root,
                           void *buf, size_t bytes)
 {
     uint64_t b = s->bc++, stamp = b + 1;
+    int word = bytes <= SEG_BC_WORD_MAX;
     s->peer = root;
-    s->bc_lines = seg_lines_for(bytes);
+    s->bc_lines = word ? 0 : seg_lines_for(bytes);
+    unsigned char *rec = bc_word(s, b);
     if (s->me == root) {
-        int rc = make_room(run, s, b);
+        int rc = make_room(run, s, b, word ? SEG_BC_WORDS : SEG_BC_SETS);
         if (rc < 0)
             return rc;
-        seg_lines_put(bc_set(s, b), buf, bytes, s->bc_lines, stamp);
+        if (word) {
+            memcpy(rec + sizeof(uint64_t), buf, bytes);
+            atomic_store_explicit(seg_word(rec, 0), stamp,
+                                  memory_order_release);
+        } else {
+            seg_lines_put(bc_set(s, b), buf, bytes, s->bc_lines, stamp);
+        }
         atomic_store_explicit(consumed(s, s->me), stamp, memory_order_release);
         return FCCL_OK;
     }
     int rc = seg_wait(run, s, root_late, stamp, "broadcast");
     if (rc < 0)
         return rc;
-    seg_lines_get(bc_set(s, b), 0, buf, bytes);
+    if (word)
+        memcpy(buf, rec + sizeof(uint64_t), bytes);
+    else
+        seg_lines_get(bc_set(s, b), 0, buf, bytes);
     /* release: the reads above are done before the root may reuse the set */
     atomic_store_explicit(consumed(s, s->me), stamp, memory_order_release);
     return FCCL_OK;

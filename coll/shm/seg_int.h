@@ -14,6 +14,9 @@
  *   n consumed lines (one-way broadcasts the member has finished)
  *   SEG_BC_SETS sets of COLL_SHM_TINY_LINES lines (one-way broadcast
  *   data, written by each call's root)
+ *   SEG_BC_WORDS records of SEG_BC_WORD bytes, four to a line (one-way
+ *   broadcasts of at most SEG_BC_WORD_MAX bytes; a line is written by
+ *   the roots of four successive calls)
  * then, page-aligned, one slot per member.
  */
 #ifndef FCCL_COLL_SEG_INT_H
@@ -28,12 +31,19 @@
 #define SEG_LINE 64
 #define TINY_PAYLOAD (SEG_LINE - sizeof(uint64_t))
 #define TINY_SET_BYTES (COLL_SHM_TINY_LINES * SEG_LINE)
-/* One-way broadcasts in flight: a root may run this many calls ahead of
- * the slowest reader before it waits (oneway.c).  4 held 8-byte
- * broadcasts back to back at 2 ranks to 0.33 us a call, the root waiting
- * for the reader every third call; 16 (8 KiB of head) make it 0.18-0.19,
- * and 64 gained nothing more (bench/RESULTS.md, MODE=loop bench/pair.sh). */
+/* One-way broadcasts in sets in flight: a root may run this many calls
+ * ahead of the slowest reader before it waits (oneway.c).  4 held 8-byte
+ * broadcasts (in sets then) back to back at 2 ranks to 0.33 us a call;
+ * 16 (8 KiB of head) made it 0.18-0.19, 64 no faster (MODE=loop
+ * bench/pair.sh). */
 #define SEG_BC_SETS 16
+/* One-way broadcasts of at most 8 bytes go in records of 16 bytes (stamp,
+ * payload), four to a line, SEG_BC_WORDS of them in a ring: a reader
+ * fetches a line every fourth call, and a root may run that many calls
+ * ahead (oneway.c). */
+#define SEG_BC_WORD 16
+#define SEG_BC_WORD_MAX 8
+#define SEG_BC_WORDS 1024
 
 struct coll_seg {
     unsigned char *base;
@@ -76,9 +86,13 @@ static inline size_t seg_off_bc(int n)
 {
     return seg_off_consumed(n) + (size_t)n * SEG_LINE;
 }
-static inline size_t seg_head_bytes(int n)
+static inline size_t seg_off_bcw(int n)
 {
     return seg_off_bc(n) + SEG_BC_SETS * TINY_SET_BYTES;
+}
+static inline size_t seg_head_bytes(int n)
+{
+    return seg_off_bcw(n) + SEG_BC_WORDS * SEG_BC_WORD;
 }
 
 /* Line q of the region at byte offset `off`. */

@@ -12,6 +12,11 @@
  */
 #include "tp_int.h"
 
+int tp_dead_rank(const struct fccl_tp *tp)
+{
+    return tp ? tp_hb_dead(tp) : -1;
+}
+
 static int in_range(const struct fccl_tp *tp, int rank)
 {
     return tp && tp->peers && rank >= 0 && rank < tp->nranks;

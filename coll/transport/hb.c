@@ -389,15 +389,12 @@ void tp_hb_suspect(struct fccl_tp *tp, int rank, const char *why)
 
 int tp_hb_dead(const struct fccl_tp *tp)
 {
-    _Atomic int *d = &((struct fccl_tp *)tp)->dead_rank;
-    int r = atomic_load_explicit(d, memory_order_acquire);
-    /* -2: another thread is declaring (a few us of vsnprintf).  A rank
-     * that lost that race must still see the verdict, or its failure
-     * would name no culprit (fccl_group_failed_rank() of -1). */
-    while (r == -2) {
+    int r;
+    /* -2: another thread is declaring (a few us): wait for its verdict, or
+     * a rank that lost the race to declare would name no culprit */
+    while ((r = atomic_load_explicit(&((struct fccl_tp *)tp)->dead_rank,
+                                     memory_order_acquire)) == -2)
         sched_yield();
-        r = atomic_load_explicit(d, memory_order_acquire);
-    }
     return r >= 0 ? r : -1;
 }
 
@@ -776,11 +773,6 @@ static void *hb_main(void *arg)
     return NULL;
 }
 
-int tp_dead_rank(const struct fccl_tp *tp)
-{
-    return tp ? tp_hb_dead(tp) : -1;
-}
-
 int tp_news(struct fccl_tp *tp)
 {
     struct tp_hb *hb = tp ? tp->hb : NULL;
@@ -789,7 +781,7 @@ int tp_news(struct fccl_tp *tp)
         receive(tp, fccl_now_ns());
         pthread_mutex_unlock(&hb->rxlock);
     }
-    return tp_dead_rank(tp);
+    return tp ? tp_hb_dead(tp) : -1;
 }
 
 void tp_hb_start(struct fccl_tp *tp)
