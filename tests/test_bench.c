@@ -122,15 +122,22 @@ Test(bench_pair, mode_option)
     cr_assert_eq(pair_opts_parse(2, bare, &o), -1);
 }
 
-Test(bench_pair, stamps_run_shm_2, .timeout = 120)
+/* barrier_pair ARGS on 2 ranks over shm; its output (the caller frees
+ * it), once it has exited 0. */
+static char *pair_run(const char *args)
 {
-    char cmd[512], *out = NULL, op[32];
+    char cmd[512], *out = NULL;
     snprintf(cmd, sizeof(cmd),
              "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 %s/fccl-run -n 2 --no-prefix "
-             "%s/../bench/barrier_pair -o all_reduce -n 2000 -m stamps",
-             th_bin_dir(), th_bin_dir());
+             "%s/../bench/barrier_pair %s", th_bin_dir(), th_bin_dir(), args);
     int rc = th_sh(cmd, 100, &out);
     cr_assert_eq(rc, 0, "%s: exit %d: %s", cmd, rc, out ? out : "");
+    return out;
+}
+
+Test(bench_pair, stamps_run_shm_2, .timeout = 120)
+{
+    char op[32], *out = pair_run("-o all_reduce -n 2000 -m stamps");
     const char *line = out ? strstr(out, "stamps ") : NULL;
     int n = 0;
     size_t bytes = 0;
@@ -149,13 +156,7 @@ Test(bench_pair, stamps_run_shm_2, .timeout = 120)
  * per call, and it is the loop's line, not a pair's */
 Test(bench_pair, loop_run_shm_2, .timeout = 120)
 {
-    char cmd[512], *out = NULL, op[32];
-    snprintf(cmd, sizeof(cmd),
-             "FCCL_PROVIDER=shm FCCL_TIMEOUT=60 %s/fccl-run -n 2 --no-prefix "
-             "%s/../bench/barrier_pair -o broadcast -b 64 -n 4000 -m loop",
-             th_bin_dir(), th_bin_dir());
-    int rc = th_sh(cmd, 100, &out);
-    cr_assert_eq(rc, 0, "%s: exit %d: %s", cmd, rc, out ? out : "");
+    char op[32], *out = pair_run("-o broadcast -b 64 -n 4000 -m loop");
     const char *line = out ? strstr(out, "loop ") : NULL;
     int n = 0;
     size_t bytes = 0;
