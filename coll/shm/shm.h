@@ -72,9 +72,10 @@ int coll_seg_tiny_wait(struct coll_run *run, struct coll_seg *s);
 void coll_seg_tiny_get(const struct coll_seg *s, int q, size_t off,
                        void *dst, size_t bytes);
 /* One-way broadcast of up to COLL_SHM_TINY bytes from member `root`
- * (oneway.c): the root stamps its bytes into lines and returns without
- * waiting for anyone (unless it is SEG_BC_SETS calls ahead of a member);
- * the others wait only for the root's lines.  Errors as the barrier. */
+ * (oneway.c): the root stamps its bytes into lines (up to 8 bytes: a
+ * record, four to a line) and returns without waiting for anyone (unless
+ * it is SEG_BC_SETS calls ahead of a member, SEG_BC_WORDS for records);
+ * the others wait only for the root's stamp.  Errors as the barrier. */
 int coll_seg_bcast_oneway(struct coll_run *run, struct coll_seg *s, int root,
                           void *buf, size_t bytes);
 /* Single copies between members (cma.c).  coll_seg_cma: 1 if every member
