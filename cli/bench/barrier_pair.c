@@ -55,14 +55,9 @@ static int stamped(const struct pair_opts *o, float *in, float *out,
                    size_t count, fccl_group_t *w)
 {
     int n = fccl_group_size(w), rc = FCCL_OK;
-    size_t k = (size_t)o->iters * PAIR_STAMPS;
-    double *st = malloc(k * sizeof(double));
-    double *all = malloc((size_t)n * k * sizeof(double));
-    if (!st || !all) {
-        free(st);
-        free(all);
+    double *st, *all;
+    if (pair_stamp_bufs(o, n, &st, &all) < 0)
         return 2;
-    }
     for (long i = 0; i < 1000 && rc >= 0; i++)
         if ((rc = fccl_barrier(w, NULL)) >= 0)
             rc = call(o->op, in, out, count, w);
@@ -76,15 +71,11 @@ static int stamped(const struct pair_opts *o, float *in, float *out,
         s[2] = bench_clock_s(CLOCK_MONOTONIC);
     }
     if (rc >= 0)
-        rc = fccl_all_gather(st, all, k, FCCL_FLOAT64, w, NULL);
-    double t, sk, cr;
-    if (rc >= 0 && fccl_group_rank(w) == 0) {
-        if (pair_stamps(all, n, o->iters, &t, &sk, &cr) < 0)
-            rc = 2;
-        else
-            printf("stamps %s %d %zu %.3f %.3f %.3f\n", o->op, n, o->bytes,
-                   t, sk, cr);
-    }
+        rc = fccl_all_gather(st, all, (size_t)o->iters * PAIR_STAMPS,
+                             FCCL_FLOAT64, w, NULL);
+    if (rc >= 0 && fccl_group_rank(w) == 0 &&
+        pair_stamps_print(o, all, n) < 0)
+        rc = 2;
     free(st);
     free(all);
     return rc;

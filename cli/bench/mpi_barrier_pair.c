@@ -38,14 +38,10 @@ static int call(const char *op, float *in, float *out, int count)
 static int stamped(const struct pair_opts *o, float *in, float *out,
                    int count, int rank, int n)
 {
-    size_t k = (size_t)o->iters * PAIR_STAMPS;
-    double *st = malloc(k * sizeof(double));
-    double *all = malloc((size_t)n * k * sizeof(double));
-    if (!st || !all) {
-        free(st);
-        free(all);
+    int k = (int)(o->iters * PAIR_STAMPS);
+    double *st, *all;
+    if (pair_stamp_bufs(o, n, &st, &all) < 0)
         return 2;
-    }
     for (long i = 0; i < 1000; i++) {
         MPI_Barrier(MPI_COMM_WORLD);
         call(o->op, in, out, count);
@@ -58,17 +54,8 @@ static int stamped(const struct pair_opts *o, float *in, float *out,
         call(o->op, in, out, count);
         s[2] = bench_clock_s(CLOCK_MONOTONIC);
     }
-    MPI_Gather(st, (int)k, MPI_DOUBLE, all, (int)k, MPI_DOUBLE, 0,
-               MPI_COMM_WORLD);
-    double t, sk, cr;
-    int rc = 0;
-    if (rank == 0) {
-        if (pair_stamps(all, n, o->iters, &t, &sk, &cr) < 0)
-            rc = 2;
-        else
-            printf("stamps %s %d %zu %.3f %.3f %.3f\n", o->op, n, o->bytes,
-                   t, sk, cr);
-    }
+    MPI_Gather(st, k, MPI_DOUBLE, all, k, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    int rc = rank == 0 && pair_stamps_print(o, all, n) < 0 ? 2 : 0;
     free(st);
     free(all);
     return rc;

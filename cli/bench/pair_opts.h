@@ -7,6 +7,7 @@
 #ifndef FCCL_BENCH_PAIR_OPTS_H
 #define FCCL_BENCH_PAIR_OPTS_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,6 +128,34 @@ static inline int pair_stamps(const double *st, int n, long iters,
     *skew = pair_median_of(vs, iters);
     *crit = pair_median_of(vc, iters);
     free(v);
+    return 0;
+}
+
+/* -m stamps: a rank's stamp buffer (iters pairs) and room for every
+ * rank's (n); 0, or -1 without memory (neither then allocated). */
+static inline int pair_stamp_bufs(const struct pair_opts *o, int n,
+                                  double **st, double **all)
+{
+    size_t k = (size_t)o->iters * PAIR_STAMPS;
+    *st = malloc(k * sizeof(double));
+    *all = malloc((size_t)n * k * sizeof(double));
+    if (*st && *all)
+        return 0;
+    free(*st);
+    free(*all);
+    return -1;
+}
+
+/* Rank 0's line of -m stamps, read from every rank's stamps; 0, or -1
+ * without memory. */
+static inline int pair_stamps_print(const struct pair_opts *o,
+                                    const double *all, int n)
+{
+    double t, sk, cr;
+    if (pair_stamps(all, n, o->iters, &t, &sk, &cr) < 0)
+        return -1;
+    printf("stamps %s %d %zu %.3f %.3f %.3f\n", o->op, n, o->bytes, t, sk,
+           cr);
     return 0;
 }
 

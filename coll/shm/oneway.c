@@ -25,9 +25,9 @@
  * bytes instead (its stamp, then its payload), four to a line, record b
  * mod SEG_BC_WORDS (1024), with the same flow control.  A root well ahead
  * has filled a line's four records before its reader fetches it: the
- * reader takes one line every fourth call, as MPI's eager messages do,
- * and not one a call (8-byte broadcasts back to back at 2 ranks: 0.10 us
- * a call against 0.19 in a set of their own; bench/RESULTS.md).
+ * reader takes one line every fourth call, not one a call (8-byte
+ * broadcasts back to back, medians of 5 rounds: 0.23 us a call against
+ * 0.43 in sets at 2 ranks, 0.28 against 4.1 at 4; bench/RESULTS.md).
  *
  * A member's wait fails like every segment wait (deadline, abort, a dead
  * member); the root's only wait is the flow control's.  Each member gets
