@@ -34,7 +34,7 @@
 /* One-way broadcasts in sets in flight: a root may run this many calls
  * ahead of the slowest reader before it waits (oneway.c).  4 held 8-byte
  * broadcasts (in sets then) back to back at 2 ranks to 0.33 us a call;
- * 16 (8 KiB of head) made it 0.18-0.19, 64 no faster (MODE=loop
+ * 16 (8 KiB of head) made it 0.18-0.20, 64 no faster (MODE=loop
  * bench/pair.sh). */
 #define SEG_BC_SETS 16
 /* One-way broadcasts of at most 8 bytes go in records of 16 bytes (stamp,
