@@ -155,6 +155,32 @@ Test(reconnect, pending_wait_reissued, .timeout = 60)
     remove_dir();
 }
 
+#define TCP_ESTABLISHED_ST 0x01u
+#define TCP_LISTEN_ST 0x0Au
+
+/* The rx_queue column of /proc/net/tcp summed over the IPv4 sockets of
+ * local port `port` in TCP state `st`, or -1 when it cannot be read: for
+ * the listener (TCP_LISTEN_ST) the connections waiting to be accepted,
+ * for the server's ends of its connections (TCP_ESTABLISHED_ST) the
+ * request bytes it has not read. */
+static int tcp_rx_queue(int port, unsigned st)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned lport = 0, state = 0, txq = 0, rxq = 0;
+        if (sscanf(line, " %*d: %*8x:%x %*8x:%*x %x %x:%x", &lport, &state,
+                   &txq, &rxq) == 4 &&
+            (int)lport == port && state == st)
+            n += (int)rxq;
+    }
+    fclose(f);
+    return n;
+}
+
 struct adder {
     fccl_store_t *s;
     int rc;
@@ -180,7 +206,16 @@ Test(reconnect, lost_add_reply_is_an_error_not_repeated, .timeout = 60)
     kill(srv.pid, SIGSTOP);
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, add_thread, &a), 0);
-    th_sleep_ms(300);
+    /* The ADD must be in the stopped server's socket before it dies (a
+     * fixed sleep lost that race on a loaded machine: an ADD sent after
+     * the restart is simply applied). */
+    int queued = 0;
+    for (int i = 0; i < 1000 && queued <= 0; i++) {
+        queued = tcp_rx_queue(srv.port, TCP_ESTABLISHED_ST);
+        if (queued <= 0)
+            th_sleep_ms(10);
+    }
+    cr_assert(queued > 0, "the ADD never reached the stopped server");
     restart(&srv);
     pthread_join(t, NULL);
     cr_assert(a.rc == FCCL_ERR_CLOSED || a.rc == FCCL_ERR_IO,
@@ -225,26 +260,6 @@ static void read_rest(int fd, char *out, size_t cap)
     out[got] = '\0';
 }
 
-/* Connections waiting in the accept queue of the IPv4 listener on port
- * (/proc/net/tcp shows that length as a listener's rx_queue), or -1. */
-static int accept_backlog(int port)
-{
-    FILE *f = fopen("/proc/net/tcp", "r");
-    if (!f)
-        return -1;
-    char line[512];
-    int n = -1;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned lport = 0, st = 0, txq = 0, rxq = 0;
-        if (sscanf(line, " %*d: %*8x:%x %*8x:%*x %x %x:%x", &lport, &st, &txq,
-                   &rxq) == 4 &&
-            (int)lport == port && st == 0x0A)
-            n = (int)rxq;
-    }
-    fclose(f);
-    return n;
-}
-
 /* Run 4 fccl-demo ranks (started directly: fccl-run --store would itself
  * wait for the stopped store before starting them) against the store at
  * srv->port, stopped now; kill and restart the store while the ranks are
@@ -282,8 +297,11 @@ static int demo_across_restart(struct srv *srv, const char *reconnect)
     /* Every rank is connected and has sent its requests (a rank started
      * slowly would otherwise meet only the restarted server). */
     int queued = 0;
-    for (int i = 0; i < 600 && (queued = accept_backlog(srv->port)) < 4; i++)
-        th_sleep_ms(50);
+    for (int i = 0; i < 600 && queued < 4; i++) {
+        queued = tcp_rx_queue(srv->port, TCP_LISTEN_ST);
+        if (queued < 4)
+            th_sleep_ms(50);
+    }
     cr_log_info("reconnect=%s: %d connections queued at the stopped store",
                 reconnect, queued);
     th_sleep_ms(200);
