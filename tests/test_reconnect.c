@@ -207,7 +207,7 @@ Test(reconnect, lost_add_reply_is_an_error_not_repeated, .timeout = 60)
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, add_thread, &a), 0);
     /* The ADD must be in the stopped server's socket before it dies (a
-     * fixed sleep lost that race on a loaded machine: an ADD sent after
+     * fixed sleep can lose that race on a loaded machine: an ADD sent after
      * the restart is simply applied). */
     int queued = 0;
     for (int i = 0; i < 1000 && queued <= 0; i++) {
