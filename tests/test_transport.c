@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "lib/proc.h"
 #include "lib/tp_harness.h"
+#include "tp_int.h" /* dead_rank, for the culprit test */
 
 #define TCP "tcp;ofi_rxm"
 #define NET tp_net_provider()
@@ -1444,4 +1445,35 @@ Test(transport, spin_budget_rule)
     cr_assert_eq(tp_spin_next(8 * us, 9 * us), floor);
     /* no growth below the current budget */
     cr_assert(tp_spin_next(800 * us, 1100 * us) >= 800 * us);
+}
+
+/* A thread that reads the job's culprit while another is declaring one
+ * (hb.c's declare holds dead_rank at -2 while it writes the reason) gets
+ * that rank, not "none": a shrinking rank whose wait lost that race once
+ * named no culprit (CI, test_ft.py::test_kill_then_shrink).  The
+ * declaration is held open 50 ms here; a reader that took -2 for "none"
+ * returns -1 at once. */
+static void *finish_declaring(void *arg)
+{
+    struct fccl_tp *tp = arg;
+    usleep(50000);
+    atomic_store_explicit(&tp->dead_rank, 2, memory_order_release);
+    return NULL;
+}
+
+Test(transport, culprit_read_during_a_declaration_waits_for_it)
+{
+    struct fccl_tp *tp = calloc(1, sizeof(*tp));
+    cr_assert(tp);
+    atomic_store(&tp->dead_rank, -2);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, finish_declaring, tp), 0);
+    int r = tp_dead_rank(tp);
+    pthread_join(t, NULL);
+    cr_assert_eq(r, 2, "read %d during the declaration, not its rank 2", r);
+    atomic_store(&tp->dead_rank, 3);
+    cr_assert_eq(tp_dead_rank(tp), 3);
+    atomic_store(&tp->dead_rank, -1);
+    cr_assert_eq(tp_dead_rank(tp), -1);
+    free(tp);
 }
