@@ -586,12 +586,13 @@ static int op_bcast_run(struct rt *t, const struct tc *c, int cs, uint64_t *h)
         if (finish(fccl_broadcast(got, (size_t)words, FCCL_UINT64, root,
                                   t->g, REQ(c)), &req, c->async) < 0)
             return -1;
-        if (memcmp(got, want, (size_t)words * sizeof(uint64_t)) != 0) {
-            FAIL(t, c, "broadcast %ld of a run, from rank %d: got %llu, want "
-                 "%llu", k, root, (unsigned long long)got[0],
-                 (unsigned long long)want[0]);
-            return 1;
-        }
+        for (int i = 0; i < words; i++)
+            if (got[i] != want[i]) {
+                FAIL(t, c, "broadcast %ld of a run, from rank %d, word %d: "
+                     "got %llu, want %llu", k, root, i,
+                     (unsigned long long)got[i], (unsigned long long)want[i]);
+                return 1;
+            }
     }
     return 0;
 }
