@@ -40,6 +40,12 @@ run_one() {
         { [ "$rc" -eq 124 ] && echo "== $name: TIMED OUT after ${PER_TEST_TIMEOUT}s"
           printf '%s\n' "$out" | tail -n 60
           echo "== $name: FAILED (exit $rc) ${syn} [${secs}s]"; } > "$RES/$name.txt"
+        # what failed, for the recap at the end (a CI log may show only
+        # its tail): Criterion's failed assertions and cases, a helper's
+        # own failure lines ([rank N] case ...)
+        { [ "$rc" -eq 124 ] && echo "timed out after ${PER_TEST_TIMEOUT}s"
+          printf '%s\n' "$out" | grep -E '^\[(----|FAIL)\]|^\[rank [0-9]+\] case |unexpected outcome|survivors named|Sanitizer' \
+              | grep -vE '^\[----\] *$' | head -n 20; } > "$RES/$name.why"
         echo "$p $((f + c + ( (f + c) == 0 ? 1 : 0 )))" > "$RES/$name.sum"
     else
         echo "== $name: ok ${syn#*Synthesis: } [${secs}s]" > "$RES/$name.txt"
@@ -76,6 +82,10 @@ for t in "${names[@]}"; do
 done
 wait
 flush
+for name in "${failed_bins[@]}"; do
+    echo "== why $name failed:"
+    cat "$RES/$name.why" 2>/dev/null
+done
 [ ${#failed_bins[@]} -gt 0 ] && echo "failed: ${failed_bins[*]}"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
