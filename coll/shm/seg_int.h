@@ -11,7 +11,8 @@
  *   n x 2 tiny sets of COLL_SHM_TINY_LINES lines (the member's tiny data)
  *   n id lines (pid, pid namespace, CMA probe word and verdict)
  *   n exposure lines (the buffer a member offers for this CMA call)
- *   n consumed lines (one-way broadcasts the member has finished)
+ *   n consumed lines (one-way broadcasts the member has finished; for
+ *   records, as of its last multiple of SEG_BC_ACK)
  *   SEG_BC_SETS sets of COLL_SHM_TINY_LINES lines (one-way broadcast
  *   data, written by each call's root)
  *   SEG_BC_WORDS records of SEG_BC_WORD bytes, four to a line (one-way
@@ -44,6 +45,10 @@
 #define SEG_BC_WORD 16
 #define SEG_BC_WORD_MAX 8
 #define SEG_BC_WORDS 1024
+/* A reader of records stores its consumed count every SEG_BC_ACK calls,
+ * not every call (oneway.c); below SEG_BC_SETS, so the lag never holds up
+ * a root whose readers wait for it. */
+#define SEG_BC_ACK 8
 
 struct coll_seg {
     unsigned char *base;
