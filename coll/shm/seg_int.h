@@ -49,6 +49,8 @@
  * not every call (oneway.c); below SEG_BC_SETS, so the lag never holds up
  * a root whose readers wait for it. */
 #define SEG_BC_ACK 8
+_Static_assert(SEG_BC_ACK <= SEG_BC_SETS && SEG_BC_ACK <= SEG_BC_WORDS,
+               "a reader's count may lag by less than a ring holds");
 
 struct coll_seg {
     unsigned char *base;
