@@ -46,8 +46,9 @@
 #define SEG_BC_WORD_MAX 8
 #define SEG_BC_WORDS 1024
 /* A reader of records stores its consumed count every SEG_BC_ACK calls,
- * not every call (oneway.c); below SEG_BC_SETS, so the lag never holds up
- * a root whose readers wait for it. */
+ * not every call (oneway.c): it lags by at most SEG_BC_ACK - 1, fewer
+ * calls than either ring holds, so it never holds up a root whose
+ * readers wait for it. */
 #define SEG_BC_ACK 8
 _Static_assert(SEG_BC_ACK <= SEG_BC_SETS && SEG_BC_ACK <= SEG_BC_WORDS,
                "a reader's count may lag by less than a ring holds");
