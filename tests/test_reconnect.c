@@ -434,7 +434,25 @@ struct churn {
     int status;     /* fccl-run's exit code, -1 killed or timed out */
     int reconnects; /* "reconnecting" lines in the ranks' logs */
     char out[8192]; /* the ranks' stdout */
+    char why[2048]; /* the ranks' "boot_check: ..." failure lines */
 };
+
+/* The lines of `log` naming a rank's failed call, for an assertion's
+ * message (Criterion hides info logs, and a CI log keeps its tail). */
+static void failure_lines(const char *log, char *why, size_t cap)
+{
+    size_t off = 0;
+    why[0] = '\0';
+    for (const char *at = log; at && (at = strstr(at, "boot_check: "));) {
+        const char *end = strchr(at, '\n');
+        int len = end ? (int)(end - at) : (int)strlen(at);
+        int w = snprintf(why + off, cap - off, "%.*s\n", len, at);
+        if (w < 0 || (size_t)w >= cap - off)
+            break;
+        off += (size_t)w;
+        at += len;
+    }
+}
 
 /* Stop the store (a stopped server takes requests into its socket buffer
  * and never answers: the ranks' pending SET, CHECK, GET, ADD and DELETE
@@ -491,6 +509,7 @@ static void churn_across_restarts(struct srv *srv, const char *reconnect,
     close(outfd);
     char *log = srv_log(&run);
     c->reconnects = th_count(log, "reconnecting");
+    failure_lines(log, c->why, sizeof(c->why));
     c->status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (!churning || c->status != 0)
         cr_log_info("churn (reconnect=%s): %s, exit %d; stdout:\n%s\n"
@@ -531,7 +550,7 @@ Test(reconnect, group_creation_rides_out_store_restarts, .timeout = 240)
     struct churn c;
     churn_across_restarts(&srv, "1", 3, &c);
     cr_assert_eq(c.status, 0, "4-rank group churn failed across 3 store "
-                 "restarts:\n%s", c.out);
+                 "restarts:\n%s%s", c.out, c.why);
     for (int r = 0; r < 4; r++) {
         char want[32];
         snprintf(want, sizeof(want), "R%d churn rounds ", r);
