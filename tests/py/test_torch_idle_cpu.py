@@ -11,7 +11,7 @@ CPU over 25 s idle (FCCL_IDLE_CPU_S changes the idle time;
 bench/idle_cpu.sh runs it for 10 minutes), then still work.
 
 Gloo's own transport loop wakes every 10 ms (epoll_wait with a 10 ms
-timeout), 0.15-0.25 s over 25 s whatever store it is on, so a Gloo rank
+timeout), 0.12-0.25 s over 25 s whatever store it is on, so a Gloo rank
 under fccl-run is judged against the same Gloo job run beside it without
 fccl-run (torch's own launcher variables, rank 0 serving torch's store):
 at most 0.2 s more than the reference's busiest rank."""
