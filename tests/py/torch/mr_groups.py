@@ -109,13 +109,17 @@ def test_async_progresses_while_python_computes(rank, size):
     x = torch.ones(1 << 22)  # 16 MiB: the background path
     dist.barrier()
     w = dist.all_reduce(x, async_op=True)
+    # Python work comes first: the call may finish before this thread is
+    # scheduled again (a CI run saw no loop at all), which proves nothing.
     spins, acc, t0 = 0, 0, time.monotonic()
-    while not w.is_completed() and time.monotonic() - t0 < 60:
+    while True:
         for i in range(1000):  # pure Python: holds the GIL
             acc += i * i
         spins += 1
+        if w.is_completed() or time.monotonic() - t0 >= 60:
+            break
     assert w.is_completed(), "no progress without wait()"
-    assert spins > 0 and acc > 0
+    assert acc > 0
     assert x[0].item() == size and x[-1].item() == size
     w.wait()
 
