@@ -121,7 +121,8 @@ def test_ctrl_c_ends_a_waiting_get(server):
     threading.Timer(0.3, interrupt).start()
     with pytest.raises(KeyboardInterrupt):
         st.get("never")
-    assert time.monotonic() - sent[0] < 0.1
+    # within a second, not the 30 s timeout (a loaded CI core delays the signal)
+    assert time.monotonic() - sent[0] < 1.0
     st.set("after", "ok")
     assert st.get("after") == b"ok"
 

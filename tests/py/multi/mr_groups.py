@@ -451,7 +451,7 @@ def test_ctrl_c_interrupts_a_blocked_call(rank, size):
         with pytest.raises(KeyboardInterrupt):
             fccl.barrier(group="py_sigint")
         took = time.monotonic() - sent[0]
-        assert took < 0.1, took
+        assert took < 1.0, took  # not the group's timeout; a loaded core delays it
         with pytest.raises(fccl.Error):  # the group is failed
             fccl.barrier(group="py_sigint")
     fccl.barrier()
