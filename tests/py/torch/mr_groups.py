@@ -111,15 +111,12 @@ def test_async_progresses_while_python_computes(rank, size):
     w = dist.all_reduce(x, async_op=True)
     # Python work comes first: the call may finish before this thread is
     # scheduled again (a CI run saw no loop at all), which proves nothing.
-    spins, acc, t0 = 0, 0, time.monotonic()
+    t0 = time.monotonic()
     while True:
-        for i in range(1000):  # pure Python: holds the GIL
-            acc += i * i
-        spins += 1
+        sum(i * i for i in range(1000))  # pure Python: holds the GIL
         if w.is_completed() or time.monotonic() - t0 >= 60:
             break
     assert w.is_completed(), "no progress without wait()"
-    assert acc > 0
     assert x[0].item() == size and x[-1].item() == size
     w.wait()
 
