@@ -170,7 +170,8 @@ static void m_blocks(struct rt *t, const size_t *counts, int nc, int smoke)
                                .uneven = v));
             run(t, TC("all_to_all", FCCL_UINT32, FCCL_SUM, c, "linear",
                                .uneven = v));
-            /* shm: small even blocks; anything else runs pairwise */
+            /* shm: even blocks (small ones in the slots' halves, larger
+             * by single copy); _v runs pairwise */
             run(t, TC("all_to_all", FCCL_UINT8, FCCL_SUM, c, "shm",
                                .uneven = v));
         }
@@ -191,6 +192,15 @@ static void m_blocks(struct rt *t, const size_t *counts, int nc, int smoke)
         if (!smoke)
             run(t, TC("all_gather", F32, FCCL_SUM, 600001, "shm",
                       .inplace = s, .uneven = s - 1));
+    }
+    /* blocks beyond 512 KiB go through the slots in rounds (a piece
+     * that is not a whole number of lines last), out of place my own
+     * block copied to its place piece by piece */
+    if (!smoke) {
+        run(t, TC("all_gather", F32, FCCL_SUM, 600001, "shm"));
+        run(t, TC("all_gather", F32, FCCL_SUM, 600001, "shm", .uneven = 1));
+        run(t, TC("all_to_all", F32, FCCL_SUM, 150001, "shm"));
+        run(t, TC("all_to_all", F32, FCCL_SUM, 150001, "shm", .inplace = 1));
     }
     run(t, TC("reduce_scatter", F32, FCCL_SUM, 1025, NULL, .inplace = 1));
     run(t, TC("reduce_scatter", F32, FCCL_SUM, 1025, "ring", .inplace = 1));

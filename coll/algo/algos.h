@@ -144,11 +144,13 @@ int coll_seg_reduce(struct coll_run *run, struct coll_seg *s, int root,
 int coll_seg_reduce_scatter(struct coll_run *run, struct coll_seg *s,
                             const struct coll_layout *l, const void *src,
                             void *dst);
-/* All-gather over the members of s: buf is laid out by l with my block
- * already in place; afterwards it holds every block (allgather_shm.c).
- * Whole-slot rounds (starts with coll_seg_large). */
+/* All-gather over the members of s: buf is laid out by l; my block is
+ * read from own, or with own NULL is already in place in buf; afterwards
+ * buf holds every block (allgather_shm.c).  Rounds of at most
+ * coll_seg_round (starts with coll_seg_large). */
 int coll_seg_all_gather(struct coll_run *run, struct coll_seg *s,
-                        const struct coll_layout *l, void *buf);
+                        const struct coll_layout *l, const void *own,
+                        void *buf);
 /* Broadcast `bytes` of buf from segment member `root` (bcast_shm.c). */
 int coll_seg_bcast(struct coll_run *run, struct coll_seg *s, int root,
                    void *buf, size_t bytes);

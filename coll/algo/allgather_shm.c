@@ -16,29 +16,29 @@
  * out, where the transport needs (n-1)/n N of process_vm_readv (about half
  * memcpy's speed here) plus the N/n copy of the rank's own block.
  *
- * Two ranks with blocks beyond half a slot, or more ranks with blocks
- * up to AG_SINGLE_MAX: a single copy through the segment (shm/cma.c)
- * where the members may read each other's memory.  Each rank exposes its
- * block, reads every peer's straight out of the peer's memory with
- * process_vm_readv, and all end in one barrier: the handshake is a cache
- * line each way, where the transport's single copy (the ring) sends a
- * descriptor and a FIN message around it.  All copy at once (bench/
- * RESULTS.md, issue 28).  Without CMA: two ranks take the ring, more
- * the slots.
+ * Blocks beyond COLL_SHM_SMALL up to AG_SINGLE_MAX: a single copy
+ * through the segment (shm/cma.c) where the members may read each other's
+ * memory.  Each rank exposes its block, reads every peer's straight out
+ * of the peer's memory with process_vm_readv, and all end in one barrier:
+ * the handshake is a cache line each way, where the transport's single
+ * copy (the ring) sends a descriptor and a FIN message around it.  All
+ * copy at once (bench/RESULTS.md, issue 28).  Without CMA: two ranks take
+ * the ring, more the slots.  Larger blocks go through the slots.
  */
 #include <string.h>
 
 #include "algos.h"
 
-/* Beyond two ranks, the single copy up to blocks of this size: it ends in
- * one barrier where the slots take two, and with more ranks than cores
- * each barrier waits for every rank to get a core (4 ranks on 2 cores,
- * 1 MiB: 900-1,100 us through the slots, 280-380 us single copy, Open MPI
+/* The single copy up to blocks of this size: it ends in one barrier
+ * where the slots take two a round, and with more ranks than cores each
+ * barrier waits for every rank to get a core (4 ranks on 2 cores, 1 MiB:
+ * 900-1,100 us through the slots, 280-380 us single copy, Open MPI
  * 330-420; two busy loops: 700-3,400 against 400-420).  Larger blocks go
- * through the slots, whose memcpy is faster than process_vm_readv (4
- * ranks, 4 MiB: 830-1,150 against 970-1,270 us; 64 MiB: 21 against
- * 32 ms).  bench/RESULTS.md, "all_gather's single copy beyond two
- * ranks". */
+ * through the slots in 512 KiB rounds, whose memcpy is faster than
+ * process_vm_readv (4 ranks, 64 MiB: 21 against 32 ms; 2 ranks, 64 MiB:
+ * 5.6 against 7.1 ms idle, 9.6 against 15.6 with two busy loops).
+ * bench/RESULTS.md, "all_gather's single copy beyond two ranks" and
+ * "Large all_gather and all_to_all through the slots". */
 #define AG_SINGLE_MAX ((size_t)512 << 10)
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
@@ -131,7 +131,7 @@ int coll_allgather_shm(struct coll_run *run)
         return coll_allgather_ring(run);
     size_t big = max_block(&l), slot = coll_seg_slot_bytes(s);
     int halves = big <= COLL_SHM_SMALL && big <= slot / 2, cma = 0;
-    if (!halves && (g->size == 2 || big <= AG_SINGLE_MAX)) {
+    if (!halves && big <= AG_SINGLE_MAX) {
         /* decided by all at once; before my block moves, which the
          * ring does itself */
         if ((cma = coll_seg_cma(run, s)) < 0)
@@ -144,29 +144,38 @@ int coll_allgather_shm(struct coll_run *run)
     const unsigned char *own = coll_allgather_own(a, &l, me);
     if (cma)
         return single_copy(run, s, &l, own, out);
+    if (!halves)
+        return coll_seg_all_gather(run, s, &l, own, out);
     const unsigned char *mine = own ? own : out + lay_boff(&l, me);
     if (own)
         memcpy(out + lay_boff(&l, me), own, lay_bytes(&l, me));
     if (big <= COLL_SHM_TINY)
         return lines(run, s, &l, mine);
-    if (halves)
-        return small(run, s, &l, mine);
-    return coll_seg_all_gather(run, s, &l, out);
+    return small(run, s, &l, mine);
 }
 
+/* My block is copied to its place in the output round by round, right
+ * after the same piece goes into my slot: the second read of the piece
+ * comes from the cache, where a copy of the whole block up front reads
+ * it from memory twice (2 ranks, 64 MiB, idle: 5.2 against 5.5 ms, two
+ * launches each). */
 int coll_seg_all_gather(struct coll_run *run, struct coll_seg *s,
-                        const struct coll_layout *l, void *buf)
+                        const struct coll_layout *l, const void *own,
+                        void *buf)
 {
     int me = coll_seg_rank(s);
-    unsigned char *out = buf;
-    const unsigned char *mine = out + lay_boff(l, me);
+    unsigned char *out = buf, *mine = out + lay_boff(l, me);
+    const unsigned char *from_here = own ? own : mine;
     size_t big = max_block(l), round = coll_seg_round(s);
     size_t len = lay_bytes(l, me);
     int rc = coll_seg_large(run, s);
     for (size_t from = 0; from < big && rc >= 0; from += round) {
-        if (from < len)
-            memcpy(coll_seg_slot(s, me), mine + from,
-                   min_sz(round, len - from));
+        if (from < len) {
+            size_t k = min_sz(round, len - from);
+            memcpy(coll_seg_slot(s, me), from_here + from, k);
+            if (own)
+                memcpy(mine + from, from_here + from, k);
+        }
         rc = coll_seg_barrier(run, s);
         if (rc < 0)
             break;

@@ -64,7 +64,7 @@ int coll_hier_2d(struct coll_run *run, const struct coll_view *lv,
     }
 
     saved = cr_steps_push(run, 2 * third, run->nsteps - 2 * third);
-    rc = s ? coll_seg_all_gather(run, s, &l, dst)
+    rc = s ? coll_seg_all_gather(run, s, &l, NULL, dst)
            : coll_ring_all_gather(run, lv, dst, &l, NULL);
     cr_steps_pop(run, saved);
     return rc;

@@ -7,27 +7,74 @@
  * signal it instead (coll_seg_tiny_put): one cache-line transfer per peer,
  * not the barrier's and the slot's.
  *
- * Only the even form and blocks up to COLL_SHM_SMALL (all n in half a slot):
- * the choice must be the same on every rank, and with per-peer counts a
- * rank knows only its own.  Larger blocks move no faster through the
- * segment than by the single kernel copy of the transport (two memcpys of
- * everything against one process_vm_readv of what comes from peers), so
- * anything else runs pairwise exchange.
+ * Only the even form: the choice must be the same on every rank, and with
+ * per-peer counts a rank knows only its own; the _v forms run pairwise
+ * exchange.
  *
- * Except for larger even blocks where the members may read each other's
- * memory (shm/cma.c): each exposes its send buffer and reads its block
- * straight out of every peer's with process_vm_readv (its own block is a
- * memcpy), then one barrier.  That is the transport's single copy without
- * its clear-to-send, descriptor and FIN messages.  In place, the peers'
- * blocks land in scratch and move into place after the barrier (a peer
- * may still be reading that place before it).  Without CMA they run what
- * the selector picks otherwise (linear, or pairwise for many large
- * blocks).
+ * Larger even blocks.  Up to A2A_SINGLE_MAX, where the members
+ * may read each other's memory (shm/cma.c): each exposes its send buffer
+ * and reads its block straight out of every peer's with process_vm_readv
+ * (its own block is a memcpy), then one barrier.  That is the transport's
+ * single copy without its clear-to-send, descriptor and FIN messages.  In
+ * place, the peers' blocks land in scratch and move into place after the
+ * barrier (a peer may still be reading that place before it).  Without
+ * CMA they run what the selector picks otherwise (linear, or pairwise for
+ * many large blocks).  Beyond A2A_SINGLE_MAX the blocks go through the
+ * slots in rounds (rounds() below), CMA or not.
  */
 #include <string.h>
 
 #include "algos.h"
 
+/* Blocks beyond this go through the slots in rounds: two barriers a round,
+ * but memcpy through pieces that stay in the cache instead of
+ * process_vm_readv, which pins every page (64 MiB, medians of 5 launches:
+ * 2 ranks 7.2 against 9.4 ms idle, 15.4 against 21.5 with two busy loops;
+ * 4 ranks 18.5 against 23.6 idle, 56 against 67 busy).  Up to it the
+ * single copy's one barrier wins or ties (3 ranks, 1 MiB: 125 against
+ * 151 us).  bench/RESULTS.md, "Large all_gather and all_to_all through
+ * the slots". */
+#define A2A_SINGLE_MAX ((size_t)512 << 10)
+
+/* Even blocks beyond A2A_SINGLE_MAX: per round every member copies the
+ * next `piece` bytes of each peer's block into its slot (piece q at q *
+ * piece) and the same of its own block to its place; barrier; it copies
+ * its piece out of every peer's slot; barrier.  In place too: the piece
+ * a round overwrites went into my slot before that round's first
+ * barrier, and no later round reads it.  0 if the slot cannot hold a
+ * line's worth per member (thousands of members). */
+static size_t round_piece(const struct coll_seg *s)
+{
+    return coll_seg_round(s) / (size_t)coll_seg_size(s) & ~(size_t)63;
+}
+
+static int rounds(struct coll_run *run, struct coll_seg *s, size_t block,
+                  size_t piece)
+{
+    const struct coll_args *a = run->a;
+    int n = coll_seg_size(s), me = coll_seg_rank(s);
+    unsigned char *out = a->recvbuf, *slot = coll_seg_slot(s, me);
+    const unsigned char *in = a->sendbuf;
+    int rc = coll_seg_large(run, s);
+    for (size_t from = 0; from < block && rc >= 0; from += piece) {
+        size_t len = block - from < piece ? block - from : piece;
+        for (int q = 0; q < n; q++)
+            if (q != me)
+                memcpy(slot + (size_t)q * piece,
+                       in + (size_t)q * block + from, len);
+        if (in != out)
+            memcpy(out + (size_t)me * block + from,
+                   in + (size_t)me * block + from, len);
+        if ((rc = coll_seg_barrier(run, s)) < 0)
+            break;
+        for (int q = 0; q < n; q++)
+            if (q != me)
+                memcpy(out + (size_t)q * block + from,
+                       coll_seg_slot(s, q) + (size_t)me * piece, len);
+        rc = coll_seg_barrier(run, s);
+    }
+    return rc;
+}
 
 /* Even blocks of `block` bytes, CMA agreed: each member reads its block
  * out of every peer's exposed send buffer, beginning with the next member
@@ -76,6 +123,9 @@ int coll_alltoall_shm(struct coll_run *run)
         return rc;
     if (s && (block > COLL_SHM_SMALL ||
               block * (size_t)n > coll_seg_slot_bytes(s) / 2)) {
+        size_t piece = round_piece(s);
+        if (block > A2A_SINGLE_MAX && piece)
+            return rounds(run, s, block, piece);
         if ((rc = coll_seg_cma(run, s)) < 0)
             return rc;
         if (rc)

@@ -349,10 +349,11 @@ static int auto_choice(const struct coll_run *run)
                one_host_shm(run->g) ? 1 : 0;
     case COLL_ALLGATHER:
         /* shm: one barrier for small blocks; with 3+ ranks it beat the
-         * ring at every size measured; two ranks with larger blocks take
-         * its single copy through the segment (CMA), or the ring (whose
-         * single copy beat the segment's two memcpys) where CMA is not
-         * allowed (bench/RESULTS.md, issue 28) */
+         * ring at every size measured; blocks up to 512 KiB take its
+         * single copy through the segment (CMA; at two ranks the ring
+         * where CMA is not allowed), larger ones its 512 KiB rounds
+         * (bench/RESULTS.md, issue 28 and "Large all_gather and
+         * all_to_all through the slots") */
         if (one_host_shm(run->g))
             return 2;
         /* With one rank per host, Bruck's log n rounds beat the ring's
@@ -385,8 +386,8 @@ static int auto_choice(const struct coll_run *run)
             !a->sdispls && !a->rdispls &&
             (bytes <= COLL_SHM_SMALL || a->kind == COLL_ALLTOALL))
             return 2; /* shm: small even blocks through the segment,
-                       * larger ones by its single copy (or as below
-                       * without CMA) */
+                       * up to 512 KiB by its single copy (or as below
+                       * without CMA), larger ones in its rounds */
         return coll_a2a_linear_fits(n, bytes) ? 1 : 0;
     default: return 0;
     }
