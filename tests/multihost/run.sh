@@ -50,7 +50,7 @@ if ! ip netns add "$MH_ID-probe" 2> /dev/null; then
 fi
 ip netns del "$MH_ID-probe"
 
-OUT=$(mktemp -d "/tmp/fccl-mh.XXXXXX")
+OUT=$(mktemp -d "${TMPDIR:-/tmp}/fccl-mh.XXXXXX")
 # FCCL_MH_KEEP=1 keeps the logs (the path is printed at the end).
 if [ "${FCCL_MH_KEEP:-0}" = 1 ]; then
     trap 'mh_cleanup; echo "multihost: logs kept in $OUT"' EXIT

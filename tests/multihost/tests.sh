@@ -413,12 +413,14 @@ coll_matrix_ok()
 
 # The harness itself: a run interrupted by SIGTERM removes its namespaces;
 # a run killed outright leaves them, and the next run's mh_reap_stale
-# removes them (and nothing of a live run).
+# removes them (and nothing of a live run).  The nested runs keep their
+# logs under $T (TMPDIR): one killed outright cannot remove them, and
+# this run's removal of its own logs takes them too.
 t_harness_cleanup()
 {
     local sig pid n
     for sig in TERM KILL; do
-        MH_PREFIX=fcclmhn FCCL_MH_TEST_TIMEOUT=60 setsid "$HERE/run.sh" \
+        TMPDIR=$T MH_PREFIX=fcclmhn FCCL_MH_TEST_TIMEOUT=60 setsid "$HERE/run.sh" \
             "$BUILD" t_nnodes_failure > "$T/nested-$sig.log" 2>&1 &
         pid=$!
         for _ in $(seq 100); do
@@ -433,6 +435,8 @@ t_harness_cleanup()
         echo "after SIG$sig: $n namespaces of the nested run left"
         if [ "$sig" = TERM ]; then
             [ "$n" -eq 0 ] || fail "SIGTERM left $n namespaces" || return 1
+            n=$(find "$T" -maxdepth 1 -name 'fccl-mh.*' | wc -l)
+            [ "$n" -eq 0 ] || fail "SIGTERM left $n log folders" || return 1
         else
             [ "$n" -ge 1 ] || fail "SIGKILL left nothing to reap?" || return 1
             ( MH_PREFIX=fcclmhn; . "$HERE/netns.sh"; mh_reap_stale )
