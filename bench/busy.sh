@@ -15,9 +15,17 @@
 # ranks than CPUs (MPICH_OVERSUB=1 keeps it): its ch4:ucx takes 8-60 ms a
 # call there and is never the best MPI.  Iterations: 100 at 8 B, 50 at
 # 1 MiB, 10 at 64 MiB, 3 warm-up; the "time" column (a barrier before
-# each iteration, slowest rank, median) as bench/cells.sh.  Writes one
-# line per run to OUT/raw.tsv (round, load|idle, op, ranks, size, system,
-# us) and prints the tables of bench/busy_report.py.
+# each iteration, slowest rank, median) as bench/cells.sh.  Cells of the
+# sizes in LOOP_SIZES (default 8) are also timed back to back, in the same
+# block right after their time column: LOOP_ITERS (default 400000) calls
+# with no barrier between them, the median of five passes, slowest rank
+# (bench/pair.sh's MODE=loop, which says why the passes are that long), as
+# the OSU micro-benchmarks and nccl-tests time latency.  The time column
+# starts each rank's clock at its own exit from a barrier, so at 8 bytes
+# it mostly measures which rank the barrier lets out first
+# (bench/pair.sh, MODE=stamps).  LOOP_SIZES="" leaves them out.  Writes
+# one line per run to OUT/raw.tsv (round, load|idle, op, ranks, size,
+# system, us, time|loop) and prints the tables of bench/busy_report.py.
 set -u
 NEW=${1:?new bin dir} OLD=${2:?old bin dir}
 ROUNDS=${ROUNDS:-3}
@@ -25,6 +33,8 @@ OPS=${OPS:-all_reduce all_gather all_to_all broadcast}
 NPS=${NPS:-2 4}
 SIZES=${SIZES:-8 1M 64M}
 SPINS=${SPINS:-5 200 5000}
+LOOP_SIZES=${LOOP_SIZES-8}
+LOOP_ITERS=${LOOP_ITERS:-400000}
 LOAD_JOBS=${LOAD_JOBS:-$(nproc)}
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$(mktemp -d)}
@@ -34,6 +44,16 @@ ROOTFLAG=""
 export FCCL_TIMEOUT=${FCCL_TIMEOUT:-300}
 mpicc.openmpi -O2 -o "$OUT/mpi_coll.openmpi" "$HERE/../cli/bench/mpi_coll.c" || exit 1
 mpicc.mpich -O2 -o "$OUT/mpi_coll.mpich" "$HERE/../cli/bench/mpi_coll.c" || exit 1
+if [ -n "$LOOP_SIZES" ]; then
+    for v in openmpi mpich; do
+        mpicc.$v -O2 -o "$OUT/mpi_barrier_pair.$v" \
+            "$HERE/../cli/bench/mpi_barrier_pair.c" || exit 1
+    done
+    for d in "$NEW" "$OLD"; do
+        [ -x "$d/../bench/barrier_pair" ] && continue
+        echo "busy.sh: no $d/../bench/barrier_pair (make bench)" >&2; exit 1
+    done
+fi
 
 iters_for() { case $1 in 8) echo 100 ;; 64M) echo 10 ;; *) echo 50 ;; esac; }
 
@@ -54,6 +74,23 @@ one() { # system op n size -> time in us
     esac
 }
 
+loop() { # system op n size -> us per call, back to back
+    local args="-o $2 -b $4 -n $LOOP_ITERS -m loop" dir=$NEW spin=""
+    case $1 in
+    new|old|spin*)
+        [ "$1" = old ] && dir=$OLD
+        case $1 in spin*) spin=${1#spin} ;; esac
+        setsid -w env ${spin:+FCCL_SPIN_US=$spin} timeout 120 "$dir/fccl-run" \
+            -n "$3" --provider shm --no-prefix "$dir/../bench/barrier_pair" \
+            $args 2>/dev/null ;;
+    ompi) setsid -w timeout 120 mpirun.openmpi $ROOTFLAG --oversubscribe \
+              -n "$3" --mca btl self,vader "$OUT/mpi_barrier_pair.openmpi" \
+              $args 2>/dev/null ;;
+    mpich) setsid -w timeout 120 mpirun.mpich -n "$3" \
+               "$OUT/mpi_barrier_pair.mpich" $args 2>/dev/null ;;
+    esac | awk '$1 == "loop" {print $5; exit}'
+}
+
 # every busy loop and every system measured (one()) in a session of its
 # own: rounds.sh says why
 . "$HERE/rounds.sh" # load_on, load_off
@@ -69,8 +106,13 @@ block() { # load|idle round
         [ "$n" -le "$(nproc)" ] || [ "${MPICH_OVERSUB:-0}" = 1 ] &&
             systems="$systems mpich"
         for sys in $systems; do
-            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$2" "$1" "$op" "$n" "$s" \
-                "$sys" "$(one "$sys" "$op" "$n" "$s")" >> "$OUT/raw.tsv"
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\ttime\n' "$2" "$1" "$op" "$n" \
+                "$s" "$sys" "$(one "$sys" "$op" "$n" "$s")" >> "$OUT/raw.tsv"
+        done
+        case " $LOOP_SIZES " in *" $s "*) ;; *) continue ;; esac
+        for sys in $systems; do
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\tloop\n' "$2" "$1" "$op" "$n" \
+                "$s" "$sys" "$(loop "$sys" "$op" "$n" "$s")" >> "$OUT/raw.tsv"
         done
     done; done; done
 }
