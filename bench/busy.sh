@@ -17,10 +17,14 @@
 # 1 MiB, 10 at 64 MiB, 3 warm-up; the "time" column (a barrier before
 # each iteration, slowest rank, median) as bench/cells.sh.  Cells of the
 # sizes in LOOP_SIZES (default 8) are also timed back to back, in the same
-# block right after their time column: LOOP_ITERS (default 400000) calls
-# with no barrier between them, the median of five passes, slowest rank
+# block right after their time column: LOOP_ITERS (default 400000; with
+# more ranks than CPUs LOOP_ITERS_OVER, default 40000) calls with no
+# barrier between them, the median of five passes, slowest rank
 # (bench/pair.sh's MODE=loop, which says why the passes are that long), as
-# the OSU micro-benchmarks and nccl-tests time latency.  The time column
+# the OSU micro-benchmarks and nccl-tests time latency.  With more ranks
+# than CPUs a call under load waits for the scheduler (20-60 us at 4 ranks
+# on 2 CPUs), so 40000 calls already last a second a pass, and 400000
+# took over the 120 s a run is given.  The time column
 # starts each rank's clock at its own exit from a barrier, so at 8 bytes
 # it mostly measures which rank the barrier lets out first
 # (bench/pair.sh, MODE=stamps).  LOOP_SIZES="" leaves them out.  Writes
@@ -35,6 +39,7 @@ SIZES=${SIZES:-8 1M 64M}
 SPINS=${SPINS:-5 200 5000}
 LOOP_SIZES=${LOOP_SIZES-8}
 LOOP_ITERS=${LOOP_ITERS:-400000}
+LOOP_ITERS_OVER=${LOOP_ITERS_OVER:-40000}
 LOAD_JOBS=${LOAD_JOBS:-$(nproc)}
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-$(mktemp -d)}
@@ -75,7 +80,9 @@ one() { # system op n size -> time in us
 }
 
 loop() { # system op n size -> us per call, back to back
-    local args="-o $2 -b $4 -n $LOOP_ITERS -m loop" dir=$NEW spin=""
+    local iters=$LOOP_ITERS dir=$NEW spin=""
+    [ "$3" -le "$(nproc)" ] || iters=$LOOP_ITERS_OVER
+    local args="-o $2 -b $4 -n $iters -m loop"
     case $1 in
     new|old|spin*)
         [ "$1" = old ] && dir=$OLD
