@@ -101,7 +101,9 @@ loop() { # system op n size -> us per call, back to back
 # every busy loop and every system measured (one()) in a session of its
 # own: rounds.sh says why
 . "$HERE/rounds.sh" # load_on, load_off
-trap 'load_off' EXIT INT TERM
+trap 'load_off' EXIT
+trap 'exit 130' INT   # a handler that returned would let the run go on
+trap 'exit 143' TERM
 
 block() { # load|idle round
     local systems

@@ -70,7 +70,9 @@ one() { # system op n size -> us per pair
 }
 
 . "$HERE/rounds.sh" # load_on, load_off, MEDIAN_AWK
-trap 'load_off' EXIT INT TERM
+trap 'load_off' EXIT
+trap 'exit 130' INT   # a handler that returned would let the run go on
+trap 'exit 143' TERM
 
 for r in $(seq "$ROUNDS"); do
     for load in $LOADS; do
