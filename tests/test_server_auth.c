@@ -291,17 +291,22 @@ static void put_barrier(struct codec_buf *b, const char *key, int64_t n)
 
 /* PyTorch's BARRIER (18) through `tcpstore barrier`: three arrivals of
  * N = 3 released together; a short one times out (exit 3) and its
- * increment stays; a raw client's BARRIER then CANCEL_WAIT. */
+ * increment stays; a raw client's BARRIER then CANCEL_WAIT.  The third
+ * arrives once the count shows the first two (up to 10 s): a fixed 0.3 s
+ * was too short for two processes to start on a busy machine. */
 Test(auth, pytorch_barrier_18)
 {
     struct srv s;
     srv_start(&s, NULL);
     char cmd[1024], *out = NULL;
     snprintf(cmd, sizeof(cmd),
-             "b() { %s/tcpstore --timeout 20 --addr 127.0.0.1:%d barrier "
-             "step 3 && echo released; }; b & b & sleep 0.3; "
-             "%s/tcpstore --addr 127.0.0.1:%d get step; echo; b; wait",
-             th_bin_dir(), s.port, th_bin_dir(), s.port);
+             "t=%s/tcpstore; a=127.0.0.1:%d; "
+             "b() { $t --timeout 20 --addr $a barrier step 3 && "
+             "echo released; }; b & b & i=0; "
+             "while [ \"$($t --timeout 5 --addr $a get step)\" != 2 ] && "
+             "[ $i -lt 200 ]; do i=$((i + 1)); sleep 0.05; done; "
+             "$t --addr $a get step; echo; b; wait",
+             th_bin_dir(), s.port);
     int ex = th_sh(cmd, 60, &out);
     cr_assert_eq(ex, 0, "%s", out);
     cr_assert(strstr(out, "2\n"), "two arrivals before the third: %s", out);
