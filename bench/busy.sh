@@ -22,7 +22,7 @@
 # barrier between them, the median of five passes, slowest rank
 # (bench/pair.sh's MODE=loop, which says why the passes are that long), as
 # the OSU micro-benchmarks and nccl-tests time latency.  With more ranks
-# than CPUs a call under load waits for the scheduler (20-60 us at 4 ranks
+# than CPUs a call under load waits for the scheduler (16-240 us at 4 ranks
 # on 2 CPUs), so 40000 calls already last a second a pass, and 400000
 # took over the 120 s a run is given.  The time column
 # starts each rank's clock at its own exit from a barrier, so at 8 bytes
