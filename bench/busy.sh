@@ -62,40 +62,44 @@ fi
 
 iters_for() { case $1 in 8) echo 100 ;; 64M) echo 10 ;; *) echo 50 ;; esac; }
 
+# launch SECS SYSTEM N FCCL_PROG MPI_PROG ARGS...: N ranks of the
+# system's program (FCCL_PROG under its build's fccl-run, relative to
+# that bin folder, with FCCL_SPIN_US for spinX; MPI_PROG as compiled into
+# OUT) under a timeout of SECS, stderr dropped
+launch() {
+    local secs=$1 sys=$2 n=$3 fprog=$4 mprog=$5 dir=$NEW spin=""
+    shift 5
+    case $sys in
+    new|old|spin*)
+        [ "$sys" = old ] && dir=$OLD
+        case $sys in spin*) spin=${sys#spin} ;; esac
+        setsid -w env ${spin:+FCCL_SPIN_US=$spin} timeout "$secs" \
+            "$dir/fccl-run" -n "$n" --provider shm --no-prefix \
+            "$dir/$fprog" "$@" 2>/dev/null ;;
+    ompi) setsid -w timeout "$secs" mpirun.openmpi $ROOTFLAG --oversubscribe \
+              -n "$n" --mca btl self,vader "$OUT/$mprog.openmpi" "$@" 2>/dev/null ;;
+    mpich) setsid -w timeout "$secs" mpirun.mpich -n "$n" "$OUT/$mprog.mpich" \
+               "$@" 2>/dev/null ;;
+    esac
+}
+
 one() { # system op n size -> time in us
-    local args="-o $2 -b $4 -e $4 -n $(iters_for "$4") -w 3" dir=$NEW spin=""
+    local args="-o $2 -b $4 -e $4 -n $(iters_for "$4") -w 3"
     case $1 in
     new|old|spin*)
-        [ "$1" = old ] && dir=$OLD
-        case $1 in spin*) spin=${1#spin} ;; esac
-        setsid -w env ${spin:+FCCL_SPIN_US=$spin} timeout 180 "$dir/fccl-run" -n "$3" \
-            --provider shm --no-prefix "$dir/fccl-bench" -d float32 -r sum \
-            $args --csv 2>/dev/null | awk -F, '/^[a-z_]+,[0-9]/ {print $8; exit}' ;;
-    ompi) setsid -w timeout 180 mpirun.openmpi $ROOTFLAG --oversubscribe -n "$3" \
-              --mca btl self,vader "$OUT/mpi_coll.openmpi" $args 2>/dev/null |
-              awk '!/^#/ && NF >= 6 {print $5; exit}' ;;
-    mpich) setsid -w timeout 180 mpirun.mpich -n "$3" "$OUT/mpi_coll.mpich" $args \
-               2>/dev/null | awk '!/^#/ && NF >= 6 {print $5; exit}' ;;
+        launch 180 "$1" "$3" fccl-bench - -d float32 -r sum $args --csv |
+            awk -F, '/^[a-z_]+,[0-9]/ {print $8; exit}' ;;
+    *) launch 180 "$1" "$3" - mpi_coll $args |
+           awk '!/^#/ && NF >= 6 {print $5; exit}' ;;
     esac
 }
 
 loop() { # system op n size -> us per call, back to back
-    local iters=$LOOP_ITERS dir=$NEW spin=""
+    local iters=$LOOP_ITERS
     [ "$3" -le "$(nproc)" ] || iters=$LOOP_ITERS_OVER
-    local args="-o $2 -b $4 -n $iters -m loop"
-    case $1 in
-    new|old|spin*)
-        [ "$1" = old ] && dir=$OLD
-        case $1 in spin*) spin=${1#spin} ;; esac
-        setsid -w env ${spin:+FCCL_SPIN_US=$spin} timeout 120 "$dir/fccl-run" \
-            -n "$3" --provider shm --no-prefix "$dir/../bench/barrier_pair" \
-            $args 2>/dev/null ;;
-    ompi) setsid -w timeout 120 mpirun.openmpi $ROOTFLAG --oversubscribe \
-              -n "$3" --mca btl self,vader "$OUT/mpi_barrier_pair.openmpi" \
-              $args 2>/dev/null ;;
-    mpich) setsid -w timeout 120 mpirun.mpich -n "$3" \
-               "$OUT/mpi_barrier_pair.mpich" $args 2>/dev/null ;;
-    esac | awk '$1 == "loop" {print $5; exit}'
+    launch 120 "$1" "$3" ../bench/barrier_pair mpi_barrier_pair \
+        -o "$2" -b "$4" -n "$iters" -m loop |
+        awk '$1 == "loop" {print $5; exit}'
 }
 
 # every busy loop and every system measured (one()) in a session of its
